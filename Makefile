@@ -1,0 +1,32 @@
+# Two commands for a newcomer: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+CHATAPP := $(VENV)/bin/chatapp
+STAMP := $(VENV)/.installed
+
+.PHONY: install model run test bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	@echo "Installing chatapp; the first install compiles llama.cpp (about 5 minutes on 2 cores)."
+	$(PY) -m pip install --progress-bar off -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+model: $(STAMP)
+	$(CHATAPP) models pull --if-missing
+
+run: model
+	$(CHATAPP)
+
+test: model
+	$(PY) -m pytest
+
+bench: model
+	$(PY) benchmarks/engine_speed.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,1 @@
+"""Typer sub-commands; each module exposes `app`."""

@@ -1,0 +1,94 @@
+"""Typed settings read from a TOML file at a platformdirs path.
+
+There is no module-level instance: callers load settings when they need them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from chatapp import paths
+from chatapp.errors import ConfigError
+
+KV_TYPES = ("f16", "q8_0", "q4_0")
+
+
+@dataclass(frozen=True)
+class Settings:
+    model: str = "smollm2-135m-instruct"
+    """A catalog name or a path to a GGUF file."""
+    n_ctx: int = 4096
+    """Context window in tokens: the KV cache's capacity."""
+    threads: int = 0
+    """CPU threads; 0 means the number of physical cores."""
+    gpu_layers: int = -1
+    """Layers to offload to the GPU; -1 means all, when the build supports it."""
+    kv_type: str = "f16"
+    """KV-cache type: f16, q8_0 or q4_0 (the quantized ones turn on flash attention)."""
+    temperature: float = 0.7
+    top_p: float = 0.95
+    top_k: int = 40
+    min_p: float = 0.05
+    max_tokens: int = 512
+    seed: int = -1
+    """-1 picks a random seed per run."""
+    system_prompt: str = "You are a helpful assistant."
+    theme: str = "chatapp-dark"
+    state_cap_mb: int = 2048
+    """Cap on the total size of saved KV-cache states; least recently used go first."""
+
+    def replace(self, **changes) -> "Settings":
+        clean = {k: v for k, v in changes.items() if v is not None}
+        return validate(dataclasses.replace(self, **clean))
+
+
+def validate(settings: Settings) -> Settings:
+    if settings.n_ctx < 16:
+        raise ConfigError(f"n_ctx must be at least 16, got {settings.n_ctx}")
+    if settings.kv_type not in KV_TYPES:
+        raise ConfigError(f"kv_type must be one of {', '.join(KV_TYPES)}, got {settings.kv_type!r}")
+    if settings.threads < 0:
+        raise ConfigError(f"threads must be 0 (auto) or more, got {settings.threads}")
+    if settings.max_tokens < 1:
+        raise ConfigError(f"max_tokens must be at least 1, got {settings.max_tokens}")
+    if settings.temperature < 0:
+        raise ConfigError(f"temperature must be 0 or more, got {settings.temperature}")
+    return settings
+
+
+def load_settings(path: Path | None = None) -> Settings:
+    """Read the config file; a missing file gives the defaults."""
+    path = path or paths.config_file()
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return Settings()
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+    known = {f.name: f for f in fields(Settings)}
+    values = {}
+    for key, value in raw.items():
+        if key not in known:
+            raise ConfigError(f"{path}: unknown setting {key!r}")
+        expected = type(getattr(Settings(), key))
+        if expected is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, expected) or isinstance(value, bool) != (expected is bool):
+            raise ConfigError(f"{path}: {key} must be {expected.__name__}, got {value!r}")
+        values[key] = value
+    return validate(Settings(**values))
+
+
+def to_toml(settings: Settings) -> str:
+    lines = []
+    for field in fields(Settings):
+        value = getattr(settings, field.name)
+        if isinstance(value, str):
+            rendered = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        else:
+            rendered = repr(value)
+        lines.append(f"{field.name} = {rendered}")
+    return "\n".join(lines) + "\n"
