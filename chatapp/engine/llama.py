@@ -1,0 +1,342 @@
+"""The one module that imports llama_cpp.
+
+Everything else in chatapp talks to llama.cpp through `LlamaRuntime`, so the rest of the
+engine stays testable and the binding's quirks stay in one place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import llama_cpp
+from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+from chatapp.engine.hardware import physical_cores
+from chatapp.errors import ModelError
+
+KV_GGML_TYPES = {"f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0, "q4_0": llama_cpp.GGML_TYPE_Q4_0}
+_SPECIAL_ATTRS = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
+
+
+@llama_cpp.llama_log_callback
+def _drop_log(level, text, user_data):  # noqa: ARG001 - llama.cpp would print into the TUI otherwise
+    return None
+
+
+def silence_llama_logs() -> None:
+    llama_cpp.llama_log_set(_drop_log, ctypes.c_void_p(0))
+
+
+def versions() -> dict[str, str]:
+    return {"llama-cpp-python": llama_cpp.__version__, "llama.cpp": llama_cpp_build()}
+
+
+def llama_cpp_build() -> str:
+    """The vendored llama.cpp's ggml version and commit, e.g. "ggml 0.25.3 (0c1e570)"."""
+    lib = llama_cpp.llama_cpp._lib
+    try:
+        version, commit = lib.ggml_version, lib.ggml_commit
+    except AttributeError:  # bindings built without these exports
+        return "unknown"
+    version.restype = commit.restype = ctypes.c_char_p
+    return f"ggml {version().decode()} ({commit().decode()})"
+
+
+def gpu_offload_supported() -> bool:
+    return bool(llama_cpp.llama_supports_gpu_offload())
+
+
+def backend_name() -> str:
+    """The accelerator this build of llama.cpp runs on, read from its system info."""
+    info = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
+    for marker, name in (("CUDA", "CUDA"), ("METAL", "Metal"), ("Metal", "Metal"), ("HIP", "ROCm"),
+                         ("VULKAN", "Vulkan"), ("Vulkan", "Vulkan"), ("SYCL", "SYCL")):
+        if f"{marker} :" in info or f"{marker} =" in info:
+            return name
+    return "CPU"
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    n_ctx: int = 4096
+    n_threads: int = 0
+    """0 means one thread per physical core."""
+    n_gpu_layers: int = -1
+    kv_type: str = "f16"
+    n_batch: int = 512
+
+
+@dataclass(frozen=True)
+class RuntimeInfo:
+    backend: str
+    gpu_offload: bool
+    layers_offloaded: int
+    n_layer: int
+    n_threads: int
+    n_ctx: int
+    kv_type: str
+    flash_attn: bool
+
+
+@dataclass(frozen=True)
+class PerfCounters:
+    """llama.cpp's own counters (llama_perf_context) since the last reset."""
+
+    prompt_ms: float
+    prompt_tokens: int
+    eval_ms: float
+    eval_tokens: int
+
+
+class Sampler:
+    def __init__(self, ctx, *, temperature: float, top_k: int, top_p: float, min_p: float, seed: int):
+        self._ctx = ctx
+        params = llama_cpp.llama_sampler_chain_default_params()
+        params.no_perf = True
+        self._chain = llama_cpp.llama_sampler_chain_init(params)
+        add = lambda s: llama_cpp.llama_sampler_chain_add(self._chain, s)  # noqa: E731
+        if temperature <= 0:
+            add(llama_cpp.llama_sampler_init_greedy())
+        else:
+            add(llama_cpp.llama_sampler_init_top_k(top_k))
+            add(llama_cpp.llama_sampler_init_top_p(top_p, 1))
+            add(llama_cpp.llama_sampler_init_min_p(min_p, 1))
+            add(llama_cpp.llama_sampler_init_temp(temperature))
+            add(llama_cpp.llama_sampler_init_dist(llama_cpp.LLAMA_DEFAULT_SEED if seed < 0 else seed))
+
+    def sample(self) -> int:
+        return llama_cpp.llama_sampler_sample(self._chain, self._ctx, -1)
+
+    def close(self) -> None:
+        if self._chain is not None:
+            llama_cpp.llama_sampler_free(self._chain)
+            self._chain = None
+
+    def __del__(self):
+        self.close()
+
+
+class LlamaRuntime:
+    """A loaded model plus one context (one sequence, id 0) and its KV cache."""
+
+    def __init__(self, path: Path, options: LoadOptions = LoadOptions()):
+        if options.kv_type not in KV_GGML_TYPES:
+            raise ModelError(f"unknown KV type {options.kv_type!r}; use one of {', '.join(KV_GGML_TYPES)}")
+        silence_llama_logs()
+        threads = options.n_threads or physical_cores()
+        offload = gpu_offload_supported()
+        # Quantized V cache needs flash attention in llama.cpp.
+        flash_attn = options.kv_type != "f16"
+        # llama.cpp pads the context to a multiple of 256 cells; ask for that size up front so
+        # the binding's token buffer and the real cache agree.
+        n_ctx = -(-options.n_ctx // 256) * 256
+        try:
+            with _quiet_stderr():
+                self._llm = llama_cpp.Llama(
+                    model_path=str(path),
+                    n_ctx=n_ctx,
+                    n_batch=min(options.n_batch, n_ctx),
+                    n_ubatch=min(options.n_batch, n_ctx),
+                    n_threads=threads,
+                    n_threads_batch=threads,
+                    n_gpu_layers=options.n_gpu_layers if offload else 0,
+                    type_k=KV_GGML_TYPES[options.kv_type],
+                    type_v=KV_GGML_TYPES[options.kv_type],
+                    flash_attn=flash_attn,
+                    # Gemma-style sliding-window caches would forget tokens we need to reuse.
+                    swa_full=True,
+                    verbose=False,
+                )
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise ModelError(f"llama.cpp could not load {path}: {exc}") from None
+        self.path = Path(path)
+        self._vocab = llama_cpp.llama_model_get_vocab(self._llm.model)
+        self._memory = llama_cpp.llama_get_memory(self._llm.ctx)
+        n_layer = llama_cpp.llama_model_n_layer(self._llm.model)
+        requested = n_layer + 1 if options.n_gpu_layers < 0 else options.n_gpu_layers
+        self.info = RuntimeInfo(
+            backend=backend_name() if offload else "CPU",
+            gpu_offload=offload,
+            layers_offloaded=min(requested, n_layer + 1) if offload else 0,
+            n_layer=n_layer,
+            n_threads=threads,
+            n_ctx=min(self._llm.n_ctx(), len(self._llm.input_ids)),
+            kv_type=options.kv_type,
+            flash_attn=flash_attn,
+        )
+        self._piece_cache: dict[int, bytes] = {}
+        self._template = self._llm.metadata.get("tokenizer.chat_template")
+        self._formatters: dict[bool, Jinja2ChatFormatter] = {}
+
+    # --- model facts -----------------------------------------------------------------
+    @property
+    def metadata(self) -> dict[str, str]:
+        return dict(self._llm.metadata)
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """Bytes one token occupies in the KV cache: K and V rows for every layer."""
+        meta = self._llm.metadata
+        arch = meta.get("general.architecture", "")
+        n_head = llama_cpp.llama_model_n_head(self._llm.model)
+        n_head_kv = llama_cpp.llama_model_n_head_kv(self._llm.model)
+        head = llama_cpp.llama_model_n_embd(self._llm.model) // max(1, n_head)
+        k_len = int(meta.get(f"{arch}.attention.key_length", head))
+        v_len = int(meta.get(f"{arch}.attention.value_length", head))
+        per_elt = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}[self.info.kv_type]
+        return int(self.info.n_layer * n_head_kv * (k_len + v_len) * per_elt)
+
+    # --- tokenizer -----------------------------------------------------------------
+    @property
+    def n_ctx(self) -> int:
+        return self.info.n_ctx
+
+    @property
+    def n_vocab(self) -> int:
+        return llama_cpp.llama_vocab_n_tokens(self._vocab)
+
+    def tokenize(self, text: str, *, special: bool, add_bos: bool = False) -> list[int]:
+        return self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=special)
+
+    @property
+    def adds_bos(self) -> bool:
+        return bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
+
+    @property
+    def bos_id(self) -> int:
+        return self._llm.token_bos()
+
+    def token_bytes(self, token: int) -> bytes:
+        """The bytes a token stands for; special tokens render as their text."""
+        piece = self._piece_cache.get(token)
+        if piece is None:
+            buf = ctypes.create_string_buffer(64)
+            n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, True)
+            if n < 0:
+                buf = ctypes.create_string_buffer(-n)
+                n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, True)
+            piece = buf.raw[:n]
+            self._piece_cache[token] = piece
+        return piece
+
+    def is_special(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_get_attr(self._vocab, token) & _SPECIAL_ATTRS)
+
+    def is_end_of_generation(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
+
+    # --- chat template -------------------------------------------------------------
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(self._template)
+
+    def render_chat(self, messages: list[dict[str, str]], *, add_generation_prompt: bool) -> str:
+        """Apply the model's own chat template (the GGUF's tokenizer.chat_template)."""
+        if not self._template:
+            # A base model without a template: plain role-prefixed text keeps turns apart.
+            text = "".join(f"{m['role']}: {m['content']}\n\n" for m in messages)
+            return text + ("assistant:" if add_generation_prompt else "")
+        formatter = self._formatters.get(add_generation_prompt)
+        if formatter is None:
+            formatter = Jinja2ChatFormatter(
+                template=self._template,
+                eos_token=self.token_bytes(self._llm.token_eos()).decode("utf-8", "replace"),
+                bos_token=self.token_bytes(self._llm.token_bos()).decode("utf-8", "replace"),
+                add_generation_prompt=add_generation_prompt,
+            )
+            self._formatters[add_generation_prompt] = formatter
+        try:
+            return formatter(messages=messages).prompt
+        except Exception as exc:  # jinja errors come in many types
+            raise ModelError(f"the model's chat template failed: {exc}") from None
+
+    # --- KV cache ------------------------------------------------------------------
+    @property
+    def kv_tokens(self) -> list[int]:
+        """Token ids whose keys and values are in the cache, in position order."""
+        return self._llm.input_ids[: self._llm.n_tokens].tolist()
+
+    def kv_cells_used(self) -> int:
+        return int(llama_cpp.llama_memory_seq_pos_max(self._memory, 0)) + 1
+
+    def keep_kv_prefix(self, n: int) -> None:
+        """Forget every cached token from position n on."""
+        n = max(0, min(n, self._llm.n_tokens))
+        llama_cpp.llama_memory_seq_rm(self._memory, 0, n, -1)
+        self._llm.n_tokens = n
+
+    def clear_kv(self) -> None:
+        llama_cpp.llama_memory_clear(self._memory, True)
+        self._llm.n_tokens = 0
+
+    def eval(self, tokens: list[int]) -> None:
+        """Run tokens through the model after what is cached, filling the KV cache."""
+        if self._llm.n_tokens + len(tokens) > self.n_ctx:
+            raise ModelError(f"{len(tokens)} more tokens would overflow the {self.n_ctx}-token context")
+        self._llm.eval(tokens)
+        # llama.cpp books a decode's time into its perf counters only at synchronisation.
+        llama_cpp.llama_synchronize(self._llm.ctx)
+
+    def seq_state(self) -> bytes:
+        """The KV cache of sequence 0, serialised by llama.cpp (no logits, no scores)."""
+        size = llama_cpp.llama_state_seq_get_size(self._llm.ctx, 0)
+        buf = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_seq_get_data(self._llm.ctx, buf, size, 0)
+        return bytes(buf[:written])
+
+    def restore_seq_state(self, payload: bytes, tokens: list[int]) -> bool:
+        """Load a seq_state() payload covering `tokens`; False leaves an empty cache."""
+        self.clear_kv()
+        if len(tokens) > self.n_ctx:
+            return False
+        buf = (ctypes.c_uint8 * len(payload)).from_buffer_copy(payload)
+        read = llama_cpp.llama_state_seq_set_data(self._llm.ctx, buf, len(payload), 0)
+        if read == 0 or self.kv_cells_used() != len(tokens):
+            self.clear_kv()
+            return False
+        self._llm.input_ids[: len(tokens)] = tokens
+        self._llm.n_tokens = len(tokens)
+        return True
+
+    # --- sampling and counters -----------------------------------------------------
+    def sampler(self, *, temperature: float, top_k: int = 40, top_p: float = 0.95,
+                min_p: float = 0.05, seed: int = -1) -> Sampler:
+        return Sampler(self._llm.ctx, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed)
+
+    def perf(self) -> PerfCounters:
+        data = llama_cpp.llama_perf_context(self._llm.ctx)
+        # llama.cpp reports a count of at least 1 even when nothing ran; the time tells.
+        prompt_tokens = data.n_p_eval if data.t_p_eval_ms > 0 else 0
+        eval_tokens = data.n_eval if data.t_eval_ms > 0 else 0
+        return PerfCounters(data.t_p_eval_ms, prompt_tokens, data.t_eval_ms, eval_tokens)
+
+    def reset_perf(self) -> None:
+        llama_cpp.llama_perf_context_reset(self._llm.ctx)
+
+    def close(self) -> None:
+        llm, self._llm = getattr(self, "_llm", None), None
+        if llm is not None:
+            llm.close()
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Backends print straight to fd 2 while loading; keep that out of the terminal."""
+    try:
+        fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        yield
+        return
+    saved = os.dup(fd)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), fd)
+            yield
+    finally:
+        os.dup2(saved, fd)
+        os.close(saved)

@@ -1,0 +1,140 @@
+"""Chat turns against the real default model."""
+
+import threading
+
+import pytest
+
+from chatapp.engine.chat import Chat, GenerationSettings
+from chatapp.engine.events import ContextTrimmed, PrefillDone, TextDelta, TurnDone
+from chatapp.engine.llama import LlamaRuntime, LoadOptions
+from chatapp.errors import ContextFullError
+
+from .conftest import GREEDY, run_turn
+
+
+def test_reply_streams_and_is_recorded(greedy_chat):
+    events, record = run_turn(greedy_chat, "What is the capital of France?")
+    deltas = [e.text for e in events if isinstance(e, TextDelta)]
+    assert isinstance(events[0], PrefillDone)
+    assert len(deltas) > 1
+    assert "".join(deltas) == record.reply.rstrip("\n") or "".join(deltas) == record.reply
+    assert record.reply.strip()
+    assert "\ufffd" not in record.reply
+    assert greedy_chat.messages[-1].role == "assistant"
+    assert greedy_chat.messages[-1].content == record.reply
+
+
+def test_stats_are_llama_cpp_counters(greedy_chat):
+    _, record = run_turn(greedy_chat, "Count from one to five.")
+    perf = greedy_chat.runtime.perf()
+    # The record was read from llama_perf_context: prefill is the multi-token decode,
+    # decode the single-token ones, and nothing else ran since.
+    assert perf.prompt_tokens == record.prefill_tokens
+    assert perf.eval_tokens == record.decode_tokens
+    assert abs(perf.prompt_ms - record.prefill_ms) <= 0.05 * perf.prompt_ms
+    assert abs(perf.eval_ms - record.decode_ms) <= 0.05 * perf.eval_ms
+    assert record.decode_tokens == record.generated_tokens
+    assert record.prefill_tps > 0 and record.decode_tps > 0
+    assert record.kv_used == record.prompt_tokens + record.generated_tokens
+    assert record.kv_used == greedy_chat.runtime.kv_cells_used() == len(greedy_chat.runtime.kv_tokens)
+    assert record.ttft_ms >= record.prefill_ms
+    assert record.kv_bytes_per_token == 30 * 3 * 64 * 2 * 2  # 30 layers, 3 KV heads of 64, K+V, f16
+
+
+def test_live_decode_figures_grow_while_streaming(greedy_chat):
+    events, record = run_turn(greedy_chat, "Write a sentence about the sea.")
+    live = [e.live for e in events if isinstance(e, TextDelta)]
+    counts = [s.decode_tokens for s in live]
+    assert counts == sorted(counts) and counts[-1] <= record.decode_tokens
+    assert all(s.decode_tps > 0 for s in live[1:])
+
+
+def test_second_turn_reuses_the_cached_prefix(greedy_chat):
+    _, first = run_turn(greedy_chat, "Name a colour.")
+    _, second = run_turn(greedy_chat, "Name another one.")
+    assert first.cached_tokens == 0
+    assert second.cached_tokens > first.prompt_tokens // 2
+    assert second.prefill_tokens < second.prompt_tokens
+    assert second.prefill_tokens == second.prompt_tokens - second.cached_tokens
+
+
+def test_greedy_is_repeatable(runtime):
+    replies = []
+    for _ in range(2):
+        runtime.clear_kv()
+        chat = Chat(runtime, "Be brief.", GREEDY)
+        replies.append(run_turn(chat, "Say something about llamas.")[1].reply)
+    assert replies[0] == replies[1]
+
+
+def test_stop_keeps_the_partial_reply_and_a_consistent_cache(default_model_path, runtime):
+    chat = Chat(runtime, "Be brief.", GenerationSettings(temperature=0.0, max_tokens=200))
+    seen = []
+    for event in chat.send("Tell me a long story about a dragon."):
+        if isinstance(event, TextDelta):
+            seen.append(event.text)
+            if len(seen) == 3:
+                threading.Thread(target=chat.stop).start()
+        if isinstance(event, TurnDone):
+            record = event.record
+    assert record.finish_reason == "stopped"
+    assert 3 <= record.generated_tokens < 200
+    assert chat.messages[-1].stopped and chat.messages[-1].content == record.reply
+    assert record.reply.startswith("".join(seen[:3]))
+    assert runtime.kv_cells_used() == len(runtime.kv_tokens)
+
+    _, after_stop = run_turn(chat, "Now say hi.")
+    fresh_rt = LlamaRuntime(default_model_path, LoadOptions(n_ctx=1024))
+    try:
+        fresh = Chat(fresh_rt, "Be brief.", chat.generation)
+        fresh.load_messages(chat.messages[:-1])
+        expected = [e for e in fresh._turn() if isinstance(e, TurnDone)][0].record
+    finally:
+        fresh_rt.close()
+    assert after_stop.cached_tokens > 0
+    assert after_stop.reply == expected.reply
+
+
+def test_full_context_drops_oldest_turns_but_keeps_the_system_prompt(default_model_path):
+    rt = LlamaRuntime(default_model_path, LoadOptions(n_ctx=256))
+    try:
+        chat = Chat(rt, "You are terse.", GenerationSettings(temperature=0.0, max_tokens=16))
+        trimmed = []
+        for i in range(10):
+            for event in chat.send(f"Question number {i}: what is {i} plus {i}? Answer in one word."):
+                if isinstance(event, ContextTrimmed):
+                    trimmed.append(event)
+                if isinstance(event, TurnDone):
+                    assert event.record.kv_used <= 256
+        assert trimmed, "ten turns cannot fit in 256 tokens"
+        assert all(t.dropped_turns >= 1 and t.dropped[0].role == "user" for t in trimmed)
+        assert chat.context_messages()[0].content == "You are terse."
+        assert len(chat.messages) == 1 + 2 * 10  # the transcript keeps everything
+        assert chat.window_start > 1
+    finally:
+        rt.close()
+
+
+def test_a_prompt_that_cannot_fit_is_refused_and_nothing_is_lost(default_model_path):
+    rt = LlamaRuntime(default_model_path, LoadOptions(n_ctx=256))
+    try:
+        chat = Chat(rt, "Be brief.", GenerationSettings(temperature=0.0, max_tokens=8))
+        with pytest.raises(ContextFullError, match="context holds 256"):
+            list(chat.send("word " * 400))
+        assert [m.role for m in chat.messages] == ["system"]
+        _, record = run_turn(chat, "Hi")
+        assert record.reply
+    finally:
+        rt.close()
+
+
+def test_generation_stops_when_the_cache_is_full(default_model_path):
+    rt = LlamaRuntime(default_model_path, LoadOptions(n_ctx=256))
+    try:
+        chat = Chat(rt, "", GenerationSettings(temperature=0.0, max_tokens=8))
+        chat.generation = GenerationSettings(temperature=0.0, max_tokens=500)
+        _, record = run_turn(chat, "Write a very long essay about the history of Rome.")
+        assert record.finish_reason == "context"
+        assert rt.kv_cells_used() == 256
+    finally:
+        rt.close()

@@ -1,0 +1,48 @@
+"""The model's own tokenizer, round-tripped through display pieces."""
+
+import pytest
+
+from chatapp.engine.chat import Chat
+from chatapp.engine.events import Message
+from chatapp.engine.tokens import describe, joined, tokenize_text
+
+SAMPLES = [
+    "Hello, world! The quick brown fox.",
+    "emoji: 🦙🔥👩‍👩‍👧 done",
+    "CJK: 日本語のテキストと中文字符",
+    "whitespace   runs\t\tand\n\n\nnewlines    ",
+    "combining: e\u0301 a\u0308 n\u0303 and Zalgo z\u0336\u0311\u0300",
+    "  leading spaces",
+]
+
+
+@pytest.mark.parametrize("text", SAMPLES)
+def test_pieces_join_back_to_the_exact_input(runtime, text):
+    tokens = tokenize_text(runtime, text)
+    assert joined(tokens) == text
+    assert all("\ufffd" not in t.piece for t in tokens)
+    assert not any(t.special for t in tokens)
+
+
+def test_split_characters_show_up_once_in_the_token_that_completes_them(runtime):
+    tokens = tokenize_text(runtime, "🦙")
+    # The llama emoji is four bytes; this tokenizer needs more than one token for it.
+    assert len(tokens) > 1
+    assert [t.piece for t in tokens if t.piece] == ["🦙"]
+    assert b"".join(t.raw for t in tokens) == "🦙".encode()
+
+
+def test_templated_conversation_marks_special_tokens(runtime):
+    chat = Chat(runtime, "Be brief.")
+    chat.messages.append(Message("user", "Hi 🦙"))
+    text = chat.render()
+    tokens = describe(runtime, chat.prompt_ids())
+    assert joined(tokens) == text
+    specials = [t.piece for t in tokens if t.special]
+    assert "<|im_start|>" in specials and "<|im_end|>" in specials
+    assert "<|im_start|>" not in [t.piece for t in tokens if not t.special]
+
+
+def test_ids_match_the_tokenizer(runtime):
+    tokens = tokenize_text(runtime, "Hello world")
+    assert [t.id for t in tokens] == runtime.tokenize("Hello world", special=False)

@@ -1,0 +1,46 @@
+"""The engine is headless: importing any of it pulls in neither textual nor rich."""
+
+import pkgutil
+import subprocess
+import sys
+
+import chatapp.engine
+
+ENGINE_MODULES = sorted(
+    f"chatapp.engine.{m.name}" for m in pkgutil.iter_modules(chatapp.engine.__path__)
+)
+
+
+def test_engine_modules_exist():
+    assert {"chatapp.engine.llama", "chatapp.engine.chat", "chatapp.engine.tokens"} <= set(ENGINE_MODULES)
+
+
+def test_engine_imports_neither_textual_nor_rich():
+    code = (
+        "import importlib, sys\n"
+        f"for name in {ENGINE_MODULES!r}:\n"
+        "    importlib.import_module(name)\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich'))\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_only_the_llama_module_imports_llama_cpp():
+    from pathlib import Path
+
+    root = Path(chatapp.__file__).parent
+    importers = sorted(
+        str(p.relative_to(root)) for p in root.rglob("*.py")
+        if "import llama_cpp" in p.read_text() or "from llama_cpp" in p.read_text()
+    )
+    assert importers == ["engine/llama.py"]
+
+
+def test_importing_the_cli_writes_nothing(tmp_path):
+    env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "c"), "XDG_DATA_HOME": str(tmp_path / "d"),
+           "XDG_CACHE_HOME": str(tmp_path / "k"), "PATH": "/usr/bin:/bin"}
+    code = "import chatapp.cli, chatapp.config, chatapp.paths, chatapp.engine.chat"
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+    assert list(tmp_path.iterdir()) == []
