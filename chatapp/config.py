@@ -6,6 +6,7 @@ There is no module-level instance: callers load settings when they need them.
 from __future__ import annotations
 
 import dataclasses
+import json
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -59,15 +60,24 @@ def validate(settings: Settings) -> Settings:
     return settings
 
 
+def read_table(path: Path) -> dict | None:
+    """The config file's raw TOML table, or None when there is no file."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+
+
 def load_settings(path: Path | None = None) -> Settings:
     """Read the config file; a missing file gives the defaults."""
     path = path or paths.config_file()
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return Settings()
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}") from None
+    table = read_table(path)
+    return Settings() if table is None else from_table(table, path)
+
+
+def from_table(raw: dict, path: Path) -> Settings:
     known = {f.name: f for f in fields(Settings)}
     values = {}
     for key, value in raw.items():
@@ -82,13 +92,16 @@ def load_settings(path: Path | None = None) -> Settings:
     return validate(Settings(**values))
 
 
+def toml_value(value: str | float | bool) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        # JSON string escapes are TOML basic-string escapes, except that TOML
+        # also forbids a raw DEL.
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+    return repr(value)
+
+
 def to_toml(settings: Settings) -> str:
-    lines = []
-    for field in fields(Settings):
-        value = getattr(settings, field.name)
-        if isinstance(value, str):
-            rendered = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-        else:
-            rendered = repr(value)
-        lines.append(f"{field.name} = {rendered}")
+    lines = [f"{field.name} = {toml_value(getattr(settings, field.name))}" for field in fields(Settings)]
     return "\n".join(lines) + "\n"

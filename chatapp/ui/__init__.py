@@ -1,0 +1,1 @@
+"""The Textual interface. Nothing here is imported by the engine."""

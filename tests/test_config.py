@@ -1,0 +1,70 @@
+"""load_settings: defaults, types and one-line errors for a bad config file."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from chatapp.config import Settings, load_settings, to_toml
+from chatapp.errors import ConfigError
+
+
+def write(tmp_path, text: str):
+    path = tmp_path / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_missing_file_gives_the_defaults(tmp_path):
+    assert load_settings(tmp_path / "absent.toml") == Settings()
+
+
+def test_the_default_path_comes_from_xdg(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    (tmp_path / "chatapp").mkdir()
+    (tmp_path / "chatapp" / "config.toml").write_text("n_ctx = 1024\n")
+    assert load_settings().n_ctx == 1024
+
+
+def test_values_from_the_file_override_defaults(tmp_path):
+    settings = load_settings(write(tmp_path, 'n_ctx = 8192\nkv_type = "q8_0"\ntheme = "chatapp-light"\n'))
+    assert settings == Settings(n_ctx=8192, kv_type="q8_0", theme="chatapp-light")
+
+
+def test_an_integer_is_accepted_where_a_float_is_expected(tmp_path):
+    settings = load_settings(write(tmp_path, "temperature = 1\n"))
+    assert settings.temperature == 1.0 and isinstance(settings.temperature, float)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ('n_ctx = "big"\n', "n_ctx must be int"),
+        ("n_ctx = 1.5\n", "n_ctx must be int"),
+        ("n_ctx = true\n", "n_ctx must be int"),
+        ("temperature = true\n", "temperature must be float"),
+        ("model = 3\n", "model must be str"),
+        ("colour = 1\n", "unknown setting 'colour'"),
+        ('kv_type = "q5_1"\n', "kv_type must be one of f16, q8_0, q4_0"),
+        ("n_ctx = 8\n", "n_ctx must be at least 16"),
+        ("threads = -2\n", "threads must be 0"),
+        ("temperature = -0.1\n", "temperature must be 0 or more"),
+        ('n_ctx = "unterminated\n', "cannot read"),
+    ],
+)
+def test_a_bad_file_raises_one_config_line(tmp_path, text, fragment):
+    with pytest.raises(ConfigError) as caught:
+        load_settings(write(tmp_path, text))
+    assert fragment in caught.value.message
+    assert "\n" not in caught.value.one_line()
+    assert caught.value.one_line().startswith("Config: ")
+
+
+def test_to_toml_round_trips_awkward_strings():
+    settings = Settings(system_prompt='Say "hi"\\\n\tthen \x7f\x01 stop. é')
+    assert Settings(**tomllib.loads(to_toml(settings))) == settings
+
+
+def test_to_toml_of_the_defaults_loads_back(tmp_path):
+    assert load_settings(write(tmp_path, to_toml(Settings()))) == Settings()
