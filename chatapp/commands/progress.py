@@ -1,0 +1,29 @@
+"""A rich progress bar fed by the engine's plain (phase, done, total) callbacks."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+
+@contextlib.contextmanager
+def pull_progress(console: Console) -> Iterator[Callable[[str, int, int], None]]:
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                        TransferSpeedColumn(), TimeRemainingColumn(), console=console, transient=False)
+    tasks: dict[str, int] = {}
+
+    def update(phase: str, done: int, total: int) -> None:
+        if not progress.live.is_started:
+            progress.start()
+        if phase not in tasks:
+            tasks[phase] = progress.add_task(phase, total=total or None)
+        progress.update(tasks[phase], completed=done, total=total or None)
+
+    try:
+        yield update
+    finally:
+        if progress.live.is_started:
+            progress.stop()

@@ -1,0 +1,90 @@
+"""Small JSON caches of facts about big files, keyed by the file's identity.
+
+A file's identity is its resolved path, size and mtime_ns: touching or replacing the file
+invalidates what was cached about it. Each cache is one JSON file under paths.cache_dir(),
+holding one entry per path, written atomically. A damaged cache file is treated as empty.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from chatapp import paths
+
+FORMAT = 1
+CHUNK = 1 << 20
+
+
+class FileCache:
+    def __init__(self, name: str, directory: Path | None = None):
+        self.name = name
+        self.directory = directory
+
+    @property
+    def path(self) -> Path:
+        return (self.directory or paths.cache_dir()) / f"{self.name}.json"
+
+    @staticmethod
+    def identity(path: Path) -> tuple[str, int, int]:
+        resolved = Path(path).resolve()
+        stat = resolved.stat()
+        return str(resolved), stat.st_size, stat.st_mtime_ns
+
+    def _load(self) -> dict:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("entries"), dict):
+            return {}
+        return data["entries"]
+
+    def get(self, path: Path):
+        """The value cached for this file as it is now, or None."""
+        key, size, mtime_ns = self.identity(path)
+        entry = self._load().get(key)
+        if isinstance(entry, dict) and entry.get("size") == size and entry.get("mtime_ns") == mtime_ns:
+            return entry.get("value")
+        return None
+
+    def put(self, path: Path, value) -> None:
+        key, size, mtime_ns = self.identity(path)
+        entries = {k: v for k, v in self._load().items() if os.path.exists(k)}
+        entries[key] = {"size": size, "mtime_ns": mtime_ns, "value": value}
+        target = self.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump({"format": FORMAT, "entries": entries}, out, indent=1)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def sha256_cache() -> FileCache:
+    return FileCache("sha256")
+
+
+def hash_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    """The file's sha256 hex digest, hashed once per (resolved path, size, mtime_ns)."""
+    cache = sha256_cache()
+    cached = cache.get(path)
+    if isinstance(cached, str):
+        return cached
+    digest = hash_file(path)
+    cache.put(path, digest)
+    return digest

