@@ -44,3 +44,12 @@ def test_importing_the_cli_writes_nothing(tmp_path):
     code = "import chatapp.cli, chatapp.config, chatapp.paths, chatapp.engine.chat"
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_import_linter_contract_holds():
+    from pathlib import Path
+
+    exe = Path(sys.executable).with_name("lint-imports")
+    out = subprocess.run([str(exe)], capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "1 kept, 0 broken" in out.stdout

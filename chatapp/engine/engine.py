@@ -10,6 +10,7 @@ from chatapp.config import Settings
 from chatapp.engine import tokens as token_views
 from chatapp.engine.chat import Chat, GenerationSettings
 from chatapp.engine.events import Event
+from chatapp.engine.quant import model_info
 
 
 @dataclass(frozen=True)
@@ -31,14 +32,12 @@ def generation_settings(settings: Settings) -> GenerationSettings:
                               min_p=settings.min_p, max_tokens=settings.max_tokens, seed=settings.seed)
 
 
-def file_type_name(metadata: dict[str, str]) -> str:
-    import gguf  # noqa: PLC0415 - gguf pulls in numpy; only needed here
+def display_name(path: Path) -> str:
+    """The catalog name when the file is a catalog model, else the file name."""
+    from chatapp.engine.catalog import load_catalog  # noqa: PLC0415
 
-    try:
-        name = gguf.LlamaFileType(int(metadata.get("general.file_type", "-1"))).name
-    except ValueError:
-        return "unknown"
-    return name.removeprefix("MOSTLY_")
+    entry = next((e for e in load_catalog().entries if e.file == path.name), None)
+    return entry.name if entry else path.name
 
 
 class Engine:
@@ -47,12 +46,11 @@ class Engine:
         self.model_path = Path(model_path)
         self.settings = settings
         self.chat = Chat(runtime, settings.system_prompt, generation_settings(settings))
-        meta = runtime.metadata
         info = runtime.info
         self.summary = ModelSummary(
-            name=meta.get("general.name") or self.model_path.stem,
+            name=display_name(self.model_path),
             path=self.model_path,
-            quant=file_type_name(meta),
+            quant=model_info(self.model_path).file_type,
             backend=info.backend,
             layers_offloaded=info.layers_offloaded,
             n_layer=info.n_layer,

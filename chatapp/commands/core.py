@@ -1,0 +1,123 @@
+"""chat, ask, tokenize and --version: the commands that load a model."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from chatapp.cli import app
+from chatapp.config import Settings, load_settings
+from chatapp.errors import InputError
+
+ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="A GGUF path or a catalog name.")]
+CtxOpt = Annotated[Optional[int], typer.Option("--ctx", help="Context window in tokens.")]
+
+
+def _version(value: bool) -> None:
+    if not value:
+        return
+    from chatapp import __version__
+    from chatapp.engine.llama import versions
+
+    found = versions()
+    print(f"chatapp {__version__}")
+    print(f"llama-cpp-python {found['llama-cpp-python']}")
+    print(f"llama.cpp {found['llama.cpp']}")
+    raise typer.Exit()
+
+
+@app.callback(invoke_without_command=True)
+def root(
+    ctx: typer.Context,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print chatapp, llama-cpp-python and llama.cpp versions.")] = False,
+) -> None:
+    """Chat with a local model in the terminal and watch how inference works."""
+    if ctx.invoked_subcommand is None:
+        chat(model=None, theme=None, n_ctx=None, session=None)
+
+
+def settings_with(**overrides) -> Settings:
+    return load_settings().replace(**overrides)
+
+
+def open_engine(settings: Settings, model: str | None, console: Console | None = None):
+    from chatapp.commands.progress import pull_progress
+    from chatapp.engine.engine import Engine
+
+    with pull_progress(console or Console(stderr=True)) as progress:
+        return Engine.open(settings, model, progress=progress)
+
+
+@app.command()
+def chat(
+    model: ModelOpt = None,
+    theme: Annotated[Optional[str], typer.Option("--theme", help="Theme name (see chatapp themes list).")] = None,
+    n_ctx: CtxOpt = None,
+    session: Annotated[Optional[str], typer.Option("--session", help="Open or create a saved session.")] = None,
+) -> None:
+    """Open the chat TUI."""
+    from chatapp.ui.app import run_app
+
+    settings = settings_with(theme=theme, n_ctx=n_ctx)
+    run_app(settings, model=model, session=session)
+
+
+@app.command()
+def ask(
+    prompts: Annotated[list[str], typer.Argument(help="One user turn each, in order, in one conversation.")],
+    model: ModelOpt = None,
+    system: Annotated[Optional[str], typer.Option("--system", help="System prompt.")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens")] = None,
+    temperature: Annotated[Optional[float], typer.Option("--temperature", help="0 is greedy and repeatable.")] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed")] = None,
+    n_ctx: CtxOpt = None,
+    kv_type: Annotated[Optional[str], typer.Option("--kv-type", help="f16, q8_0 or q4_0.")] = None,
+    threads: Annotated[Optional[int], typer.Option("--threads")] = None,
+    gpu_layers: Annotated[Optional[int], typer.Option("--gpu-layers")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per turn per line.")] = False,
+    session: Annotated[Optional[str], typer.Option("--session", help="Create or continue a saved session.")] = None,
+) -> None:
+    """Ask one or more questions in one conversation; print replies and per-turn stats."""
+    if not prompts or any(not p.strip() for p in prompts):
+        raise InputError("the prompt is empty")
+    settings = settings_with(system_prompt=system, max_tokens=max_tokens, temperature=temperature, seed=seed,
+                             n_ctx=n_ctx, kv_type=kv_type, threads=threads, gpu_layers=gpu_layers)
+    from chatapp.commands.ask_output import run_ask
+
+    run_ask(settings, model, prompts, as_json=as_json, session=session)
+
+
+@app.command()
+def tokenize(
+    text: Annotated[str, typer.Argument(help="Text to cut into tokens with the model's tokenizer.")],
+    model: ModelOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help='A list of {"id", "piece", "special"}.')] = False,
+) -> None:
+    """Show how the model's own tokenizer cuts TEXT into tokens."""
+    if not text:
+        raise InputError("the text is empty")
+    engine = open_engine(load_settings().replace(n_ctx=256), model)
+    tokens = engine.tokenize(text)
+    if as_json:
+        print(json.dumps([t.to_json() for t in tokens], ensure_ascii=False))
+        return
+    out = Console()
+    styles = ("black on cyan", "black on yellow")
+    line = Text()
+    for i, token in enumerate(tokens):
+        style = "bold white on magenta" if token.special else styles[i % 2]
+        # An empty piece is a token holding part of a character the next token completes.
+        line.append(token.piece.replace("\n", "↵\n") or "⋯", style=style)
+    out.print(line)
+    out.print(f"[bold]{len(tokens)}[/] tokens · ids: {' '.join(str(t.id) for t in tokens)}", highlight=False)
+
+
+def write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()

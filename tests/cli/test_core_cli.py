@@ -1,0 +1,98 @@
+"""ask, tokenize and --version end to end through the installed script, on the real model."""
+
+import json
+
+import pytest
+
+ASK_KEYS = {"reply", "prompt_tokens", "cached_tokens", "prefill_tokens", "prefill_ms", "prefill_tps", "ttft_ms",
+            "decode_tokens", "decode_ms", "decode_tps", "kv_used", "n_ctx", "kv_bytes_per_token", "dropped_turns",
+            "model", "quant", "backend"}
+
+
+def test_version_names_all_three(chatapp_exe):
+    out = chatapp_exe("--version")
+    assert out.returncode == 0
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("chatapp ")
+    assert lines[1].startswith("llama-cpp-python 0.3")
+    assert lines[2].startswith("llama.cpp ggml ")
+
+
+def test_ask_json_one_object_per_turn(chatapp_exe):
+    out = chatapp_exe("ask", "Name a fruit.", "Name another.", "--json", "--temperature", "0",
+                      "--max-tokens", "12", "--ctx", "512")
+    assert out.returncode == 0, out.stderr
+    turns = [json.loads(line) for line in out.stdout.splitlines()]
+    assert len(turns) == 2
+    for turn in turns:
+        assert ASK_KEYS <= set(turn)
+        assert turn["quant"] == "Q4_1" and turn["backend"] == "CPU" and turn["n_ctx"] == 512
+        assert turn["model"] == "smollm2-135m-instruct"
+        assert turn["reply"]
+    assert turns[0]["cached_tokens"] == 0
+    assert 0 < turns[1]["prefill_tokens"] < turns[1]["prompt_tokens"]
+
+
+def test_ask_streams_reply_then_a_stats_line(chatapp_exe):
+    out = chatapp_exe("ask", "Say hello.", "--temperature", "0", "--max-tokens", "8", "--ctx", "512")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip()
+    assert "prefill" in out.stderr and "decode" in out.stderr and "tok/s" in out.stderr
+
+
+def test_ask_greedy_is_repeatable(chatapp_exe):
+    args = ("ask", "Tell me about the moon.", "--json", "--temperature", "0", "--max-tokens", "20", "--ctx", "512")
+    first, second = (json.loads(chatapp_exe(*args).stdout)["reply"] for _ in range(2))
+    assert first == second
+
+
+def test_ask_kv_type_q8_0(chatapp_exe):
+    out = chatapp_exe("ask", "Hi", "--json", "--kv-type", "q8_0", "--temperature", "0", "--max-tokens", "4",
+                      "--ctx", "512")
+    assert out.returncode == 0, out.stderr
+    record = json.loads(out.stdout)
+    assert record["kv_bytes_per_token"] == 30 * 3 * 128 * 34 // 32
+
+
+def test_tokenize_json_round_trips(chatapp_exe):
+    text = "Hi 🦙 日本語  x"
+    out = chatapp_exe("tokenize", text, "--json")
+    assert out.returncode == 0, out.stderr
+    tokens = json.loads(out.stdout)
+    assert "".join(t["piece"] for t in tokens) == text
+    assert all(set(t) == {"id", "piece", "special"} for t in tokens)
+
+
+def test_tokenize_shows_count(chatapp_exe):
+    out = chatapp_exe("tokenize", "Hello world")
+    assert out.returncode == 0
+    assert "2 tokens" in out.stdout
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("ask", ""), "prompt is empty"),
+    (("ask", "   "), "prompt is empty"),
+    (("tokenize", ""), "text is empty"),
+    (("ask", "hi", "--model", "/nonexistent/model.gguf"), "not found"),
+    (("ask", "hi", "--model", "no-such-model"), "unknown model"),
+    (("ask", "hi", "--kv-type", "q5_9"), "kv_type"),
+    (("ask", "word " * 2000, "--ctx", "256"), "context holds 256"),
+])
+def test_bad_input_is_one_line_exit_2(chatapp_exe, args, needle):
+    out = chatapp_exe(*args)
+    assert out.returncode == 2, out.stderr
+    assert needle in out.stderr
+    assert "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_non_gguf_and_truncated_gguf_are_rejected(chatapp_exe, tmp_path, default_model_path):
+    text_file = tmp_path / "notes.gguf"
+    text_file.write_text("not a model")
+    truncated = tmp_path / "cut.gguf"
+    truncated.write_bytes(default_model_path.read_bytes()[: 5_000_000])
+    for path in (text_file, truncated):
+        out = chatapp_exe("ask", "hi", "--model", str(path))
+        assert out.returncode == 2
+        assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+        assert "GGUF" in out.stderr or "truncated" in out.stderr
