@@ -36,7 +36,8 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
     engine = open_engine(settings, model, err)
     summary = engine.summary
     try:
-        for prompt in prompts:
+        for number, prompt in enumerate(prompts, 1):
+            record = None
             for event in engine.send(prompt):
                 if isinstance(event, ContextTrimmed):
                     err.print(f"[yellow]context full: dropped the oldest {event.dropped_turns} turn(s) "
@@ -48,10 +49,15 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
                     record = event.record
                     if as_json:
                         data = record.to_json()
-                        data.update(model=summary.name, quant=summary.quant, backend=summary.backend)
+                        data.update(model=summary.name, quant=summary.quant, backend=summary.backend,
+                                    layers_offloaded=summary.layers_offloaded)
                         print(json.dumps(data, ensure_ascii=False), flush=True)
                     else:
                         sys.stdout.write("\n")
                         err.print(f"[dim]{stats_line(record)}[/]")
+            if record is not None and record.finish_reason == "stopped":
+                if number < len(prompts):
+                    err.print(f"[yellow]stopped; skipped the remaining {len(prompts) - number} prompt(s)[/]")
+                break
     finally:
         engine.close()

@@ -96,3 +96,27 @@ def test_non_gguf_and_truncated_gguf_are_rejected(chatapp_exe, tmp_path, default
         assert out.returncode == 2
         assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
         assert "GGUF" in out.stderr or "truncated" in out.stderr
+
+
+def test_ctrl_c_mid_generation_keeps_the_partial_reply(isolated_dirs, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    exe = Path(sys.executable).with_name("chatapp")
+    env = {**os.environ, **isolated_dirs}
+    proc = subprocess.Popen([str(exe), "ask", "Write a very long story about a ship.", "Second prompt",
+                             "--temperature", "0", "--max-tokens", "2000", "--ctx", "4096"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    first = proc.stdout.read(20)  # the reply has started streaming
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    stderr = err.decode()
+    assert proc.returncode == 0, stderr
+    assert first and (first + out).strip()
+    assert "stopped" in stderr and "skipped the remaining 1 prompt" in stderr
+    assert "Traceback" not in stderr
