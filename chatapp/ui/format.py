@@ -1,0 +1,48 @@
+"""How figures read on screen, shared by every widget so one number always looks the same."""
+
+from __future__ import annotations
+
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+_WHITESPACE = str.maketrans({" ": "·", "\t": "→", "\r": "␍"})
+
+
+def human_bytes(n: int | float) -> str:
+    """1536 -> "1.50 KiB": binary units, three significant figures from 1 KiB up."""
+    value = float(n)
+    for unit in _UNITS:
+        if abs(value) < 1024 or unit == _UNITS[-1]:
+            break
+        value /= 1024
+    if unit == "B":
+        return f"{int(value)} B"
+    decimals = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2
+    return f"{value:.{decimals}f} {unit}"
+
+
+def count(n: int) -> str:
+    return f"{n:,}"
+
+
+def human_count(n: int) -> str:
+    """134515008 -> "134.5M"."""
+    for limit, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(n) >= limit:
+            return f"{n / limit:.1f}{suffix}"
+    return str(n)
+
+
+def ms(value: float) -> str:
+    return f"{value:,.1f} ms"
+
+
+def tps(value: float) -> str:
+    return f"{value:,.1f} tok/s"
+
+
+def percent(fraction: float) -> str:
+    return "<1%" if 0 < fraction < 0.01 else f"{fraction:.0%}"
+
+
+def visible_piece(piece: str) -> str:
+    """A token's text with whitespace shown: · for space, → for tab, ↵ before a line break."""
+    return piece.translate(_WHITESPACE).replace("\n", "↵\n")

@@ -1,0 +1,101 @@
+"""Messages that UI workers post; widgets react to them. Workers never touch widgets."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual.message import Message
+
+from chatapp.engine.events import ContextTrimmed, PrefillDone
+from chatapp.engine.prompt_view import PromptToken
+from chatapp.engine.stats import LiveDecode, TurnRecord
+from chatapp.engine.tokens import Token
+
+if TYPE_CHECKING:
+    from chatapp.engine.engine import Engine
+    from chatapp.engine.quant import ModelInfo
+
+
+class TurnStarted(Message):
+    def __init__(self, user_text: str, regenerate: bool = False) -> None:
+        super().__init__()
+        self.user_text = user_text
+        self.regenerate = regenerate
+
+
+class TurnTrimmed(Message):
+    """The full-context policy dropped old turns before this one."""
+
+    def __init__(self, event: ContextTrimmed) -> None:
+        super().__init__()
+        self.event = event
+
+
+class PrefillFinished(Message):
+    def __init__(self, event: PrefillDone) -> None:
+        super().__init__()
+        self.event = event
+
+
+class ReplyProgress(Message):
+    """The reply so far. A newer one replaces an unprocessed older one, so a slow UI
+    coalesces updates instead of falling behind decode."""
+
+    def __init__(self, text: str, live: LiveDecode) -> None:
+        super().__init__()
+        self.text = text
+        self.live = live
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ReplyProgress)
+
+
+class TurnFinished(Message):
+    def __init__(self, record: TurnRecord, view: list[PromptToken]) -> None:
+        super().__init__()
+        self.record = record
+        self.view = view
+
+
+class TurnFailed(Message):
+    def __init__(self, error: str, user_text: str, refused: bool = False) -> None:
+        super().__init__()
+        self.error = error
+        self.user_text = user_text
+        self.refused = refused
+        """True when the engine took the message back (e.g. context full): the composer gets it again."""
+
+
+class ComposerTokenized(Message):
+    def __init__(self, text: str, tokens: list[Token]) -> None:
+        super().__init__()
+        self.text = text
+        self.tokens = tokens
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ComposerTokenized)
+
+
+class ModelInfoReady(Message):
+    """The GGUF scan for the Quant panel finished (info is None when it failed)."""
+
+    def __init__(self, path: str, info: "ModelInfo | None", error: str = "") -> None:
+        super().__init__()
+        self.path = path
+        self.info = info
+        self.error = error
+
+
+class ModelSwitched(Message):
+    """A new engine loaded in a worker; the app swaps it in and closes the old one."""
+
+    def __init__(self, engine: "Engine") -> None:
+        super().__init__()
+        self.engine = engine
+
+
+class ModelSwitchFailed(Message):
+    def __init__(self, error: str, spec: str) -> None:
+        super().__init__()
+        self.error = error
+        self.spec = spec

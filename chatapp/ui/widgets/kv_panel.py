@@ -1,0 +1,126 @@
+"""The KV cache: cells used out of n_ctx, by role, in bytes, and how many more turns fit."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from rich.text import Text
+
+from chatapp.engine import kv
+from chatapp.engine.prompt_view import ROLES, PromptToken, role_counts
+from chatapp.engine.stats import TurnRecord
+from chatapp.ui.format import count, human_bytes, percent
+from chatapp.ui.widgets.paint import ThemedPanel, fg, fit, legend, stacked_bar, swatch
+
+FORECAST_WINDOW = 5
+"""Recent turns whose average size the forecast goes by."""
+
+
+class KVPanel(ThemedPanel):
+    DEFAULT_CSS = """
+    KVPanel {
+        height: auto;
+        border: round $panel-lighten-2;
+        border-title-color: $text-muted;
+        padding: 0 1;
+    }
+    KVPanel.-warn { border: round $warning; border-title-color: $warning; }
+    KVPanel.-critical { border: round $error; border-title-color: $error; }
+    """
+
+    def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.border_title = "KV cache"
+        self.n_ctx = 0
+        self.bytes_per_token = 0
+        self.kv_type = ""
+        self.kv_used = 0
+        self.live = False
+        """True while a reply streams: the bar shows cells used, not yet split by role."""
+        self.record: TurnRecord | None = None
+        self.roles: dict[str, int] = {}
+        self.growths: deque[int] = deque(maxlen=FORECAST_WINDOW)
+
+    # --- what the shell calls ---------------------------------------------------------
+    def set_capacity(self, n_ctx: int, bytes_per_token: int, kv_type: str) -> None:
+        self.n_ctx, self.bytes_per_token, self.kv_type = n_ctx, bytes_per_token, kv_type
+        self._changed()
+
+    def show_live(self, kv_used: int) -> None:
+        self.kv_used, self.live = kv_used, True
+        self._changed()
+
+    def show_turn(self, record: TurnRecord, view: list[PromptToken]) -> None:
+        self.record, self.live = record, False
+        self.kv_used = record.kv_used
+        self.n_ctx, self.bytes_per_token = record.n_ctx, record.kv_bytes_per_token
+        self.roles = role_counts(view)
+        self.growths.append(kv.turn_growth(record.kv_used, record.cached_tokens))
+        self._changed()
+
+    def reset(self) -> None:
+        """A new conversation: forget the turns seen so far (capacity stays)."""
+        self.record, self.kv_used, self.live, self.roles = None, 0, False, {}
+        self.growths.clear()
+        self._changed()
+
+    # --- figures ------------------------------------------------------------------------
+    @property
+    def pressure(self) -> str:
+        return kv.pressure(self.kv_used, self.n_ctx)
+
+    @property
+    def forecast(self) -> int | None:
+        return kv.forecast_turns(self.kv_used, self.n_ctx, list(self.growths))
+
+    def _changed(self) -> None:
+        level = self.pressure
+        self.set_class(level == "warn", "-warn")
+        self.set_class(level == "critical", "-critical")
+        self.redraw()
+
+    # --- drawing ------------------------------------------------------------------------
+    def draw(self, width: int) -> Text:
+        if not self.n_ctx:
+            return Text("no model loaded", style="italic")
+        free = fg(self, "kv-free")
+        used_bytes = self.kv_used * self.bytes_per_token
+        # Cells not yet split by role (a reply streaming) take the primary colour.
+        known = 0 if self.live else sum(self.roles.values())
+        segments = [] if self.live else [(self.roles[role], fg(self, f"kv-{role}")) for role in self.roles]
+        segments.append((max(self.kv_used - known, 0), fg(self, "primary")))
+        lines = [
+            stacked_bar(segments, self.n_ctx, width, free),
+            Text(f"{count(self.kv_used)} / {count(self.n_ctx)} cells  {percent(kv.fill(self.kv_used, self.n_ctx))}"),
+            fit(f"{human_bytes(used_bytes)} of {human_bytes(self.n_ctx * self.bytes_per_token)}",
+                f"{self.kv_type or '?'}, {human_bytes(self.bytes_per_token)}/token", width),
+        ]
+        if self.live:
+            lines.append(Text("decoding…", style="italic"))
+        elif self.record is not None:
+            lines.append(legend([swatch(f"{role} {count(self.roles[role])}", fg(self, f"kv-{role}"))
+                                 for role in ROLES], width))
+            lines.append(Text(f"reused from cache: {count(self.record.cached_tokens)} tok"))
+            lines.append(Text(f"this turn wrote: {count(self.growths[-1])} cells"))
+            lines.append(self._forecast_line(width))
+        warning = self._warning_line()
+        if warning is not None:
+            lines.append(warning)
+        return Text("\n").join(lines)
+
+    def _forecast_line(self, width: int) -> Text:
+        turns = self.forecast
+        if turns is None:
+            return Text("room for: unknown")
+        average = sum(self.growths) / len(self.growths)
+        return fit(f"room for ~{count(turns)} more turns", f"~{count(round(average))} tok each", width)
+
+    def _warning_line(self) -> Text | None:
+        level = self.pressure
+        if level == "ok":
+            return None
+        filled = percent(kv.fill(self.kv_used, self.n_ctx))
+        if level == "critical":
+            return Text(f"▲ cache {filled} full: the oldest turns will be dropped",
+                        style=fg(self, "error", bold=True))
+        return Text(f"▲ cache {filled} full", style=fg(self, "warning", bold=True))

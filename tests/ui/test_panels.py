@@ -1,0 +1,400 @@
+"""The four live panels, each in a tiny host App, fed with a real model's turns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import pytest
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.containers import Vertical
+from textual.widget import Widget
+from textual.widgets import Sparkline, Static
+
+from chatapp.config import Settings
+from chatapp.engine import prompt_view
+from chatapp.engine.engine import Engine
+from chatapp.engine.events import PrefillDone, TextDelta, TurnDone
+from chatapp.engine.quant import model_info
+from chatapp.engine.stats import TurnRecord
+from chatapp.ui.format import human_bytes, visible_piece
+from chatapp.ui.themes import DEFAULT_THEME, load_themes, register_themes
+from chatapp.ui.widgets.kv_panel import KVPanel
+from chatapp.ui.widgets.paint import Sketch
+from chatapp.ui.widgets.quant_panel import QuantPanel
+from chatapp.ui.widgets.speed_panel import SpeedPanel
+from chatapp.ui.widgets.tokens_panel import WINDOW, TokensPanel
+
+SETTINGS = Settings(n_ctx=1024, temperature=0.0, max_tokens=16)
+COMPOSER_TEXT = "Hello <|im_start|> world\n\tindented  twice"
+
+
+@dataclass
+class Turn:
+    events: list
+    record: TurnRecord
+    view: list[prompt_view.PromptToken]
+
+    @property
+    def prefill(self) -> PrefillDone:
+        return next(e for e in self.events if isinstance(e, PrefillDone))
+
+    @property
+    def deltas(self) -> list[TextDelta]:
+        return [e for e in self.events if isinstance(e, TextDelta)]
+
+
+def run_turn(engine: Engine, text: str) -> Turn:
+    events = list(engine.send(text))
+    assert isinstance(events[-1], TurnDone)
+    record = events[-1].record
+    prompt = engine.chat.context_messages()[:-1]  # without the reply just added
+    return Turn(events, record, prompt_view.build(engine.chat, prompt, record.prompt_tokens, record.cached_tokens))
+
+
+@dataclass
+class Session:
+    engine: Engine
+    turns: list[Turn]
+    """Two turns, then one after a system-prompt change, whose prefix reuse broke."""
+
+
+@pytest.fixture(scope="module")
+def session(default_model_path):
+    engine = Engine.open(SETTINGS, str(default_model_path))
+    turns = [run_turn(engine, "Hello there, who are you?"), run_turn(engine, "Tell me a joke.")]
+    engine.chat.set_system_prompt("You answer in one word.")
+    turns.append(run_turn(engine, "Why?"))
+    yield Session(engine, turns)
+    engine.close()
+
+
+@pytest.fixture(scope="module")
+def themes(tmp_path_factory):
+    return load_themes(user_dir=tmp_path_factory.mktemp("no-user-themes"))
+
+
+class Host(App):
+    """Hosts widgets with the shipped themes registered, as the real app does."""
+
+    def __init__(self, themes, *widgets: Widget) -> None:
+        self.themes = themes
+        self.widgets = widgets
+        super().__init__()
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return self.themes.variable_defaults()
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield from self.widgets
+
+    def on_mount(self) -> None:
+        register_themes(self, self.themes)
+        self.theme = DEFAULT_THEME
+
+
+def colour_of(app: App, name: str) -> str:
+    return app.theme_variables[name]
+
+
+def styles_over(text: Text, start: int, end: int) -> list:
+    return [span.style for span in text.spans if span.start <= start and span.end >= end]
+
+
+def static_text(widget: Widget, selector: str) -> Text:
+    content = widget.query_one(selector, Static).content
+    return content if isinstance(content, Text) else Text(str(content))
+
+
+# --- speed -------------------------------------------------------------------------------
+async def test_speed_panel_shows_live_figures_then_the_records(session, themes):
+    panel = SpeedPanel()
+    async with Host(themes, panel).run_test(size=(80, 24)) as pilot:
+        first = session.turns[0]
+        panel.show_prefill(first.prefill)
+        await pilot.pause()
+        shown = static_text(panel, "#speed-figures").plain
+        assert f"prefill {first.prefill.prefill_tokens} tok" in shown
+        assert f"{first.prefill.prefill_tps:,.1f} tok/s" in shown
+        live = first.deltas[-1].live
+        panel.show_live(live)
+        await pilot.pause()
+        shown = static_text(panel, "#speed-figures").plain
+        assert f"decode {live.decode_tokens} tok (live)" in shown
+        assert f"{live.decode_tps:,.1f} tok/s" in shown
+
+        for turn in session.turns:
+            panel.show_turn(turn.record)
+        await pilot.pause()
+        record = session.turns[-1].record
+        assert panel.last_record is record
+        shown = static_text(panel, "#speed-figures").plain
+        assert "(live)" not in shown
+        for figure in (f"prefill {record.prefill_tokens} tok, {record.cached_tokens} cached",
+                       f"{record.prefill_ms:,.1f} ms · {record.prefill_tps:,.1f} tok/s",
+                       f"first token {record.ttft_ms:,.1f} ms",
+                       f"decode {record.decode_tokens} tok",
+                       f"{record.decode_ms:,.1f} ms · {record.decode_tps:,.1f} tok/s",
+                       f"finished: {record.finish_reason}"):
+            assert figure in shown
+        assert all(value in shown for value in panel.figures.values())
+        decode = panel.query_one("#decode-history", Sparkline)
+        assert list(decode.data) == [t.record.decode_tps for t in session.turns]
+        rates = [t.record.decode_tps for t in session.turns]
+        assert f"decode tok/s {min(rates):,.0f}–{max(rates):,.0f}" in static_text(panel, "#decode-label").plain
+        assert panel.border_subtitle == "last 3 turns"
+
+
+# --- KV ----------------------------------------------------------------------------------
+def assert_height_fits(panel) -> None:
+    """The panel's box holds exactly its drawn lines (plus the border), after any update."""
+    width = panel.content_size.width
+    lines = panel.drawn(width).wrap(panel.app.console, width)
+    assert panel.content_size.height == len(lines)
+
+
+async def test_kv_panel_grows_by_each_turns_tokens(session, themes):
+    summary = session.engine.summary
+    panel = KVPanel()
+    async with Host(themes, panel).run_test(size=(80, 24)) as pilot:
+        panel.set_capacity(summary.n_ctx, summary.kv_bytes_per_token, summary.kv_type)
+        first, second = session.turns[:2]
+        for delta in first.deltas:
+            panel.show_live(delta.live.kv_used)
+        await pilot.pause()
+        assert f"{first.deltas[-1].live.kv_used} / 1,024 cells" in panel.plain
+        assert "decoding…" in panel.plain
+        assert_height_fits(panel)
+
+        panel.show_turn(first.record, first.view)
+        await pilot.pause()
+        used_after_first = panel.kv_used
+        assert_height_fits(panel)
+        assert f"{first.record.kv_used} / 1,024 cells" in panel.plain
+        assert f"{human_bytes(first.record.kv_used * summary.kv_bytes_per_token)} of " \
+               f"{human_bytes(1024 * summary.kv_bytes_per_token)} (f16, " in panel.plain
+
+        panel.show_turn(second.record, second.view)
+        await pilot.pause()
+        assert second.record.cached_tokens == first.record.kv_used  # the whole first turn was reused
+        grew = second.record.prefill_tokens + second.record.decode_tokens
+        assert panel.kv_used - used_after_first == grew
+        text = panel.plain
+        assert f"{used_after_first + grew} / 1,024 cells" in text
+        assert f"this turn wrote: {grew} cells" in text
+        assert f"reused from cache: {second.record.cached_tokens} tok" in text
+        counts = prompt_view.role_counts(second.view)
+        for role in prompt_view.ROLES:
+            assert f"{role} {counts[role]}" in text
+        free = 1024 - second.record.kv_used
+        average = (first.record.kv_used + grew) / 2
+        assert panel.forecast == int(free // average)
+        assert f"room for ~{panel.forecast} more turns (~{round(average)} tok each)" in text
+        assert not panel.has_class("-warn") and not panel.has_class("-critical")
+        # The bar spans the panel's width; each role's cells wear its theme colour.
+        bar = panel.drawn(panel.content_size.width).split("\n")[0]
+        assert bar.cell_len == panel.content_size.width
+        colours = {str(span.style.color.name) for span in bar.spans}
+        assert colour_of(panel.app, "kv-user") in colours and colour_of(panel.app, "kv-free") in colours
+
+
+async def test_kv_panel_warns_at_80_and_95_percent(session, themes):
+    real = session.turns[0].record
+    panel = KVPanel()
+    async with Host(themes, panel).run_test(size=(80, 24)) as pilot:
+        panel.set_capacity(real.n_ctx, real.kv_bytes_per_token, "f16")
+        panel.show_turn(replace(real, kv_used=819, cached_tokens=0), session.turns[0].view)  # 79.98%
+        await pilot.pause()
+        assert not panel.has_class("-warn") and "▲" not in panel.plain
+        panel.show_live(820)
+        await pilot.pause()
+        assert panel.has_class("-warn") and not panel.has_class("-critical")
+        assert "▲ cache 80% full" in panel.plain
+        assert_height_fits(panel)
+        panel.show_turn(replace(real, kv_used=973, cached_tokens=900), session.turns[0].view)  # 95.02%
+        await pilot.pause()
+        assert panel.has_class("-critical") and not panel.has_class("-warn")
+        assert "▲ cache 95% full: the oldest turns will be dropped" in panel.plain
+        panel.show_turn(real, session.turns[0].view)
+        await pilot.pause()
+        assert not panel.has_class("-warn") and not panel.has_class("-critical")
+        assert "▲" not in panel.plain
+        assert_height_fits(panel)
+
+
+# --- tokens ------------------------------------------------------------------------------
+async def test_tokens_panel_counts_what_the_tokenizer_counts(session, themes):
+    tokens = session.engine.tokenize(COMPOSER_TEXT)
+    panel = TokensPanel()
+    async with Host(themes, panel).run_test(size=(80, 24)) as pilot:
+        panel.show_composer(tokens)
+        await pilot.pause()
+        assert panel.mode == "composer"
+        summary = panel.query_one("#tokens-summary", Sketch).plain
+        assert f"{len(tokens)} tokens" in summary and f"{len(COMPOSER_TEXT)} chars" in summary
+        pieces = static_text(panel, "#tokens-pieces")
+        assert pieces.plain == visible_piece(COMPOSER_TEXT)
+        assert "·" in pieces.plain and "↵" in pieces.plain and "→" in pieces.plain
+        # Neighbouring tokens take alternate backgrounds.
+        backgrounds = [str(span.style.bgcolor.name) for span in pieces.spans[:2]]
+        assert backgrounds == [colour_of(panel.app, "token-a"), colour_of(panel.app, "token-b")]
+
+        panel.toggle_ids()
+        await pilot.pause()
+        subscript = str(tokens[0].id).translate(str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉"))
+        assert static_text(panel, "#tokens-pieces").plain.startswith(visible_piece(tokens[0].piece) + subscript)
+        panel.toggle_ids()
+
+        # The templated prompt's special tokens are marked, in either view.
+        view = session.turns[0].view
+        panel.show_composer([item.token for item in view])
+        await pilot.pause()
+        assert_specials_marked(panel, static_text(panel, "#tokens-pieces"), [item.token for item in view])
+
+
+def assert_specials_marked(panel, pieces: Text, tokens) -> None:
+    special = colour_of(panel.app, "token-special")
+    at = 0
+    assert any(t.special for t in tokens)
+    for token in tokens:
+        shown = visible_piece(token.piece)
+        colours = {str(s.color.name) for s in styles_over(pieces, at, at + len(shown)) if s.color}
+        assert (special in colours) == token.special, token
+        at += len(shown)
+
+
+async def test_tokens_panel_shows_the_turn_by_origin(session, themes):
+    turn = session.turns[1]
+    panel = TokensPanel()
+    async with Host(themes, panel).run_test(size=(80, 24)) as pilot:
+        panel.show_composer(session.engine.tokenize("draft"))
+        panel.show_turn(turn.view, turn.record.reuse_broken_at)
+        await pilot.pause()
+        assert panel.mode == "turn"
+        summary = panel.query_one("#tokens-summary", Sketch).plain
+        record = turn.record
+        assert f"{len(turn.view)} tokens in the cache" in summary
+        assert f"cached {record.cached_tokens}" in summary
+        assert f"prefilled {record.prefill_tokens}" in summary
+        assert f"generated {len(turn.view) - record.prompt_tokens}" in summary
+        assert "prefix reuse broke" not in summary
+        pieces = static_text(panel, "#tokens-pieces")
+        assert_specials_marked(panel, pieces, [item.token for item in turn.view])
+        origin_colour = {"cached": "token-cached", "prefilled": "token-prefill", "generated": "token-generated"}
+        at = 0
+        for item in turn.view:
+            shown = visible_piece(item.token.piece)
+            if not item.token.special:
+                colours = {str(s.color.name) for s in styles_over(pieces, at, at + len(shown)) if s.color}
+                assert colour_of(panel.app, origin_colour[item.origin]) in colours
+            at += len(shown)
+
+        panel.show_composer([])  # an emptied composer keeps the turn in view
+        assert panel.mode == "turn"
+        panel.show_composer(session.engine.tokenize("next"))
+        assert panel.mode == "composer"
+        panel.toggle_mode()
+        assert panel.mode == "turn"
+
+
+async def test_tokens_panel_points_at_where_prefix_reuse_broke(session, themes):
+    turn = session.turns[2]
+    broken = turn.record.reuse_broken_at
+    assert broken is not None and turn.record.cached_tokens == broken
+    panel = TokensPanel()
+    async with Host(themes, panel).run_test(size=(80, 24)) as pilot:
+        panel.show_turn(turn.view, broken)
+        await pilot.pause()
+        piece = visible_piece(turn.view[broken].token.piece)
+        assert f"prefix reuse broke at token {broken}: {piece!r}" in panel.query_one("#tokens-summary", Sketch).plain
+        before = "".join(visible_piece(item.token.piece) for item in turn.view[:broken])
+        assert static_text(panel, "#tokens-pieces").plain.startswith(before + "▶" + piece)
+
+
+async def test_tokens_panel_takes_10000_characters(session, themes):
+    text = ("The quick brown fox jumps over the lazy dog.\n\tAnd then some more words. " * 150)[:10_000]
+    tokens = session.engine.tokenize(text)
+    assert len(tokens) > WINDOW
+    panel = TokensPanel()
+    async with Host(themes, panel).run_test(size=(80, 24)) as pilot:
+        panel.show_composer(tokens)
+        await pilot.pause()
+        summary = panel.query_one("#tokens-summary", Sketch).plain
+        assert f"{len(tokens):,} tokens" in summary and f"showing the last {WINDOW:,}" in summary
+        pieces = static_text(panel, "#tokens-pieces").plain
+        assert pieces == visible_piece("".join(t.piece for t in tokens[-WINDOW:]))
+
+
+# --- quant -------------------------------------------------------------------------------
+async def test_quant_panel_shows_the_mix_and_weights_against_kv(session, themes, default_model_path):
+    summary = session.engine.summary
+    panel = QuantPanel()
+    async with Host(themes, panel).run_test(size=(80, 24)) as pilot:
+        panel.show_summary(summary)
+        await pilot.pause()
+        assert "scanning tensors…" in panel.plain and "Q4_1" in panel.plain and "f16" in panel.plain
+
+        info = model_info(default_model_path)
+        panel.show_info(info, summary)
+        panel.show_kv_used(session.turns[0].record.kv_used)
+        await pilot.pause()
+        text = panel.plain
+        assert "scanning" not in text
+        assert f"Q4_1 · {info.bits_per_weight:.2f} bits/weight" in text
+        assert "q4_1 " in text and "q8_0 " in text
+        assert f"weights  {human_bytes(info.weight_bytes)}" in text
+        kv_now = session.turns[0].record.kv_used * summary.kv_bytes_per_token
+        assert f"KV now   {human_bytes(kv_now)}" in text
+        assert f"KV full  {human_bytes(1024 * summary.kv_bytes_per_token)}" in text
+        assert "KV at full context is" in text and ">" not in text  # 1,024 cells fit well inside
+
+    # At the model's trained context, the cache outgrows the weights.
+    big = Engine.open(SETTINGS.replace(n_ctx=info.context_length), str(default_model_path))
+    try:
+        panel = QuantPanel()
+        async with Host(themes, panel).run_test(size=(80, 24)) as pilot:
+            panel.show_info(info, big.summary)
+            await pilot.pause()
+            full = big.summary.n_ctx * big.summary.kv_bytes_per_token
+            assert full > info.weight_bytes
+            assert f"KV at full context ({human_bytes(full)}) > weights ({human_bytes(info.weight_bytes)})" \
+                in panel.plain
+    finally:
+        big.close()
+
+
+# --- every panel, narrow and wide, under every theme ---------------------------------------
+def feed_all(session, info, tokens: TokensPanel, kv: KVPanel, speed: SpeedPanel, quant: QuantPanel) -> None:
+    summary = session.engine.summary
+    quant.show_summary(summary)
+    quant.show_info(info, summary)
+    kv.set_capacity(summary.n_ctx, summary.kv_bytes_per_token, summary.kv_type)
+    for turn in session.turns:
+        speed.show_prefill(turn.prefill)
+        kv.show_turn(turn.record, turn.view)
+        speed.show_turn(turn.record)
+        quant.show_kv_used(turn.record.kv_used)
+    tokens.show_turn(session.turns[-1].view, session.turns[-1].record.reuse_broken_at)
+
+
+@pytest.mark.parametrize("size", [(30, 24), (80, 24), (140, 50)])
+async def test_every_panel_renders_under_every_theme(session, themes, default_model_path, size):
+    panels = TokensPanel(), KVPanel(), SpeedPanel(), QuantPanel()
+    app = Host(themes, *panels)
+    async with app.run_test(size=size) as pilot:
+        feed_all(session, model_info(default_model_path), *panels)
+        for theme in themes.themes:
+            app.theme = theme.name
+            await pilot.pause()
+            assert app.export_screenshot()  # paints every widget
+            tokens, kv, _, quant = panels
+            pieces = static_text(tokens, "#tokens-pieces")
+            assert str(pieces.spans[0].style.bgcolor.name) == theme.variables["token-a"]
+            width = kv.content_size.width
+            assert 0 < width <= size[0]
+            bar = kv.drawn(width).split("\n")[0]
+            assert bar.cell_len == width
+            assert theme.variables["kv-free"] in {str(s.style.color.name) for s in bar.spans}
+            assert quant.plain and kv.plain
+
