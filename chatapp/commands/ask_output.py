@@ -6,6 +6,7 @@ import json
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 
 from chatapp.config import Settings
 from chatapp.engine.events import ContextTrimmed, TextDelta, TurnDone
@@ -33,9 +34,18 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
     from chatapp.commands.core import open_engine
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
+    manager = None
+    if session is not None:
+        from chatapp.engine.sessions import SessionManager, validate_name
+
+        validate_name(session)
+        manager = SessionManager.open(settings)  # before loading the model: a bad database fails fast
     engine = open_engine(settings, model, err)
     summary = engine.summary
     try:
+        live = manager.resume(session, engine) if manager is not None else None
+        if live is not None and live.report.notice:
+            err.print(f"[dim]session {escape(session)}: {escape(live.report.notice)}[/]")
         for number, prompt in enumerate(prompts, 1):
             record = None
             for event in engine.send(prompt):
@@ -47,6 +57,11 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
                     sys.stdout.flush()
                 elif isinstance(event, TurnDone):
                     record = event.record
+                    if live is not None:
+                        saved = live.save_turn(record)
+                        record = saved.record
+                        for notice in saved.notices:
+                            err.print(f"[yellow]session {escape(session)}: {escape(notice)}[/]")
                     if as_json:
                         data = record.to_json()
                         data.update(model=summary.name, quant=summary.quant, backend=summary.backend,

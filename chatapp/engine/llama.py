@@ -287,14 +287,17 @@ class LlamaRuntime:
         size = llama_cpp.llama_state_seq_get_size(self._llm.ctx, 0)
         buf = (ctypes.c_uint8 * size)()
         written = llama_cpp.llama_state_seq_get_data(self._llm.ctx, buf, size, 0)
-        return bytes(buf[:written])
+        return ctypes.string_at(buf, written)  # one copy; slicing a ctypes array builds a list of ints
 
     def restore_seq_state(self, payload: bytes, tokens: list[int]) -> bool:
         """Load a seq_state() payload covering `tokens`; False leaves an empty cache."""
         self.clear_kv()
         if len(tokens) > self.n_ctx:
             return False
-        buf = (ctypes.c_uint8 * len(payload)).from_buffer_copy(payload)
+        try:  # a writable buffer (bytearray, or a view of one) is read in place, without a copy
+            buf = (ctypes.c_uint8 * len(payload)).from_buffer(payload)
+        except TypeError:
+            buf = (ctypes.c_uint8 * len(payload)).from_buffer_copy(payload)
         read = llama_cpp.llama_state_seq_set_data(self._llm.ctx, buf, len(payload), 0)
         if read == 0 or self.kv_cells_used() != len(tokens):
             self.clear_kv()

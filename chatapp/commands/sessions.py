@@ -1,0 +1,139 @@
+"""`chatapp sessions`: list, show, remove, rename and export saved sessions."""
+
+from __future__ import annotations
+
+import json
+import time
+from enum import Enum
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from chatapp.commands.models import human_bytes
+from chatapp.config import load_settings
+
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="Saved sessions: transcripts with their KV-cache states.")
+
+NameArg = Annotated[str, typer.Argument(help="The session's name.")]
+ROLE_STYLES = {"system": "magenta", "user": "cyan", "assistant": "green"}
+
+
+class ExportFormat(str, Enum):
+    md = "md"
+    json = "json"
+
+
+def _manager():
+    from chatapp.engine.sessions import SessionManager
+
+    return SessionManager.open(load_settings(), create=False)
+
+
+def _checked(name: str) -> str:
+    from chatapp.engine.sessions import validate_name
+
+    return validate_name(name)
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+
+
+@app.command("list")
+def list_sessions() -> None:
+    """Every saved session: model, turns, tokens in its cache, state size and when it was last used."""
+    manager = _manager()
+    summaries = manager.store.summaries()
+    console = Console()
+    if not summaries:
+        console.print(f"No saved sessions yet ([dim]{escape(str(manager.store.directory))}[/dim]). "
+                      "Start one with: chatapp ask --session NAME PROMPT")
+        return
+    table = Table(title="Sessions", title_justify="left", box=box.SIMPLE_HEAD,
+                  caption=f"{manager.store.directory}", caption_justify="left")
+    table.add_column("name", no_wrap=True)
+    table.add_column("model")
+    for column in ("turns", "tokens", "state"):
+        table.add_column(column, justify="right")
+    table.add_column("last used", no_wrap=True)
+    for s in summaries:
+        size = manager.state_size(s.state_key)
+        state = human_bytes(size) if size is not None else "[dim]none[/dim]"
+        table.add_row(escape(s.name), escape(f"{s.model} ({s.quant})"), str(s.turns), f"{s.kv_tokens:,}", state,
+                      _when(s.updated_at))
+    console.print(table)
+
+
+@app.command("show")
+def show(name: NameArg) -> None:
+    """The transcript and each turn's performance figures."""
+    from chatapp.engine.sessions.export import session_data
+
+    manager = _manager()
+    data = session_data(manager.store, _checked(name))
+    console = Console()
+    model = data["model"]
+    size = manager.state_size(manager.store.get(name).state_key)
+    console.print(f"[bold]{escape(data['name'])}[/bold] · {escape(model['name'])} ({escape(model['quant'])}) · "
+                  f"created {_when(data['created_at'])} · last used {_when(data['updated_at'])} · "
+                  f"KV state {human_bytes(size) if size is not None else 'none'}")
+    for message in data["messages"]:
+        style = ROLE_STYLES.get(message["role"], "white")
+        stopped = " [dim](stopped)[/dim]" if message["stopped"] else ""
+        console.print(f"\n[bold {style}]{message['role']}[/]{stopped}")
+        console.print(escape(message["content"]), highlight=False)
+    console.print()
+    table = Table(title="Turns", title_justify="left", box=box.SIMPLE_HEAD)
+    for column in ("turn", "prompt", "cached", "prefilled", "restored", "prefill tok/s", "TTFT ms", "decode",
+                   "decode tok/s", "finish"):
+        table.add_column(column, justify="left" if column == "finish" else "right")
+    for e in data["journal"]:
+        table.add_row(*(_fmt(e.get(k), spec) for k, spec in (
+            ("turn", ""), ("prompt_tokens", ","), ("cached_tokens", ","), ("prefill_tokens", ","),
+            ("restored_tokens", ","), ("prefill_tps", ",.0f"), ("ttft_ms", ",.0f"), ("decode_tokens", ","),
+            ("decode_tps", ",.1f"), ("finish_reason", ""))))
+    console.print(table)
+
+
+def _fmt(value, spec: str) -> str:
+    if value is None:
+        return "–"
+    if spec and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return format(value, spec)
+    return escape(str(value))
+
+
+@app.command("rm")
+def remove(name: NameArg) -> None:
+    """Delete a session: its transcript, its turn records and its KV state."""
+    _manager().delete(_checked(name))
+    Console(stderr=True).print(f"removed session {escape(name)}")
+
+
+@app.command("rename")
+def rename(old: Annotated[str, typer.Argument(help="Current name.")],
+           new: Annotated[str, typer.Argument(help="New name.")]) -> None:
+    """Give a session a new name (its KV state stays valid)."""
+    _manager().rename(_checked(old), _checked(new))
+    Console(stderr=True).print(f"renamed session {escape(old)} to {escape(new)}")
+
+
+@app.command("export")
+def export(
+    name: NameArg,
+    fmt: Annotated[ExportFormat, typer.Option("--format", "-f", help="md or json.")] = ExportFormat.md,
+) -> None:
+    """Print the transcript and the per-turn performance journal (prefill/decode tok/s, TTFT,
+    cache reuse, quant, KV type, backend) as Markdown or JSON."""
+    from chatapp.engine.sessions.export import session_data, to_markdown
+
+    data = session_data(_manager().store, _checked(name))
+    if fmt is ExportFormat.json:
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+    else:
+        print(to_markdown(data), end="")

@@ -1,0 +1,77 @@
+"""A session as data (JSON) or Markdown: the transcript plus a per-turn performance journal."""
+
+from __future__ import annotations
+
+import time
+
+from chatapp.engine.sessions.store import SessionStore
+
+EXPORT_FORMAT = "chatapp-session"
+EXPORT_VERSION = 1
+JOURNAL_KEYS = ("prompt_tokens", "cached_tokens", "prefill_tokens", "restored_tokens", "prefill_tps", "ttft_ms",
+                "decode_tokens", "decode_tps", "restore_ms", "kv_used", "n_ctx", "finish_reason", "model", "quant",
+                "kv_type", "backend", "threads")
+
+
+def journal_entry(turn: int, message_index: int, record: dict) -> dict:
+    """The figures that tell how a turn ran, with cache reuse as a share of the prompt."""
+    entry = {"turn": turn, "message_index": message_index}
+    entry.update({key: record.get(key) for key in JOURNAL_KEYS})
+    prompt, cached = record.get("prompt_tokens"), record.get("cached_tokens")
+    ok = isinstance(prompt, int) and isinstance(cached, int) and prompt > 0
+    entry["cache_reuse"] = round(cached / prompt, 4) if ok else None
+    return entry
+
+
+def session_data(store: SessionStore, name: str) -> dict:
+    session = store.get(name)
+    records = store.turn_records(name)
+    return {
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "name": session.name,
+        "model": {"name": session.model.name, "quant": session.model.quant, "sha256": session.model.sha256,
+                  "path": session.model.path},
+        "system_prompt": session.system_prompt,
+        "created_at": session.created_at,
+        "updated_at": session.updated_at,
+        "window_start": session.window_start,
+        "messages": [{"role": m.role, "content": m.content, "stopped": m.stopped} for m in session.messages],
+        "journal": [journal_entry(n, idx, record) for n, (idx, record) in enumerate(records, 1)],
+    }
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def _cell(value, spec: str = "") -> str:
+    if value is None:
+        return "–"
+    return format(value, spec) if spec and isinstance(value, (int, float)) else str(value)
+
+
+def to_markdown(data: dict) -> str:
+    model = data["model"]
+    lines = [f"# Session {data['name']}", "",
+             f"Model: {model['name']} ({model['quant']}) · created {_when(data['created_at'])} · "
+             f"last saved {_when(data['updated_at'])}", "", "## Transcript", ""]
+    for message in data["messages"]:
+        suffix = " (stopped)" if message["stopped"] else ""
+        lines += [f"### {message['role']}{suffix}", "", message["content"], ""]
+    lines += ["## Performance journal", ""]
+    if not data["journal"]:
+        lines += ["No turns recorded.", ""]
+        return "\n".join(lines)
+    lines += ["| turn | prompt tok | cached | reuse | prefilled | restored | prefill tok/s | TTFT ms | decode tok | "
+              "decode tok/s | quant | KV type | backend |",
+              "|" + "---:|" * 10 + "---|---|---|"]
+    for e in data["journal"]:
+        reuse = f"{e['cache_reuse']:.0%}" if e["cache_reuse"] is not None else "–"
+        lines.append(
+            f"| {e['turn']} | {_cell(e['prompt_tokens'])} | {_cell(e['cached_tokens'])} | {reuse} | "
+            f"{_cell(e['prefill_tokens'])} | {_cell(e['restored_tokens'])} | {_cell(e['prefill_tps'], ',.0f')} | "
+            f"{_cell(e['ttft_ms'], ',.0f')} | {_cell(e['decode_tokens'])} | {_cell(e['decode_tps'], ',.1f')} | "
+            f"{_cell(e['quant'])} | {_cell(e['kv_type'])} | {_cell(e['backend'])} |")
+    lines.append("")
+    return "\n".join(lines)

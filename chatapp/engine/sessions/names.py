@@ -1,0 +1,25 @@
+"""Session names: what a user may call a session."""
+
+from __future__ import annotations
+
+import re
+
+from chatapp.errors import SessionError
+
+MAX_LEN = 64
+# Letters and digits of any script, then also spaces and . _ - + @ = ; never a path separator.
+_NAME = re.compile(r"[^\W_][\w .+@=-]*", re.UNICODE)
+
+
+def validate_name(name: str) -> str:
+    """The name, if it is safe to use; otherwise a SessionError that says what is allowed."""
+    if not isinstance(name, str) or not name:
+        raise SessionError("the session name is empty")
+    if len(name) > MAX_LEN:
+        raise SessionError(f"the session name is longer than {MAX_LEN} characters")
+    if "/" in name or "\\" in name:
+        raise SessionError(f"invalid session name {name!r}: no path separators")
+    if not _NAME.fullmatch(name) or name != name.strip():
+        raise SessionError(f"invalid session name {name!r}: start with a letter or digit, then use letters, "
+                           "digits, spaces and . _ - + @ =")
+    return name

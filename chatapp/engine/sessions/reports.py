@@ -1,0 +1,63 @@
+"""What opening and saving a session tell the user: plain data plus one-line notices."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from chatapp.engine.stats import TurnRecord
+
+
+@dataclass(frozen=True)
+class ResumeReport:
+    session: str
+    created: bool
+    """True for a session that didn't exist yet (it is written on the first save)."""
+    messages: int
+    restored_tokens: int = 0
+    restore_ms: float = 0.0
+    fallback: str | None = None
+    """Why the saved KV state wasn't used; None when it was, or when there was nothing to use."""
+    reprefill_tokens: int = 0
+    """Tokens the next turn prefills from the transcript (in the fallback case)."""
+    estimate_s: float | None = None
+    """How long re-prefilling the restored tokens would take here, from measured prefill speed."""
+
+    @property
+    def restored(self) -> bool:
+        return self.restored_tokens > 0
+
+    @property
+    def notice(self) -> str | None:
+        """The one line to show, e.g. "restored 1,874 tokens in 9 ms; re-prefill would take ~6.2 s"."""
+        if self.restored:
+            line = f"restored {self.restored_tokens:,} tokens in {self.restore_ms:,.0f} ms"
+            if self.estimate_s is not None:
+                line += f"; re-prefill would take ~{format_seconds(self.estimate_s)}"
+            return line
+        if self.fallback:
+            return f"saved KV state not used ({self.fallback}); re-prefilling {self.reprefill_tokens:,} tokens " \
+                   "from the transcript"
+        return None
+
+
+@dataclass(frozen=True)
+class SaveReport:
+    record: TurnRecord | None
+    """The turn's record as saved (with session, restore figures), when a turn was saved."""
+    state_bytes: int = 0
+    state_tokens: int = 0
+    save_ms: float = 0.0
+    notices: list[str] = field(default_factory=list)
+    """Problems that didn't lose the transcript, e.g. a KV state that could not be written."""
+
+
+def format_seconds(seconds: float) -> str:
+    if seconds < 1:
+        return f"{seconds * 1000:,.0f} ms"
+    if seconds < 120:
+        return f"{seconds:,.1f} s"
+    return f"{seconds / 60:,.1f} min"
+
+
+def reprefill_estimate(tokens: int, prefill_tps: float | None) -> float | None:
+    return tokens / prefill_tps if prefill_tps and tokens else None

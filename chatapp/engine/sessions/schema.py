@@ -1,0 +1,80 @@
+"""The session database's schema, its version (PRAGMA user_version) and migrations.
+
+Migration N (1-based) takes a database from version N-1 to N. A database whose version is
+above ours was written by a newer chatapp and is refused rather than guessed at.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from chatapp.errors import SessionError
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (  # 1: sessions, their messages, and one performance record per completed turn
+        """CREATE TABLE sessions (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            state_key TEXT NOT NULL UNIQUE,
+            model TEXT NOT NULL,
+            model_path TEXT NOT NULL,
+            model_sha256 TEXT NOT NULL,
+            quant TEXT NOT NULL,
+            system_prompt TEXT NOT NULL,
+            window_start INTEGER NOT NULL,
+            kv_tokens INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL)""",
+        """CREATE TABLE messages (
+            session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            idx INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            content TEXT NOT NULL,
+            stopped INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (session_id, idx))""",
+        """CREATE TABLE turns (
+            session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            message_idx INTEGER NOT NULL,
+            model_sha256 TEXT NOT NULL,
+            backend TEXT NOT NULL,
+            prefill_tokens INTEGER NOT NULL,
+            prefill_ms REAL NOT NULL,
+            record TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (session_id, message_idx))""",
+        "CREATE INDEX turns_by_model ON turns (model_sha256, backend, created_at)",
+    ),
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def user_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def check_not_newer(version: int) -> None:
+    if version > SCHEMA_VERSION:
+        raise SessionError(f"session database is from a newer chatapp (schema {version} > {SCHEMA_VERSION})")
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Bring the database to SCHEMA_VERSION. `conn` is in autocommit mode."""
+    version = user_version(conn)
+    check_not_newer(version)
+    if version == SCHEMA_VERSION:
+        return
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = user_version(conn)  # another process may have migrated meanwhile
+        check_not_newer(version)
+        for number in range(version + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[number - 1]:
+                conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise

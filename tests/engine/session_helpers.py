@@ -1,0 +1,37 @@
+"""Shared by the session tests and the saver subprocess: engines and synthetic histories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from chatapp.config import Settings
+from chatapp.engine.engine import Engine
+from chatapp.engine.events import Message
+from chatapp.engine.llama import LlamaRuntime, LoadOptions
+
+SETTINGS = Settings(n_ctx=1024, temperature=0.0, max_tokens=16, system_prompt="You are a concise assistant.")
+
+
+def open_engine(model_path: Path, n_ctx: int = 1024, kv_type: str = "f16") -> Engine:
+    settings = SETTINGS.replace(n_ctx=n_ctx, kv_type=kv_type)
+    runtime = LlamaRuntime(model_path, LoadOptions(n_ctx=n_ctx, kv_type=kv_type, n_threads=settings.threads))
+    return Engine(runtime, model_path, settings)
+
+
+def synthetic_history(tag: str, pairs: int) -> list[Message]:
+    messages = [Message("system", SETTINGS.system_prompt)]
+    for i in range(pairs):
+        messages.append(Message("user", f"{tag} question {i}: what comes after {i}?"))
+        messages.append(Message("assistant", f"{tag} answer {i}: the number {i + 1} comes after {i}."))
+    return messages
+
+
+def prefill_history(engine: Engine, messages: list[Message]) -> None:
+    """Load a transcript and fill the KV cache with it, without generating."""
+    engine.chat.load_messages(messages)
+    engine.runtime.clear_kv()
+    engine.runtime.eval(engine.chat.prompt_ids())
+
+
+def run_turn(engine: Engine, text: str):
+    return list(engine.send(text))[-1].record

@@ -1,0 +1,51 @@
+"""A subprocess that saves one session over and over, for the kill -9 and concurrency tests.
+
+    python session_saver.py SESSIONS_DIR NAME TAG PAIRS TIMES [SLOW_MS]
+
+It prefills a synthetic history tagged TAG, then saves it TIMES times (0: until killed),
+printing "begin N" before and "saved N" after each save. With SLOW_MS, the state file is
+written in 256 KiB pieces with that pause between them, so a kill lands mid-write.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from chatapp.engine.models import resolve_model  # noqa: E402
+from chatapp.engine.sessions import manager as manager_module  # noqa: E402
+from chatapp.engine.sessions import SessionManager  # noqa: E402
+from chatapp.engine.sessions.manager import LiveSession  # noqa: E402
+from tests.engine.session_helpers import SETTINGS, open_engine, prefill_history, synthetic_history  # noqa: E402
+
+
+def slowly(encode, pause_s: float):
+    def encode_slowly(state):
+        for chunk in encode(state):
+            view = memoryview(chunk)
+            for start in range(0, len(view), 256 * 1024):
+                yield view[start:start + 256 * 1024]
+                time.sleep(pause_s)
+    return encode_slowly
+
+
+def main() -> None:
+    directory, name, tag, pairs, times = sys.argv[1:6]
+    if len(sys.argv) > 6:
+        manager_module.encode_state = slowly(manager_module.encode_state, int(sys.argv[6]) / 1000)
+    engine = open_engine(resolve_model())
+    prefill_history(engine, synthetic_history(tag, int(pairs)))
+    live = LiveSession(SessionManager.open(SETTINGS, Path(directory)), name, engine)
+    n = 0
+    while int(times) == 0 or n < int(times):
+        n += 1
+        print(f"begin {n}", flush=True)
+        report = live.save_now()
+        print(f"saved {n} {report.state_bytes} {' | '.join(report.notices)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

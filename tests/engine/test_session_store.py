@@ -1,0 +1,188 @@
+"""The SQLite transcript store: schema version, migrations, one-transaction saves, names, files."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+
+import pytest
+
+from chatapp.engine.events import Message
+from chatapp.engine.sessions.files import atomic_write, clean_temp_files, evict_lru, temp_path
+from chatapp.engine.sessions.names import validate_name
+from chatapp.engine.sessions.schema import SCHEMA_VERSION
+from chatapp.engine.sessions.store import DB_NAME, ModelIdentity, SessionStore, Snapshot, TurnRow
+from chatapp.errors import SessionError
+
+MODEL = ModelIdentity("m", "/models/m.gguf", "ab" * 32, "Q4_1")
+
+
+def snapshot(name: str, *texts: str, window_start: int = 1) -> Snapshot:
+    messages = [Message("system", "Be brief.")]
+    for i, text in enumerate(texts):
+        messages.append(Message("user" if i % 2 == 0 else "assistant", text))
+    return Snapshot(name, MODEL, messages, window_start, kv_tokens=10 * len(texts))
+
+
+def turn(index: int, tokens: int = 100, ms: float = 50.0) -> TurnRow:
+    return TurnRow(index, "CPU", tokens, ms, {"prefill_tokens": tokens, "prefill_ms": ms, "reply": "r"})
+
+
+def test_a_new_database_has_our_schema_version_and_wal(tmp_path):
+    store = SessionStore.open(tmp_path / "s")
+    conn = sqlite3.connect(store.path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_reading_without_create_writes_nothing(tmp_path):
+    store = SessionStore.open(tmp_path / "none", create=False)
+    assert store.summaries() == [] and store.load("x") is None
+    assert not (tmp_path / "none").exists()
+
+
+def test_a_database_from_a_newer_chatapp_is_refused(tmp_path):
+    store = SessionStore.open(tmp_path)
+    conn = sqlite3.connect(store.path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 7}")
+    conn.close()
+    for create in (True, False):
+        with pytest.raises(SessionError, match=rf"newer chatapp \(schema {SCHEMA_VERSION + 7} > {SCHEMA_VERSION}\)"):
+            SessionStore.open(tmp_path, create=create)
+
+
+def test_an_older_database_is_migrated(tmp_path):
+    sqlite3.connect(tmp_path / DB_NAME).close()  # version 0: empty
+    store = SessionStore.open(tmp_path)
+    store.save(snapshot("a", "hi", "hello"), turn(2))
+    assert store.get("a").messages[-1].content == "hello"
+
+
+def test_a_damaged_database_is_a_session_error(tmp_path):
+    (tmp_path / DB_NAME).write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(SessionError, match="session database"):
+        SessionStore.open(tmp_path)
+
+
+def test_save_and_load_round_trip(tmp_path):
+    store = SessionStore.open(tmp_path)
+    snap = snapshot("a", "hi", "hello", "more?", "sure")
+    key = store.save(snap, turn(4))
+    loaded = store.get("a")
+    assert loaded.messages == snap.messages and loaded.state_key == key
+    assert loaded.system_prompt == "Be brief." and loaded.model == MODEL and loaded.window_start == 1
+    assert store.save(snapshot("a", "hi", "hello", "more?", "sure")) == key  # the key is stable
+    [summary] = store.summaries()
+    assert (summary.name, summary.turns, summary.kv_tokens) == ("a", 2, 40)
+
+
+def test_a_diverging_transcript_replaces_the_tail_and_its_turn_records(tmp_path):
+    store = SessionStore.open(tmp_path)
+    store.save(snapshot("a", "q1", "a1"), turn(2))
+    store.save(snapshot("a", "q1", "a1", "q2", "a2"), turn(4))
+    regenerated = snapshot("a", "q1", "a1", "q2", "a2 again")
+    regenerated.messages[-1] = Message("assistant", "a2 again", stopped=True)
+    store.save(regenerated, turn(4, 7))
+    loaded = store.get("a")
+    assert [m.content for m in loaded.messages] == ["Be brief.", "q1", "a1", "q2", "a2 again"]
+    assert loaded.messages[-1].stopped
+    assert [(i, r["prefill_tokens"]) for i, r in store.turn_records("a")] == [(2, 100), (4, 7)]
+    store.save(snapshot("a", "other"))
+    assert store.turn_records("a") == []
+
+
+def test_prefill_speed_from_recent_turns(tmp_path):
+    store = SessionStore.open(tmp_path)
+    assert store.prefill_speed(MODEL.sha256, "CPU") is None
+    store.save(snapshot("a", "q", "a"), turn(2, 1000, 500.0))
+    store.save(snapshot("a", "q", "a", "q", "a"), turn(4, 3000, 1500.0))
+    store.save(snapshot("b", "q", "a"), turn(2, 4, 100.0))  # too small to count
+    assert store.prefill_speed(MODEL.sha256, "CPU") == pytest.approx(2000.0)
+    assert store.prefill_speed(MODEL.sha256, "CUDA") is None
+
+
+def test_rename_and_delete(tmp_path):
+    store = SessionStore.open(tmp_path)
+    store.save(snapshot("a", "q"))
+    store.save(snapshot("b", "q"))
+    with pytest.raises(SessionError, match="already exists"):
+        store.rename("a", "b")
+    store.rename("a", "c")
+    with pytest.raises(SessionError, match="no session named 'a'"):
+        store.get("a")
+    store.delete("c")
+    assert [s.name for s in store.summaries()] == ["b"]
+    with pytest.raises(SessionError, match="no session named 'c'"):
+        store.delete("c")
+
+
+def test_threads_saving_the_same_session_never_interleave(tmp_path):
+    store = SessionStore.open(tmp_path)
+    errors = []
+
+    def saver(tag: str) -> None:
+        try:
+            for i in range(15):
+                store.save(snapshot("shared", *(f"{tag}{i}-{j}" for j in range(6))), turn(6))
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=saver, args=(tag,)) for tag in "xyz"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    contents = [m.content for m in store.get("shared").messages[1:]]
+    assert len(contents) == 6 and len({c.split("-")[0] for c in contents}) == 1
+
+
+@pytest.mark.parametrize("name", ["work", "Projet été 2", "a.b_c-d", "x+y@z=1", "7"])
+def test_good_names(name):
+    assert validate_name(name) == name
+
+
+@pytest.mark.parametrize(("name", "why"), [
+    ("", "empty"), ("../etc", "path separators"), ("a/b", "path separators"), ("a\\b", "path separators"),
+    (".hidden", "start with a letter"), ("-rf", "start with a letter"), ("a\nb", "start with a letter"),
+    ("a\0b", "start with a letter"), (" pad", "start with a letter"), ("pad ", "start with a letter"),
+    ("x" * 65, "longer than 64"), ("a:b", "start with a letter"), ("..", "start with a letter"),
+])
+def test_unsafe_names(name, why):
+    with pytest.raises(SessionError, match=why):
+        validate_name(name)
+
+
+def test_atomic_write_and_temp_cleanup(tmp_path):
+    target = tmp_path / "s.kvstate"
+    atomic_write(target, [b"old"])
+    dead = tmp_path / f".s.kvstate.{2**22 + 12345}.abcd.tmp"  # a pid that can't be running
+    dead.write_bytes(b"half")
+    alive = temp_path(target)  # ours
+    alive.write_bytes(b"writing")
+
+    class Boom(Exception):
+        pass
+
+    def chunks():
+        yield b"new"
+        raise Boom
+
+    with pytest.raises(Boom):
+        atomic_write(target, chunks())
+    assert target.read_bytes() == b"old"
+    assert clean_temp_files(tmp_path) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([target.name, alive.name])
+
+
+def test_lru_eviction_keeps_the_recently_used(tmp_path):
+    for i, name in enumerate("abc"):
+        path = tmp_path / f"{name}.kvstate"
+        path.write_bytes(b"x" * 100)
+        os.utime(path, (1000 + i, 1000 + i))
+    os.utime(tmp_path / "a.kvstate", (2000, 2000))  # a was used last
+    (tmp_path / "notes.txt").write_bytes(b"y" * 1000)
+    evicted = evict_lru(tmp_path, ".kvstate", 200)
+    assert [p.name for p in evicted] == ["b.kvstate"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.kvstate", "c.kvstate", "notes.txt"]
