@@ -333,6 +333,8 @@ def _quiet_stderr():
     try:
         fd = sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):
+        fd = -1
+    if fd < 0:  # inside the TUI stderr is not a real file; there is nothing to hide
         yield
         return
     saved = os.dup(fd)

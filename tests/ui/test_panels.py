@@ -398,3 +398,17 @@ async def test_every_panel_renders_under_every_theme(session, themes, default_mo
             assert theme.variables["kv-free"] in {str(s.style.color.name) for s in bar.spans}
             assert quant.plain and kv.plain
 
+
+
+async def test_panels_paint_under_textuals_ansi_themes(session, themes, default_model_path):
+    panels = TokensPanel(), KVPanel(), SpeedPanel(), QuantPanel()
+    app = Host(themes, *panels)
+    async with app.run_test(size=(140, 50)) as pilot:
+        feed_all(session, model_info(default_model_path), *panels)
+        ansi = [name for name in app.available_themes if name.startswith("ansi")]
+        assert ansi
+        for name in ansi:
+            app.theme = name
+            await pilot.pause()
+            assert app.export_screenshot()
+            assert panels[1].plain and panels[3].plain

@@ -9,15 +9,24 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from rich.console import Console, ConsoleOptions, RenderResult
+from rich.color import Color as RichColor
 from rich.style import Style
 from rich.text import Text
+from textual.color import Color, ColorParseError
 from textual.widget import Widget
 
 
-def theme_colour(widget: Widget, name: str) -> str:
-    """A theme variable's colour; the foreground when a theme lacks it."""
+def theme_colour(widget: Widget, name: str) -> RichColor:
+    """A theme variable's colour; the foreground when a theme lacks it.
+
+    Parsed through Textual so ANSI themes' names (ansi_blue) become colours Rich knows.
+    """
     variables = widget.app.theme_variables
-    return variables.get(name) or variables.get("foreground", "default")
+    value = variables.get(name) or variables.get("foreground", "default")
+    try:
+        return Color.parse(value).rich_color
+    except ColorParseError:
+        return RichColor.default()
 
 
 def fg(widget: Widget, name: str, **attrs) -> Style:

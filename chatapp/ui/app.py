@@ -1,0 +1,501 @@
+"""The chat App: layout, key bindings, thin thread workers around the engine, message handlers.
+
+llama.cpp never runs on the UI thread. Each worker calls headless engine code and only posts
+messages (chatapp.ui.messages); the handlers here hand the results to the widgets.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.command import CommandPalette
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.events import Resize
+from textual.reactive import var
+from textual.screen import ModalScreen
+from textual.timer import Timer
+from textual.widgets import Footer, Tab, Tabs, TextArea
+from textual.worker import get_current_worker
+
+from chatapp.config import Settings
+from chatapp.errors import ChatappError, ContextFullError, InputError
+from chatapp.ui.commands import ChatCommands, ThemePicker
+from chatapp.ui.messages import (
+    ComposerTokenized, ModelInfoReady, ModelSwitched, ModelSwitchFailed, PrefillFinished, ReplyProgress,
+    TurnFailed, TurnFinished, TurnStarted, TurnTrimmed,
+)
+from chatapp.ui.screens.help import HelpScreen
+from chatapp.ui.screens.model_picker import ModelPickerScreen
+from chatapp.ui.screens.sampling import Sampling, SamplingScreen
+from chatapp.ui.screens.system_prompt import SystemPromptScreen
+from chatapp.ui.themes import DEFAULT_THEME, ThemeLoadResult, load_themes, register_themes
+from chatapp.ui.turns import stream_turn
+from chatapp.ui.widgets.composer import Composer
+from chatapp.ui.widgets.header import AppHeader
+from chatapp.ui.widgets.kv_panel import KVPanel
+from chatapp.ui.widgets.quant_panel import QuantPanel
+from chatapp.ui.widgets.speed_panel import SpeedPanel
+from chatapp.ui.widgets.tokens_panel import TokensPanel
+from chatapp.ui.widgets.transcript import Transcript
+
+WIDE_AT = 120
+"""Terminal columns from which the panels sit beside the transcript instead of below it."""
+TOKENIZE_DELAY = 0.15
+"""Seconds of no typing before the composer is tokenized again."""
+QUIT_WINDOW = 2.0
+"""Seconds in which a second Ctrl+C quits."""
+PANELS = ("tokens", "kv", "speed", "quant")
+
+
+class ChatApp(App[None]):
+    CSS_PATH = Path(__file__).with_name("app.tcss")
+    TITLE = "chatapp"
+    COMMANDS = App.COMMANDS | {ChatCommands}
+    AUTO_FOCUS = "#composer"
+
+    BINDINGS = [
+        Binding("escape", "stop", "Stop", tooltip="Stop the reply being written; the partial reply is kept"),
+        Binding("ctrl+c", "interrupt", "Stop/Quit", show=False, priority=True,
+                tooltip="Stop the reply; when idle, copy the composer's selection, or press twice within "
+                        "2 s to quit"),
+        Binding("ctrl+q", "quit", "Quit", show=False, priority=True, tooltip="Quit chatapp"),
+        Binding("ctrl+n", "new_chat", "New", tooltip="New chat (keeps the system prompt)"),
+        Binding("ctrl+r", "regenerate", "Regen", tooltip="Regenerate the last reply"),
+        Binding("ctrl+s", "system_prompt", "System", show=False, tooltip="Edit the system prompt"),
+        Binding("ctrl+o", "sampling", "Sampling", show=False,
+                tooltip="Set temperature and max tokens"),
+        Binding("ctrl+l", "switch_model", "Model", show=False, tooltip="Switch model"),
+        Binding("ctrl+t", "change_theme", "Theme", show=False,
+                tooltip="Switch theme (previews as you move; Esc restores)"),
+        Binding("f1", "help", "Help", tooltip="Show this help"),
+        Binding("question_mark", "help", "Help", show=False,
+                tooltip="Show this help (when the composer is not focused)"),
+        Binding("f2", "toggle_panels", "Panels", tooltip="Show or hide the panels"),
+        Binding("f3", "next_panel", "Next panel", tooltip="Next panel: Tokens, KV, Speed, Quant"),
+        Binding("f4", "toggle_token_ids", "Ids", show=False, tooltip="Show or hide token ids in the Tokens panel"),
+        Binding("f5", "copy_reply", "Copy", show=False, tooltip="Copy the last reply to the clipboard"),
+        Binding("ctrl+p", "command_palette", "Palette", show=False,
+                tooltip="Command palette: every action, and the theme picker"),
+    ]
+
+    generating: var[bool] = var(False, bindings=True)
+    """A turn's worker is running: the composer still works, but Enter waits."""
+    loading_model: var[bool] = var(False, bindings=True)
+
+    def __init__(self, engine, *, settings: Settings | None = None, session: str | None = None,
+                 themes: ThemeLoadResult | None = None) -> None:
+        self.engine = engine
+        self.settings = settings or engine.settings
+        self.session = session
+        # Textual asks for the variable defaults while it sets up, so these come first.
+        self.theme_result = themes if themes is not None else load_themes()
+        super().__init__()
+        register_themes(self, self.theme_result)
+        wanted = self.settings.theme or DEFAULT_THEME
+        self._theme_problem = None if wanted in self.available_themes else wanted
+        self.theme = wanted if self._theme_problem is None else DEFAULT_THEME
+        self._turn_lock = threading.Lock()
+        """Held by whichever thread is using the engine for a turn; closing waits for it."""
+        self._tokenize_lock = threading.Lock()
+        """Held while the composer is tokenized (that runs alongside a turn); closing waits for it too."""
+        self._closed = False
+        self._quit_armed_at: float | None = None
+        self._tokenize_timer: Timer | None = None
+        self._theme_before_preview: str | None = None
+        self._panels_shown: bool | None = None
+        """None follows the width (shown when wide); F2 makes it the user's choice."""
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return self.theme_result.variable_defaults()
+
+    # --- layout ----------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield AppHeader(id="header")
+        with Horizontal(id="main"):
+            yield Transcript(id="transcript")
+            with Vertical(id="panels"):
+                yield Tabs(*(Tab(title, id=f"tab-{key}") for key, title in
+                             zip(PANELS, ("Tokens", "KV cache", "Speed", "Quant"))), id="panel-tabs")
+                with VerticalScroll(id="panel-stack"):
+                    yield TokensPanel(id="tokens", classes="panel -current")
+                    yield KVPanel(id="kv", classes="panel")
+                    yield SpeedPanel(id="speed", classes="panel")
+                    yield QuantPanel(id="quant", classes="panel")
+        yield Composer(id="composer")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        header = self.query_one(AppHeader)
+        header.session = self.session
+        self._show_model()
+        self._apply_layout()
+        for failure in self.theme_result.failures:
+            self.notify(f"skipped theme file {failure}", title="Theme", severity="warning", timeout=10,
+                        markup=False)
+        if self._theme_problem:
+            self.notify(f"theme {self._theme_problem!r} is not available; using {DEFAULT_THEME}",
+                        title="Theme", severity="warning", timeout=10, markup=False)
+
+    def on_resize(self, event: Resize) -> None:
+        self._apply_layout(event.size.width)  # self.size is updated after this handler runs
+
+    def _apply_layout(self, width: int | None = None) -> None:
+        main = self.query_one("#main")
+        wide = (self.size.width if width is None else width) >= WIDE_AT
+        main.set_class(wide, "-wide")
+        main.set_class(wide if self._panels_shown is None else self._panels_shown, "-panels")
+
+    def _show_model(self) -> None:
+        """Show what the current engine loaded; the slow GGUF scan runs in a worker."""
+        summary = self.engine.summary
+        self.query_one(AppHeader).summary = summary
+        self.query_one(KVPanel).set_capacity(summary.n_ctx, summary.kv_bytes_per_token, summary.kv_type)
+        self.query_one(QuantPanel).show_summary(summary)
+        self.scan_model(summary.path)
+
+    # --- sending ---------------------------------------------------------------------------
+    @on(Composer.Submitted)
+    def _submit(self, message: Composer.Submitted) -> None:
+        if self._busy("send"):
+            return
+        message.composer.clear()
+        self._start_turn(message.text)
+
+    def _start_turn(self, text: str, regenerate: bool = False) -> None:
+        self.generating = True
+        self.query_one(AppHeader).status = "prefill…"
+        self.run_turn(text, regenerate)
+
+    def _busy(self, what: str) -> bool:
+        """True (and say so) when a reply is being written or a model is loading."""
+        if self.generating:
+            self.notify(f"cannot {what} while a reply is being written: Esc stops it", severity="warning")
+            return True
+        if self.loading_model:
+            self.notify(f"cannot {what} while a model loads", severity="warning")
+            return True
+        return False
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="turn")
+    def run_turn(self, text: str, regenerate: bool = False) -> None:
+        worker = get_current_worker()
+        engine = self.engine
+        with self._turn_lock:
+            if self._closed:
+                return
+            self.post_message(TurnStarted(text, regenerate))
+            try:
+                events = engine.regenerate() if regenerate else engine.send(text)
+                stream_turn(engine, events, self.post_message, cancelled=lambda: worker.is_cancelled)
+            except ChatappError as exc:
+                refused = isinstance(exc, (ContextFullError, InputError))
+                self.post_message(TurnFailed(exc.one_line(), text, refused=refused))
+            except Exception as exc:  # noqa: BLE001 - whatever llama.cpp raises, the UI must not stay "generating"
+                self.post_message(TurnFailed(f"{type(exc).__name__}: {exc}", text))
+
+    async def on_turn_started(self, message: TurnStarted) -> None:
+        transcript = self.query_one(Transcript)
+        if message.regenerate:
+            await transcript.drop_last_reply()
+        else:
+            await transcript.add_user(message.user_text)
+        await transcript.start_reply()
+
+    async def on_turn_trimmed(self, message: TurnTrimmed) -> None:
+        await self.query_one(Transcript).show_trimmed(message.event)
+
+    def on_prefill_finished(self, message: PrefillFinished) -> None:
+        self.query_one(AppHeader).status = "generating…"
+        self.query_one(SpeedPanel).show_prefill(message.event)
+        self.query_one(KVPanel).show_live(message.event.prompt_tokens)
+
+    async def on_reply_progress(self, message: ReplyProgress) -> None:
+        await self.query_one(Transcript).show_progress(message.text)
+        self.query_one(SpeedPanel).show_live(message.live)
+        self.query_one(KVPanel).show_live(message.live.kv_used)
+
+    async def on_turn_finished(self, message: TurnFinished) -> None:
+        record = message.record
+        await self.query_one(Transcript).finish_reply(record)
+        self.query_one(SpeedPanel).show_turn(record)
+        self.query_one(KVPanel).show_turn(record, message.view)
+        self.query_one(TokensPanel).show_turn(message.view, record.reuse_broken_at)
+        self.query_one(QuantPanel).show_kv_used(record.kv_used)
+        self._turn_over()
+
+    async def on_turn_failed(self, message: TurnFailed) -> None:
+        await self.query_one(Transcript).fail_reply(message.error, message.refused)
+        composer = self.query_one(Composer)
+        if message.refused and message.user_text and not composer.text.strip():
+            composer.load_text(message.user_text)
+            composer.move_cursor(composer.document.end)
+        self.notify(message.error, severity="error", timeout=8, markup=False)
+        self._turn_over()
+
+    def _turn_over(self) -> None:
+        self.generating = False
+        self.query_one(AppHeader).status = ""
+
+    # --- stopping and quitting ---------------------------------------------------------------
+    def action_stop(self) -> None:
+        if self.generating:
+            self.engine.stop()
+            self.query_one(AppHeader).status = "stopping…"
+
+    def action_interrupt(self) -> None:
+        if self.generating:
+            self.action_stop()
+            return
+        selected = self.query_one(Composer).selected_text
+        if selected and self.focused is self.query_one(Composer):
+            self.copy_to_clipboard(selected)
+            return
+        now = time.monotonic()
+        if self._quit_armed_at is not None and now - self._quit_armed_at <= QUIT_WINDOW:
+            self.exit()
+            return
+        self._quit_armed_at = now
+        self.notify("Press Ctrl+C again within 2 s to quit (or Ctrl+Q).", title="Quit?", timeout=QUIT_WINDOW)
+
+    async def action_quit(self) -> None:
+        self.engine.stop()
+        self.exit()
+
+    def release_engine(self, timeout: float = 30.0) -> None:
+        """After the app has exited: stop any turn, wait for its worker, close the engine."""
+        self._closed = True
+        self.engine.stop()
+        if self._turn_lock.acquire(timeout=timeout):
+            try:
+                with self._tokenize_lock:
+                    self.engine.close()
+            finally:
+                self._turn_lock.release()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "interrupt" and isinstance(self.screen, ModalScreen):
+            return False  # Ctrl+C in a dialog copies, as it does in any input
+        if action == "stop":
+            return True if self.generating else None
+        return True
+
+    # --- conversation actions ------------------------------------------------------------------
+    async def action_new_chat(self) -> None:
+        if self._busy("start a new chat"):
+            return
+        self.engine.chat.reset()
+        await self.query_one(Transcript).clear()
+        self.query_one(KVPanel).reset()
+        self.notify("New chat", timeout=2)
+
+    def action_regenerate(self) -> None:
+        if self._busy("regenerate"):
+            return
+        users = [m for m in self.engine.chat.messages if m.role == "user"]
+        if not users:
+            self.notify("nothing to regenerate yet", severity="warning")
+            return
+        self._start_turn(users[-1].content, regenerate=True)
+
+    def action_system_prompt(self) -> None:
+        def apply(text: str | None) -> None:
+            if text is None or self._busy("change the system prompt"):
+                return
+            self.engine.chat.set_system_prompt(text)
+            self.notify("System prompt set" if text else "System prompt cleared", timeout=3)
+
+        self.push_screen(SystemPromptScreen(self.engine.chat.system_prompt), apply)
+
+    def action_sampling(self) -> None:
+        def apply(result: Sampling | None) -> None:
+            if result is not None:
+                self.engine.set_generation(temperature=result.temperature, max_tokens=result.max_tokens)
+                self.notify(f"temperature {result.temperature:g}, max tokens {result.max_tokens:,}", timeout=3)
+
+        generation = self.engine.chat.generation
+        self.push_screen(SamplingScreen(Sampling(generation.temperature, generation.max_tokens)), apply)
+
+    def action_copy_reply(self) -> None:
+        replies = [m.content for m in self.engine.chat.messages if m.role == "assistant"]
+        if not replies:
+            self.notify("no reply to copy yet", severity="warning")
+            return
+        self.copy_to_clipboard(replies[-1])
+        self.notify(f"Copied the last reply ({len(replies[-1]):,} characters)", timeout=3)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen([("In the composer", Composer.BINDINGS), ("Anywhere", self.BINDINGS)]))
+
+    # --- panels ------------------------------------------------------------------------------
+    def action_toggle_panels(self) -> None:
+        self._panels_shown = not self.query_one("#main").has_class("-panels")
+        self._apply_layout()
+
+    def action_next_panel(self) -> None:
+        if not self.query_one("#main").has_class("-panels"):
+            self._panels_shown = True
+            self._apply_layout()
+        self.query_one(Tabs).action_next_tab()
+
+    @on(Tabs.TabActivated, "#panel-tabs")
+    def _panel_chosen(self, event: Tabs.TabActivated) -> None:
+        chosen = event.tab.id.removeprefix("tab-") if event.tab and event.tab.id else PANELS[0]
+        for key in PANELS:
+            panel = self.query_one(f"#{key}")
+            panel.set_class(key == chosen, "-current")
+            if key == chosen:
+                self.query_one("#panel-stack").scroll_to_widget(panel, animate=False)
+
+    def action_toggle_token_ids(self) -> None:
+        self.query_one(TokensPanel).toggle_ids()
+
+    # --- composer tokens ---------------------------------------------------------------------
+    @on(TextArea.Changed, "#composer")
+    def _composer_changed(self, event: TextArea.Changed) -> None:
+        if self._tokenize_timer is not None:
+            self._tokenize_timer.stop()
+        # The composer owns the timer, so it cannot fire after the composer has gone.
+        self._tokenize_timer = event.text_area.set_timer(TOKENIZE_DELAY, self._tokenize_composer)
+
+    def _tokenize_composer(self) -> None:
+        text = self.query_one(Composer).text
+        if text:
+            self.tokenize(text)
+        else:
+            self.query_one(TokensPanel).show_composer([])
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="tokenize")
+    def tokenize(self, text: str) -> None:
+        with self._tokenize_lock:
+            engine = self.engine
+            if not self._closed:
+                self.post_message(ComposerTokenized(text, engine.tokenize(text)))
+
+    def on_composer_tokenized(self, message: ComposerTokenized) -> None:
+        if message.text == self.query_one(Composer).text:
+            self.query_one(TokensPanel).show_composer(message.tokens)
+
+    # --- model info and switching --------------------------------------------------------------
+    @work(thread=True, exclusive=True, exit_on_error=False, group="model-info")
+    def scan_model(self, path: Path) -> None:
+        from chatapp.engine.quant import model_info  # noqa: PLC0415 - gguf/numpy load off the UI thread
+
+        try:
+            self.post_message(ModelInfoReady(str(path), model_info(path)))
+        except (OSError, ValueError) as exc:
+            self.post_message(ModelInfoReady(str(path), None, f"cannot scan {path.name}: {exc}"))
+
+    def on_model_info_ready(self, message: ModelInfoReady) -> None:
+        summary = self.engine.summary
+        if message.path != str(summary.path):
+            return  # a scan for a model that has since been replaced
+        if message.info is None:
+            self.notify(message.error, title="Quant", severity="warning", markup=False)
+            return
+        self.query_one(QuantPanel).show_info(message.info, summary)
+
+    def action_switch_model(self) -> None:
+        if self._busy("switch model"):
+            return
+        from chatapp.engine.models import LocalModel, local_models  # noqa: PLC0415
+
+        def chosen(spec: str | None) -> None:
+            if spec is None or self._busy("switch model"):
+                return
+            if Path(spec).resolve() == Path(self.engine.summary.path).resolve():
+                self.notify("that model is already loaded", timeout=3)
+                return
+            self.loading_model = True
+            self.query_one(AppHeader).status = f"loading {Path(spec).name}…"
+            self.load_model(spec)
+
+        current = Path(self.engine.summary.path)
+        try:
+            models = local_models()
+        except ChatappError as exc:
+            self.notify(exc.one_line(), severity="error", markup=False)
+            return
+        if all(m.path is None or m.path.resolve() != current.resolve() for m in models):
+            # Loaded from elsewhere (--model PATH, $CHATAPP_MODEL): list it too, under its catalog name if any.
+            entry = next((m.entry for m in models if m.entry and m.entry.file == current.name), None)
+            models = [m for m in models if entry is None or m.entry is not entry]
+            models.insert(0, LocalModel(entry.name if entry else current.name, entry, current))
+        self.push_screen(ModelPickerScreen(models, current), chosen)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="model")
+    def load_model(self, spec: str) -> None:
+        try:
+            engine = type(self.engine).open(self.settings, spec)
+        except ChatappError as exc:
+            self.post_message(ModelSwitchFailed(exc.one_line(), spec))
+            return
+        self.post_message(ModelSwitched(engine))
+
+    def on_model_switched(self, message: ModelSwitched) -> None:
+        old, new = self.engine, message.engine
+        new.chat.generation = old.chat.generation
+        new.chat.load_messages(old.chat.messages, old.chat.window_start)
+        self.engine = new
+        self.close_engine(old)
+        self.loading_model = False
+        self.query_one(AppHeader).status = ""
+        self.query_one(KVPanel).reset()
+        self._show_model()
+        self._tokenize_composer()
+        self.notify(f"Loaded {new.summary.name}", timeout=3, markup=False)
+
+    def on_model_switch_failed(self, message: ModelSwitchFailed) -> None:
+        self.loading_model = False
+        self.query_one(AppHeader).status = ""
+        self.notify(message.error, severity="error", timeout=10, markup=False)
+
+    @work(thread=True, exit_on_error=False, group="close")
+    def close_engine(self, engine) -> None:
+        with self._turn_lock, self._tokenize_lock:
+            engine.close()
+
+    # --- themes --------------------------------------------------------------------------------
+    def action_change_theme(self) -> None:
+        """The theme list previews each theme as it is highlighted; Esc puts the old one back."""
+        self._theme_before_preview = self.theme
+        self.push_screen(CommandPalette(providers=[ThemePicker],
+                                        placeholder="Search for themes… (moving previews; Esc restores)"))
+
+    @on(CommandPalette.OptionHighlighted)
+    def _preview_theme(self, event: CommandPalette.OptionHighlighted) -> None:
+        if self._theme_before_preview is None:
+            return
+        hit = getattr(event.highlighted_event.option, "hit", None)
+        name = getattr(hit, "text", None)
+        if name in self.available_themes:
+            self.theme = name
+
+    @on(CommandPalette.Closed)
+    def _end_preview(self, event: CommandPalette.Closed) -> None:
+        if self._theme_before_preview is not None and not event.option_selected:
+            self.theme = self._theme_before_preview
+        self._theme_before_preview = None
+
+
+def run_app(settings: Settings, *, model: str | None = None, session: str | None = None) -> None:
+    """Load (pulling the default model if missing) before the TUI starts, then run it."""
+    from rich.console import Console  # noqa: PLC0415
+
+    from chatapp.commands.progress import pull_progress  # noqa: PLC0415
+    from chatapp.engine.engine import Engine  # noqa: PLC0415
+
+    with pull_progress(Console(stderr=True)) as progress:
+        engine = Engine.open(settings, model, progress=progress)
+    app = ChatApp(engine, settings=settings, session=session)
+    try:
+        app.run()
+    finally:
+        app.release_engine()
+    if app.return_code:
+        raise ChatappError(f"the TUI stopped with an error (exit code {app.return_code})", title="TUI")

@@ -1,0 +1,64 @@
+"""Command palette (Ctrl+P): every chatapp action, and a theme list that previews live."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("New chat", "Start a new conversation (same system prompt)", "new_chat"),
+    ("Regenerate reply", "Answer the last message again", "regenerate"),
+    ("Stop generation", "Stop the reply being written; the partial reply is kept", "stop"),
+    ("Edit system prompt", "Change the system prompt", "system_prompt"),
+    ("Sampling: temperature and max tokens", "Set temperature and max tokens", "sampling"),
+    ("Switch model", "Load another local model", "switch_model"),
+    ("Copy last reply", "Copy the last assistant reply to the clipboard", "copy_reply"),
+    ("Toggle panels", "Show or hide the Tokens / KV / Speed / Quant panels", "toggle_panels"),
+    ("Next panel", "Show the next panel", "next_panel"),
+    ("Toggle token ids", "Show token ids in the Tokens panel", "toggle_token_ids"),
+    ("Switch theme", "Pick a theme; the app previews it as you move", "change_theme"),
+    ("Help: keys", "Every key binding", "help"),
+)
+"""(title, help, app action) for each palette entry."""
+
+
+class ChatCommands(Provider):
+    def _hits(self):
+        for title, help_text, action in COMMANDS:
+            yield title, help_text, partial(self.app.run_action, action)
+
+    async def discover(self) -> Hits:
+        for title, help_text, callback in self._hits():
+            yield DiscoveryHit(title, callback, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for title, help_text, callback in self._hits():
+            score = matcher.match(title)
+            if score > 0:
+                yield Hit(score, matcher.highlight(title), callback, text=title, help=help_text)
+
+
+class ThemePicker(Provider):
+    """Every registered theme. Each hit's text is the theme name, so the app can preview
+    the highlighted one (it watches CommandPalette.OptionHighlighted)."""
+
+    def _themes(self) -> list[str]:
+        return sorted(self.app.available_themes)
+
+    def _choose(self, name: str) -> None:
+        self.app.theme = name
+
+    async def discover(self) -> Hits:
+        # The palette highlights (so previews) the first hit when it opens: the current theme.
+        current = self.app.theme
+        for name in [current, *(n for n in self._themes() if n != current)]:
+            yield DiscoveryHit(name, partial(self._choose, name), text=name)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for name in self._themes():
+            score = matcher.match(name)
+            if score > 0:
+                yield Hit(score, matcher.highlight(name), partial(self._choose, name), text=name)

@@ -1,0 +1,1 @@
+"""Modal screens: help, system prompt, sampling settings, model picker."""

@@ -1,0 +1,76 @@
+"""F1 / ?: every key binding, read from the bindings themselves so the list never drifts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich import box
+from rich.table import Table
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+NOTES = (
+    "Shift+Enter reaches chatapp only in terminals that report it (kitty, WezTerm, foot…); "
+    "Ctrl+J and Alt+Enter insert a new line everywhere.\n"
+    "Ctrl+P opens the command palette: every action here is there too, and “Switch theme” "
+    "previews each theme as you move through the list (Esc puts the old one back)."
+)
+NAMES = {"question_mark": "?", "escape": "Esc", "enter": "Enter", "ctrl": "Ctrl", "shift": "Shift", "alt": "Alt"}
+
+
+def key_label(keys: str) -> str:
+    """"ctrl+c,f1" -> "Ctrl+C / F1"."""
+    labels = []
+    for key in keys.split(","):
+        parts = [NAMES.get(p, p.upper() if len(p) <= 3 else p.capitalize()) for p in key.strip().split("+")]
+        labels.append("+".join(parts))
+    return " / ".join(labels)
+
+
+def rows(bindings: Iterable[BindingType]) -> list[tuple[str, str]]:
+    """(keys, what they do) for each described binding; bindings for the same action merge."""
+    merged: dict[str, list] = {}
+    for binding in bindings:
+        if isinstance(binding, Binding) and binding.description:
+            entry = merged.setdefault(binding.action, [[], binding.tooltip or binding.description])
+            entry[0].append(key_label(binding.key))
+    return [(" / ".join(keys), what) for keys, what in merged.values()]
+
+
+def bindings_table(sections: list[tuple[str, Iterable[BindingType]]]) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, expand=True, show_edge=False, show_header=False, pad_edge=False)
+    table.add_column("Key", max_width=22, style="bold")
+    table.add_column("Action", ratio=1)
+    for title, bindings in sections:
+        table.add_row(title, "", style="italic", end_section=True)
+        for key, what in rows(bindings):
+            table.add_row(key, what)
+        table.add_row("", "")
+    return table
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,f1,question_mark,q", "dismiss", "Close")]
+
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll {
+        width: 94%; max-width: 110; height: 92%;
+        border: round $primary; background: $surface; padding: 0 1;
+    }
+    HelpScreen #help-keys { height: auto; }
+    HelpScreen #help-notes { color: $text-muted; margin-top: 1; height: auto; }
+    """
+
+    def __init__(self, sections: list[tuple[str, Iterable[BindingType]]]) -> None:
+        super().__init__()
+        self.table = bindings_table(sections)
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll() as scroll:
+            scroll.border_title = "Keys · Esc closes"
+            yield Static(self.table, id="help-keys")
+            yield Static(NOTES, id="help-notes", markup=False)

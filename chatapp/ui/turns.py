@@ -1,0 +1,47 @@
+"""Turn an engine turn (a generator of events) into the UI's messages.
+
+Runs on a worker thread: it iterates the generator, which is where llama.cpp does its work,
+and only ever calls `post`, which is thread-safe. Reply text is coalesced: at most one
+ReplyProgress per `interval` seconds, and always the last one before TurnFinished.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+from textual.message import Message
+
+from chatapp.engine import prompt_view
+from chatapp.engine.events import ContextTrimmed, Event, PrefillDone, TextDelta, TurnDone
+from chatapp.ui.messages import PrefillFinished, ReplyProgress, TurnFinished, TurnTrimmed
+
+PROGRESS_INTERVAL = 0.1
+"""Seconds between ReplyProgress messages: about ten a second, whatever the decode speed."""
+
+
+def stream_turn(engine, events: Iterator[Event], post: Callable[[Message], object], *,
+                cancelled: Callable[[], bool] = lambda: False, interval: float = PROGRESS_INTERVAL,
+                clock: Callable[[], float] = time.monotonic) -> None:
+    text, live, last_post, pending = "", None, float("-inf"), False
+    for event in events:
+        if cancelled():
+            engine.stop()  # the generator still finishes its turn cleanly, just sooner
+        if isinstance(event, TextDelta):
+            text, live = text + event.text, event.live
+            now = clock()
+            pending = now - last_post < interval
+            if not pending:
+                post(ReplyProgress(text, live))
+                last_post = now
+        elif isinstance(event, PrefillDone):
+            post(PrefillFinished(event))
+        elif isinstance(event, ContextTrimmed):
+            post(TurnTrimmed(event))
+        elif isinstance(event, TurnDone):
+            if pending and live is not None:
+                post(ReplyProgress(text, live))
+            record = event.record
+            chat = engine.chat
+            view = prompt_view.build(chat, chat.context_messages()[:-1], record.prompt_tokens, record.cached_tokens)
+            post(TurnFinished(record, view))

@@ -1,0 +1,44 @@
+"""One line at the top: the model, its quantization, the backend, the context size, the session."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from chatapp.engine.engine import ModelSummary
+
+
+def describe(summary: ModelSummary) -> str:
+    return f"{summary.name} · {summary.quant} · {summary.backend} · ctx {summary.n_ctx:,}"
+
+
+class AppHeader(Widget):
+    DEFAULT_CSS = """
+    AppHeader {
+        dock: top;
+        height: 1;
+        background: $panel;
+        color: $foreground;
+        padding: 0 1;
+    }
+    """
+
+    summary: reactive[ModelSummary | None] = reactive(None)
+    session: reactive[str | None] = reactive(None)
+    status: reactive[str] = reactive("")
+    """What the app is doing: "", "prefill…", "generating…", "loading model…"."""
+
+    def render(self) -> Text:
+        left = Text(no_wrap=True)
+        left.append("chatapp", style="bold")
+        if self.summary is not None:
+            left.append("  " + describe(self.summary))
+        left.append(f"  session: {self.session or '(none)'}")
+        if not self.status:
+            return left
+        # The status (prefill…, generating…) matters most: it stays; the rest gives way.
+        status = Text(self.status, style="bold italic")
+        room = max(self.content_size.width - len(status) - 2, 0)
+        left.truncate(room, overflow="ellipsis", pad=True)
+        return Text.assemble(left, "  ", status, no_wrap=True)

@@ -1,0 +1,474 @@
+"""The chat App, driven through Textual's pilot against the real default model."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from textual.command import CommandPalette
+from textual.notifications import Notify
+from textual.widgets import Input, OptionList, TextArea
+
+from chatapp import paths
+from chatapp.config import Settings
+from chatapp.engine.engine import Engine
+from chatapp.ui import app as app_module
+from chatapp.ui.app import ChatApp
+from chatapp.ui.format import count, ms, tps
+from chatapp.ui.messages import (
+    ComposerTokenized, ModelInfoReady, ModelSwitched, ModelSwitchFailed, PrefillFinished, ReplyProgress, TurnFailed,
+    TurnFinished, TurnStarted, TurnTrimmed,
+)
+from chatapp.ui.screens.help import HelpScreen
+from chatapp.ui.screens.model_picker import ModelPickerScreen
+from chatapp.ui.screens.sampling import SamplingScreen
+from chatapp.ui.screens.system_prompt import SystemPromptScreen
+from chatapp.ui.widgets.composer import Composer
+from chatapp.ui.widgets.header import AppHeader
+from chatapp.ui.widgets.kv_panel import KVPanel
+from chatapp.ui.widgets.quant_panel import QuantPanel
+from chatapp.ui.widgets.speed_panel import SpeedPanel
+from chatapp.ui.widgets.tokens_panel import TokensPanel
+from chatapp.ui.widgets.transcript import Notice, Reply, Transcript, UserMessage
+from tests.ui._helpers import Messages, wait_until
+
+WIDE, NARROW = (120, 40), (80, 24)
+TURN_TIMEOUT = 120.0
+
+
+@pytest.fixture
+def make_app(default_model_path):
+    """Build ChatApp around a real Engine; every engine is closed after the test."""
+    apps: list[ChatApp] = []
+
+    def make(session: str | None = None, **overrides) -> tuple[ChatApp, Messages]:
+        settings = Settings().replace(**{"n_ctx": 1024, "temperature": 0.0, "max_tokens": 24, **overrides})
+        engine = Engine.open(settings, str(default_model_path))
+        app = ChatApp(engine, settings=settings, session=session)
+        apps.append(app)
+        return app, Messages()
+
+    yield make
+    for app in apps:
+        app.release_engine()
+
+
+async def send(pilot, app: ChatApp, seen: Messages, text: str) -> TurnFinished | TurnFailed:
+    """Put text in the composer, press Enter, and wait for the turn to end."""
+    done = seen.count(TurnFinished) + seen.count(TurnFailed)
+    composer = app.query_one(Composer)
+    composer.load_text(text)
+    await pilot.press("enter")
+    await wait_until(pilot, lambda: seen.count(TurnFinished) + seen.count(TurnFailed) > done, TURN_TIMEOUT)
+    await wait_until(pilot, lambda: not app.generating)
+    return [m for m in seen if isinstance(m, (TurnFinished, TurnFailed))][-1]
+
+
+async def finished(pilot, app: ChatApp, seen: Messages, turns: int = 1) -> TurnFinished:
+    """Wait for the n-th TurnFinished and for its handler to finish (the hook sees it first)."""
+    await wait_until(pilot, lambda: seen.count(TurnFinished) >= turns, TURN_TIMEOUT)
+    await wait_until(pilot, lambda: not app.generating)
+    return seen.of(TurnFinished)[turns - 1]
+
+
+def notifications(seen: Messages) -> list:
+    return [m.notification for m in seen.of(Notify)]
+
+
+# --- a turn ---------------------------------------------------------------------------------
+async def test_typed_message_streams_a_reply_and_fills_the_panels(make_app):
+    app, seen = make_app()
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        await wait_until(pilot, lambda: seen.count(ModelInfoReady))
+        await pilot.press(*"Hello there", "enter")
+        record = (await finished(pilot, app, seen)).record
+
+        assert seen.of(TurnStarted)[0].user_text == "Hello there"
+        assert app.query_one(Composer).text == ""
+        assert seen.count(PrefillFinished) == 1
+        progress = seen.of(ReplyProgress)
+        assert len(progress) >= 2
+        assert all(record.reply.startswith(p.text) for p in progress)
+        assert len(progress[0].text) < len(record.reply)
+
+        transcript = app.query_one(Transcript)
+        assert [w.render().plain for w in transcript.query(UserMessage)] == ["Hello there"]
+        (reply,) = transcript.query(Reply)
+        assert reply.source == record.reply
+        assert not reply.has_class("-streaming")
+
+        speed = app.query_one(SpeedPanel).figures
+        assert speed["prefill_tokens"] == count(record.prefill_tokens)
+        assert speed["prefill_tps"] == tps(record.prefill_tps)
+        assert speed["ttft_ms"] == ms(record.ttft_ms)
+        assert speed["decode_tokens"] == count(record.decode_tokens)
+        assert speed["decode_tps"] == tps(record.decode_tps)
+        assert speed["finish_reason"] == record.finish_reason
+
+        kv = app.query_one(KVPanel)
+        assert kv.kv_used == record.kv_used == app.engine.runtime.kv_cells_used()
+        assert f"this turn wrote: {count(record.kv_used - record.cached_tokens)} cells" in kv.plain
+
+        assert app.query_one(TokensPanel).turn_view == seen.of(TurnFinished)[-1].view
+        assert app.query_one(QuantPanel).info is not None
+        assert "generating" not in app.query_one(AppHeader).render().plain
+
+        first = record
+        second = (await send(pilot, app, seen, "And one more thing?")).record
+        assert second.cached_tokens > 0
+        assert kv.kv_used == second.kv_used > first.kv_used
+        assert f"this turn wrote: {count(second.kv_used - second.cached_tokens)} cells" in kv.plain
+        assert len(transcript.query(Reply)) == 2
+
+
+async def test_header_names_model_quant_backend_ctx_and_session(make_app):
+    app, seen = make_app(session="demo")
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        await pilot.pause()
+        header = app.query_one(AppHeader).render().plain
+        summary = app.engine.summary
+        for part in (summary.name, summary.quant, summary.backend, "ctx 1,024", "session: demo"):
+            assert part in header
+
+
+async def test_tokens_panel_counts_like_the_tokenize_command(make_app, isolated_env):
+    app, seen = make_app()
+    text = "Tokenizers split words: unbelievable, naïve café 🙂!"
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        app.query_one(Composer).load_text(text)
+        await wait_until(pilot, lambda: any(m.text == text for m in seen.of(ComposerTokenized)))
+        await pilot.pause()
+        panel = app.query_one(TokensPanel)
+        assert [t.id for t in panel.composer_tokens] == [t.id for t in app.engine.tokenize(text)]
+        command = [str(Path(sys.executable).parent / "chatapp"), "tokenize", "--json", text]
+        cli = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **isolated_env}, check=True,
+                             timeout=120)
+        assert len(panel.composer_tokens) == len(json.loads(cli.stdout))
+        assert f"composer · {len(json.loads(cli.stdout))} tokens" in app.query_one("#tokens-summary").plain
+
+
+async def test_composer_tokenizes_after_typing_pauses(make_app):
+    app, seen = make_app()
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        await pilot.press(*"abcdefgh")
+        await wait_until(pilot, lambda: any(m.text == "abcdefgh" for m in seen.of(ComposerTokenized)))
+        assert seen.count(ComposerTokenized) < 8  # debounced, not one per key
+
+
+# --- keys in the composer ---------------------------------------------------------------------
+async def test_ctrl_j_and_alt_enter_insert_newlines_and_enter_sends(make_app):
+    app, seen = make_app()
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        await pilot.press("a", "ctrl+j", "b", "alt+enter", "c")
+        assert app.query_one(Composer).text == "a\nb\nc"
+        await pilot.press("enter")
+        await finished(pilot, app, seen)
+        assert seen.of(TurnStarted)[0].user_text == "a\nb\nc"
+        assert app.engine.chat.messages[-2].content == "a\nb\nc"
+
+
+async def test_enter_while_generating_keeps_the_text(make_app):
+    app, seen = make_app(max_tokens=200)
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        app.query_one(Composer).load_text("Tell me a long story about a lighthouse keeper.")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: seen.count(ReplyProgress), TURN_TIMEOUT)
+        app.query_one(Composer).load_text("next question")
+        await pilot.press("enter")
+        assert app.query_one(Composer).text == "next question"
+        assert seen.count(TurnStarted) == 1
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not app.generating, TURN_TIMEOUT)
+
+
+# --- stopping -----------------------------------------------------------------------------------
+async def test_escape_stops_and_keeps_the_partial_reply_then_the_next_turn_works(make_app):
+    app, seen = make_app(max_tokens=400)
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        app.query_one(Composer).load_text("Write a long story about a dragon who learns to fly.")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: seen.count(ReplyProgress), TURN_TIMEOUT)
+        await pilot.press("escape")
+        record = (await finished(pilot, app, seen)).record
+        assert record.finish_reason == "stopped"
+        assert 0 < record.generated_tokens < 400
+        transcript = app.query_one(Transcript)
+        reply = transcript.query(Reply).last()
+        assert reply.has_class("-stopped")
+        assert reply.source == record.reply
+        assert any("stopped" in n.render().plain for n in transcript.query(Notice))
+        assert app.engine.chat.messages[-1].stopped
+
+        app.engine.set_generation(max_tokens=24)
+        after = await send(pilot, app, seen, "Thanks!")
+        assert isinstance(after, TurnFinished)
+        assert after.record.finish_reason in ("stop", "length")
+        assert not transcript.query(Reply).last().has_class("-stopped")
+
+
+async def test_ctrl_c_while_generating_stops_instead_of_quitting(make_app):
+    app, seen = make_app(max_tokens=400)
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        app.query_one(Composer).load_text("Write a long poem about the sea.")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: seen.count(ReplyProgress), TURN_TIMEOUT)
+        await pilot.press("ctrl+c")
+        assert (await finished(pilot, app, seen)).record.finish_reason == "stopped"
+        assert app.is_running and app.return_code is None
+
+
+async def test_ctrl_c_when_idle_asks_first_and_quits_on_the_second_press(make_app, monkeypatch):
+    app, seen = make_app()
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        assert app.is_running and app.return_code is None
+        assert any(n.title == "Quit?" for n in notifications(seen))
+
+        monkeypatch.setattr(app_module, "QUIT_WINDOW", 0.05)
+        await pilot.pause(0.2)
+        await pilot.press("ctrl+c")  # too late: asks again
+        assert app.return_code is None
+        monkeypatch.setattr(app_module, "QUIT_WINDOW", 2.0)
+        await pilot.press("ctrl+c")
+        await wait_until(pilot, lambda: app.return_code is not None, 5)
+
+
+# --- the full-context policy -----------------------------------------------------------------------
+async def test_a_full_context_drops_old_turns_and_says_which(make_app):
+    app, seen = make_app(n_ctx=256)
+    message = ("Here is a fairly long message that takes up room in a small context window, "
+               "so that old turns must go: turn {}.")
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        for turn in range(1, 9):
+            result = await send(pilot, app, seen, message.format(turn))
+            assert isinstance(result, TurnFinished), result.error
+            if seen.count(TurnTrimmed):
+                break
+        trimmed = seen.of(TurnTrimmed)[0].event
+        assert trimmed.dropped_turns >= 1
+        notices = [n.render().plain for n in app.query_one(Transcript).query(Notice)]
+        text = next(n for n in notices if n.startswith("context full"))
+        turns = trimmed.dropped_turns
+        assert f"dropped {turns} oldest turn{'s' if turns > 1 else ''} ({len(trimmed.dropped)} messages: " in text
+        assert "'Here is a fairly long" in text
+        dropped = app.query_one(Transcript).query(".-dropped")
+        assert len(dropped) == len(trimmed.dropped)
+        assert seen.of(TurnFinished)[-1].record.dropped_turns == turns
+
+
+async def test_a_message_too_big_for_the_context_goes_back_to_the_composer(make_app):
+    app, seen = make_app(n_ctx=256)
+    huge = "word " * 400
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        result = await send(pilot, app, seen, huge)
+        assert isinstance(result, TurnFailed) and result.refused
+        assert app.query_one(Composer).text == huge
+        assert not app.query_one(Transcript).query(UserMessage)
+        assert any(n.severity == "error" for n in notifications(seen))
+
+
+# --- conversation actions -------------------------------------------------------------------------
+async def test_new_chat_clears_the_transcript(make_app):
+    app, seen = make_app()
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        await send(pilot, app, seen, "Hi!")
+        assert app.query_one(Transcript).query(Reply)
+        await pilot.press("ctrl+n")
+        await pilot.pause()
+        assert not app.query_one(Transcript).children
+        assert [m.role for m in app.engine.chat.messages] == ["system"]
+        assert app.query_one(KVPanel).kv_used == 0
+
+
+async def test_regenerate_answers_the_last_message_again(make_app):
+    app, seen = make_app()
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        first = (await send(pilot, app, seen, "Name a colour.")).record
+        await pilot.press("ctrl+r")
+        again = (await finished(pilot, app, seen, 2)).record
+        assert seen.of(TurnStarted)[-1].regenerate
+        assert again.reply == first.reply  # temperature 0: the same answer
+        assert again.cached_tokens > 0
+        transcript = app.query_one(Transcript)
+        assert len(transcript.query(UserMessage)) == 1 and len(transcript.query(Reply)) == 1
+        assert [m.role for m in app.engine.chat.messages] == ["system", "user", "assistant"]
+
+
+async def test_copy_last_reply(make_app):
+    app, seen = make_app()
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        record = (await send(pilot, app, seen, "Say hello.")).record
+        await pilot.press("f5")
+        assert app.clipboard == record.reply
+
+
+async def test_system_prompt_modal_sets_the_prompt(make_app):
+    app, seen = make_app()
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        await pilot.press("ctrl+s")
+        assert isinstance(app.screen, SystemPromptScreen)
+        app.screen.query_one(TextArea).load_text("You answer in one word.")
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert not isinstance(app.screen, SystemPromptScreen)
+        assert app.engine.chat.system_prompt == "You answer in one word."
+
+
+async def test_sampling_modal_validates_then_applies(make_app):
+    app, seen = make_app()
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        await pilot.press("ctrl+o")
+        screen = app.screen
+        assert isinstance(screen, SamplingScreen)
+        screen.query_one("#temperature", Input).value = "9"
+        await pilot.click("#apply")
+        assert app.screen is screen
+        assert "temperature" in str(screen.query_one("#sampling-error").render())
+        screen.query_one("#temperature", Input).value = "0.5"
+        screen.query_one("#max-tokens", Input).value = "48"
+        screen.query_one("#max-tokens", Input).focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.screen is not screen
+        assert (app.engine.chat.generation.temperature, app.engine.chat.generation.max_tokens) == (0.5, 48)
+
+
+async def test_switch_model_loads_the_new_engine_and_keeps_the_conversation(make_app, default_model_path):
+    copy = paths.models_dir() / "another-copy.gguf"
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(default_model_path, copy)
+    app, seen = make_app()
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        await send(pilot, app, seen, "Hi!")
+        old = app.engine
+        await pilot.press("ctrl+l")
+        assert isinstance(app.screen, ModelPickerScreen)
+        options = app.screen.query_one(OptionList)
+        index = next(i for i in range(options.option_count) if options.get_option_at_index(i).id == str(copy))
+        options.highlighted = index
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: seen.count(ModelSwitched) + seen.count(ModelSwitchFailed), TURN_TIMEOUT)
+        assert not seen.of(ModelSwitchFailed), seen.of(ModelSwitchFailed)[0].error
+        await pilot.pause()
+        assert app.engine is not old
+        assert Path(app.engine.summary.path) == copy.resolve()
+        assert [m.content for m in app.engine.chat.messages] == [m.content for m in old.chat.messages]
+        await wait_until(pilot, lambda: any(m.path == str(copy.resolve()) for m in seen.of(ModelInfoReady)))
+        result = await send(pilot, app, seen, "And again?")
+        assert isinstance(result, TurnFinished)
+
+
+# --- layout, help, themes ---------------------------------------------------------------------------
+async def test_panels_beside_when_wide_toggle_below_when_narrow(make_app):
+    app, seen = make_app()
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        main = app.query_one("#main")
+        assert main.has_class("-wide") and main.has_class("-panels")
+        assert app.query_one(KVPanel).region.x > app.query_one(Transcript).region.x
+        await pilot.press("f2")
+        assert not main.has_class("-panels")
+        assert app.query_one(Transcript).region.width == WIDE[0]
+        await pilot.press("f2")
+
+        await pilot.resize_terminal(*NARROW)
+        await pilot.pause()
+        assert not main.has_class("-wide")
+        assert app.query_one(Composer).region.bottom <= NARROW[1] - 1
+        assert app.query_one(Composer).region.height >= 1
+        await pilot.press("f3")  # shows the panels and moves to the next one
+        await pilot.pause()
+        assert main.has_class("-panels")
+        assert app.query_one(KVPanel).has_class("-current") and app.query_one(KVPanel).region.height > 0
+        assert app.query_one(SpeedPanel).region.height == 0
+        assert app.query_one(KVPanel).region.y > app.query_one(Transcript).region.y
+
+
+async def test_a_turn_at_80x24(make_app):
+    app, seen = make_app()
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        result = await send(pilot, app, seen, "Hello!")
+        assert isinstance(result, TurnFinished)
+        reply = app.query_one(Transcript).query(Reply).last()
+        assert reply.region.height > 0 and reply.region.bottom <= NARROW[1]
+
+
+async def test_help_opens_with_f1_and_question_mark(make_app):
+    app, seen = make_app()
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        console = Console(width=200, record=True)
+        console.print(app.screen.table)
+        text = console.export_text()
+        for key in ("Ctrl+N", "Ctrl+R", "Ctrl+C", "Esc", "F2", "Ctrl+J", "Alt+Enter"):
+            assert key in text
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("?")  # in the composer it is just a character
+        assert app.query_one(Composer).text == "?"
+        app.query_one(Transcript).focus()
+        await pilot.press("?")
+        assert isinstance(app.screen, HelpScreen)
+
+
+async def test_command_palette_lists_the_actions(make_app):
+    app, seen = make_app()
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        await pilot.press("ctrl+p")
+        assert isinstance(app.screen, CommandPalette)
+        await pilot.press(*"new chat")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert not isinstance(app.screen, CommandPalette)
+        assert any(n.message == "New chat" for n in notifications(seen))
+
+
+async def test_theme_picker_previews_live_and_applies(make_app):
+    app, seen = make_app()
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        kv = app.query_one(KVPanel)
+        assert app.theme == "chatapp-dark"
+        dark_colours = {str(span.style) for span in kv.drawn(40).spans}
+
+        await pilot.press("ctrl+t")
+        assert isinstance(app.screen, CommandPalette)
+        await pilot.press(*"synthwave")
+        await pilot.pause(0.3)
+        await pilot.press("down")
+        await wait_until(pilot, lambda: app.theme == "chatapp-synthwave", 5)  # previewed, not yet chosen
+        assert isinstance(app.screen, CommandPalette)
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: app.theme == "chatapp-dark", 5)
+
+        await pilot.press("ctrl+t")
+        await pilot.press(*"chatapp-light")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.theme == "chatapp-light", 5)
+        await pilot.pause()
+        light_free = app.theme_variables["kv-free"]
+        light_colours = {str(span.style) for span in kv.drawn(40).spans}
+        assert light_colours != dark_colours
+        assert any(light_free.lower() in colour.lower() for colour in light_colours)
+
+
+async def test_a_bad_user_theme_warns_and_the_app_still_runs(make_app):
+    themes = paths.user_themes_dir()
+    themes.mkdir(parents=True)
+    (themes / "broken.toml").write_text('name = "broken"\nprimary = "not-a-colour"\n')
+    app, seen = make_app(theme="no-such-theme")
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        await pilot.pause()
+        warnings = [n for n in notifications(seen) if n.severity == "warning"]
+        assert any("broken.toml" in n.message and "primary" in n.message for n in warnings)
+        assert any("no-such-theme" in n.message for n in warnings)
+        assert app.theme == "chatapp-dark"
+        assert isinstance(await send(pilot, app, seen, "Hi"), TurnFinished)

@@ -1,0 +1,53 @@
+"""Snapshots of the main screen in every shipped theme.
+
+The scripted runtime (tests/ui/scripted.py) stands in for llama.cpp here, because a
+snapshot needs the same text and figures on every run; the clock is scripted for the
+same reason. Everything else (engine, chat, panels, themes) is the real code.
+"""
+
+import itertools
+
+import pytest
+
+from chatapp.config import Settings
+from chatapp.engine.engine import Engine
+from chatapp.ui.app import ChatApp
+from chatapp.ui.themes import load_themes
+
+from ._helpers import wait_until
+from .scripted import ScriptedRuntime
+
+SHIPPED_THEMES = sorted(theme.name for theme in load_themes().themes)
+
+
+@pytest.fixture
+def scripted_clock(monkeypatch):
+    ticks = itertools.count()
+    monkeypatch.setattr("chatapp.engine.chat.time.perf_counter", lambda: next(ticks) * 0.004)
+
+
+def scripted_app(default_model_path, theme: str) -> ChatApp:
+    settings = Settings(theme=theme, n_ctx=4096, temperature=0.0)
+    engine = Engine(ScriptedRuntime(n_ctx=4096), default_model_path, settings)
+    return ChatApp(engine, settings=settings)
+
+
+async def send_one_turn(pilot):
+    app = pilot.app
+    for widget in app.query("TextArea"):
+        widget.cursor_blink = False
+    await pilot.press(*"How does inference work?")
+    await pilot.press("enter")
+    await wait_until(pilot, lambda: app.engine.chat.messages[-1].role == "assistant", timeout=10)
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("theme", SHIPPED_THEMES)
+def test_main_screen_wide(snap_compare, default_model_path, scripted_clock, theme):
+    assert snap_compare(scripted_app(default_model_path, theme), run_before=send_one_turn, terminal_size=(140, 44))
+
+
+def test_main_screen_80x24(snap_compare, default_model_path, scripted_clock):
+    assert snap_compare(scripted_app(default_model_path, "chatapp-dark"), run_before=send_one_turn,
+                        terminal_size=(80, 24))
