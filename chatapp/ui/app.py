@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from functools import partial
 from pathlib import Path
 
 from textual import on, work
@@ -23,6 +24,7 @@ from textual.widgets import Footer, Tab, Tabs, TextArea
 from textual.worker import get_current_worker
 
 from chatapp.config import Settings
+from chatapp.engine.sessions import LiveSession, SessionManager, validate_name
 from chatapp.errors import ChatappError, ContextFullError, InputError
 from chatapp.ui.commands import ChatCommands, ThemePicker
 from chatapp.ui.messages import (
@@ -32,7 +34,9 @@ from chatapp.ui.messages import (
 from chatapp.ui.screens.help import HelpScreen
 from chatapp.ui.screens.model_picker import ModelPickerScreen
 from chatapp.ui.screens.sampling import Sampling, SamplingScreen
+from chatapp.ui.screens.sessions import SessionsScreen
 from chatapp.ui.screens.system_prompt import SystemPromptScreen
+from chatapp.ui.session_control import SessionControl
 from chatapp.ui.themes import DEFAULT_THEME, ThemeLoadResult, load_themes, register_themes
 from chatapp.ui.turns import stream_turn
 from chatapp.ui.widgets.composer import Composer
@@ -52,7 +56,7 @@ QUIT_WINDOW = 2.0
 PANELS = ("tokens", "kv", "speed", "quant")
 
 
-class ChatApp(App[None]):
+class ChatApp(SessionControl, App[None]):
     CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "chatapp"
     COMMANDS = App.COMMANDS | {ChatCommands}
@@ -79,6 +83,8 @@ class ChatApp(App[None]):
         Binding("f3", "next_panel", "Next panel", tooltip="Next panel: Tokens, KV, Speed, Quant"),
         Binding("f4", "toggle_token_ids", "Ids", show=False, tooltip="Show or hide token ids in the Tokens panel"),
         Binding("f5", "copy_reply", "Copy", show=False, tooltip="Copy the last reply to the clipboard"),
+        Binding("f6", "sessions", "Sessions", show=False, priority=True,  # the composer binds F6 too
+                tooltip="Saved sessions: open, new, save this chat as, rename, delete"),
         Binding("ctrl+p", "command_palette", "Palette", show=False,
                 tooltip="Command palette: every action, and the theme picker"),
     ]
@@ -86,12 +92,19 @@ class ChatApp(App[None]):
     generating: var[bool] = var(False, bindings=True)
     """A turn's worker is running: the composer still works, but Enter waits."""
     loading_model: var[bool] = var(False, bindings=True)
+    session_busy: var[bool] = var(False, bindings=True)
+    """A session worker is opening, starting or saving a session."""
 
     def __init__(self, engine, *, settings: Settings | None = None, session: str | None = None,
-                 themes: ThemeLoadResult | None = None) -> None:
+                 themes: ThemeLoadResult | None = None, sessions: SessionManager | None = None) -> None:
         self.engine = engine
         self.settings = settings or engine.settings
         self.session = session
+        """The session to open at start (it is created on the first save if it doesn't exist)."""
+        self.sessions = sessions
+        """The sessions database; opened on first use when not given."""
+        self.live: LiveSession | None = None
+        """The open session, saved after every turn and on quit; None: nothing is saved."""
         # Textual asks for the variable defaults while it sets up, so these come first.
         self.theme_result = themes if themes is not None else load_themes()
         super().__init__()
@@ -103,7 +116,8 @@ class ChatApp(App[None]):
         """Held by whichever thread is using the engine for a turn; closing waits for it."""
         self._tokenize_lock = threading.Lock()
         """Held while the composer is tokenized (that runs alongside a turn); closing waits for it too."""
-        self._closed = False
+        self._released = False
+        """release_engine() ran: no worker may use the engine. (Not `_closed`: Textual's own.)"""
         self._quit_armed_at: float | None = None
         self._tokenize_timer: Timer | None = None
         self._theme_before_preview: str | None = None
@@ -140,6 +154,8 @@ class ChatApp(App[None]):
         if self._theme_problem:
             self.notify(f"theme {self._theme_problem!r} is not available; using {DEFAULT_THEME}",
                         title="Theme", severity="warning", timeout=10, markup=False)
+        if self.session is not None:
+            self._open_at_start(self.session)
 
     def on_resize(self, event: Resize) -> None:
         self._apply_layout(event.size.width)  # self.size is updated after this handler runs
@@ -179,19 +195,24 @@ class ChatApp(App[None]):
         if self.loading_model:
             self.notify(f"cannot {what} while a model loads", severity="warning")
             return True
+        if self.session_busy:
+            self.notify(f"cannot {what} while a session is opened or saved", severity="warning")
+            return True
         return False
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="turn")
     def run_turn(self, text: str, regenerate: bool = False) -> None:
         worker = get_current_worker()
-        engine = self.engine
+        engine, live = self.engine, self.live
+        autosave = partial(self._autosave, live) if live is not None else None
         with self._turn_lock:
-            if self._closed:
+            if self._released:
                 return
             self.post_message(TurnStarted(text, regenerate))
             try:
                 events = engine.regenerate() if regenerate else engine.send(text)
-                stream_turn(engine, events, self.post_message, cancelled=lambda: worker.is_cancelled)
+                stream_turn(engine, events, self.post_message, cancelled=lambda: worker.is_cancelled,
+                            finish=autosave)
             except ChatappError as exc:
                 refused = isinstance(exc, (ContextFullError, InputError))
                 self.post_message(TurnFailed(exc.one_line(), text, refused=refused))
@@ -266,20 +287,26 @@ class ChatApp(App[None]):
         self.engine.stop()
         self.exit()
 
-    def release_engine(self, timeout: float = 30.0) -> None:
-        """After the app has exited: stop any turn, wait for its worker, close the engine."""
-        self._closed = True
+    def release_engine(self, timeout: float = 30.0) -> list[str]:
+        """After the app has exited: stop any turn, wait for its worker, save the open session,
+        close the engine. Returns what went wrong saving, in words, for the terminal. Once only."""
+        if self._released:
+            return []
+        self._released = True
         self.engine.stop()
+        problems: list[str] = []
         if self._turn_lock.acquire(timeout=timeout):
             try:
+                problems = self.save_on_quit()
                 with self._tokenize_lock:
                     self.engine.close()
             finally:
                 self._turn_lock.release()
+        return problems
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "interrupt" and isinstance(self.screen, ModalScreen):
-            return False  # Ctrl+C in a dialog copies, as it does in any input
+        if action in ("interrupt", "sessions") and isinstance(self.screen, ModalScreen):
+            return False  # Ctrl+C in a dialog copies, as it does in any input; F6 is the dialog's
         if action == "stop":
             return True if self.generating else None
         return True
@@ -291,7 +318,12 @@ class ChatApp(App[None]):
         self.engine.chat.reset()
         await self.query_one(Transcript).clear()
         self.query_one(KVPanel).reset()
-        self.notify("New chat", timeout=2)
+        left = self._detach_session()
+        if left is None:
+            self.notify("New chat", timeout=2)
+        else:
+            self.notify(f"New chat, not saved: session {left} keeps its transcript (F6 saves this one)",
+                        timeout=5, markup=False)
 
     def action_regenerate(self) -> None:
         if self._busy("regenerate"):
@@ -330,7 +362,8 @@ class ChatApp(App[None]):
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen([("In the composer", Composer.BINDINGS), ("Anywhere", self.BINDINGS)]))
+            self.push_screen(HelpScreen([("In the composer", Composer.BINDINGS), ("Anywhere", self.BINDINGS),
+                                         ("In the sessions list (F6)", SessionsScreen.BINDINGS)]))
 
     # --- panels ------------------------------------------------------------------------------
     def action_toggle_panels(self) -> None:
@@ -374,7 +407,7 @@ class ChatApp(App[None]):
     def tokenize(self, text: str) -> None:
         with self._tokenize_lock:
             engine = self.engine
-            if not self._closed:
+            if not self._released:
                 self.post_message(ComposerTokenized(text, engine.tokenize(text)))
 
     def on_composer_tokenized(self, message: ComposerTokenized) -> None:
@@ -442,6 +475,8 @@ class ChatApp(App[None]):
         new.chat.generation = old.chat.generation
         new.chat.load_messages(old.chat.messages, old.chat.window_start)
         self.engine = new
+        if self.live is not None:  # the session goes on with the new model, saved from the next turn
+            self.live = LiveSession(self.live.manager, self.live.name, new)
         self.close_engine(old)
         self.loading_model = False
         self.query_one(AppHeader).status = ""
@@ -484,18 +519,26 @@ class ChatApp(App[None]):
 
 
 def run_app(settings: Settings, *, model: str | None = None, session: str | None = None) -> None:
-    """Load (pulling the default model if missing) before the TUI starts, then run it."""
+    """Load (pulling the default model if missing) before the TUI starts, then run it. A session
+    is resumed once the TUI is up, and saved again when it closes."""
     from rich.console import Console  # noqa: PLC0415
+    from rich.markup import escape  # noqa: PLC0415
 
     from chatapp.commands.progress import pull_progress  # noqa: PLC0415
     from chatapp.engine.engine import Engine  # noqa: PLC0415
 
-    with pull_progress(Console(stderr=True)) as progress:
+    err = Console(stderr=True, highlight=False)
+    sessions = None
+    if session is not None:
+        validate_name(session)
+        sessions = SessionManager.open(settings)  # before loading the model: a bad database fails fast
+    with pull_progress(err) as progress:
         engine = Engine.open(settings, model, progress=progress)
-    app = ChatApp(engine, settings=settings, session=session)
+    app = ChatApp(engine, settings=settings, session=session, sessions=sessions)
     try:
         app.run()
     finally:
-        app.release_engine()
+        for problem in app.release_engine():
+            err.print(f"[yellow]{escape(problem)}[/]")
     if app.return_code:
         raise ChatappError(f"the TUI stopped with an error (exit code {app.return_code})", title="TUI")

@@ -14,6 +14,7 @@ from chatapp.engine.tokens import Token
 if TYPE_CHECKING:
     from chatapp.engine.engine import Engine
     from chatapp.engine.quant import ModelInfo
+    from chatapp.engine.sessions import LiveSession
 
 
 class TurnStarted(Message):
@@ -99,3 +100,34 @@ class ModelSwitchFailed(Message):
         super().__init__()
         self.error = error
         self.spec = spec
+
+
+class SessionOpened(Message):
+    """A session worker resumed, created or saved a session; from now on the app autosaves into it."""
+
+    def __init__(self, live: "LiveSession", *, replaced: bool, notices: list[str] | None = None,
+                 other_model: str | None = None) -> None:
+        super().__init__()
+        self.live = live
+        self.replaced = replaced
+        """True when the conversation was replaced (open, new): the transcript is rebuilt from the chat."""
+        self.notices = notices or []
+        """Problems that didn't stop it, e.g. a KV state that could not be written."""
+        self.other_model = other_model
+        """The model the session was saved with, when that isn't the loaded one."""
+
+
+class SessionFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+class SessionSaved(Message):
+    """An autosave finished: notices are warnings (the transcript is saved), error means nothing was."""
+
+    def __init__(self, name: str, notices: list[str], error: str | None = None) -> None:
+        super().__init__()
+        self.name = name
+        self.notices = notices
+        self.error = error

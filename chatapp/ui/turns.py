@@ -3,6 +3,8 @@
 Runs on a worker thread: it iterates the generator, which is where llama.cpp does its work,
 and only ever calls `post`, which is thread-safe. Reply text is coalesced: at most one
 ReplyProgress per `interval` seconds, and always the last one before TurnFinished.
+`finish`, when given, gets the turn's record on this thread before TurnFinished is posted
+(the app autosaves there) and returns the record to post.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from textual.message import Message
 
 from chatapp.engine import prompt_view
 from chatapp.engine.events import ContextTrimmed, Event, PrefillDone, TextDelta, TurnDone
+from chatapp.engine.stats import TurnRecord
 from chatapp.ui.messages import PrefillFinished, ReplyProgress, TurnFinished, TurnTrimmed
 
 PROGRESS_INTERVAL = 0.1
@@ -22,7 +25,8 @@ PROGRESS_INTERVAL = 0.1
 
 def stream_turn(engine, events: Iterator[Event], post: Callable[[Message], object], *,
                 cancelled: Callable[[], bool] = lambda: False, interval: float = PROGRESS_INTERVAL,
-                clock: Callable[[], float] = time.monotonic) -> None:
+                clock: Callable[[], float] = time.monotonic,
+                finish: Callable[[TurnRecord], TurnRecord] | None = None) -> None:
     text, live, last_post, pending = "", None, float("-inf"), False
     for event in events:
         if cancelled():
@@ -41,7 +45,7 @@ def stream_turn(engine, events: Iterator[Event], post: Callable[[Message], objec
         elif isinstance(event, TurnDone):
             if pending and live is not None:
                 post(ReplyProgress(text, live))
-            record = event.record
+            record = event.record if finish is None else finish(event.record)
             chat = engine.chat
             view = prompt_view.build(chat, chat.context_messages()[:-1], record.prompt_tokens, record.cached_tokens)
             post(TurnFinished(record, view))

@@ -40,6 +40,8 @@ class KVPanel(ThemedPanel):
         self.record: TurnRecord | None = None
         self.roles: dict[str, int] = {}
         self.growths: deque[int] = deque(maxlen=FORECAST_WINDOW)
+        self.restored = 0
+        """Cells a session resume loaded, until the next turn splits them by role."""
 
     # --- what the shell calls ---------------------------------------------------------
     def set_capacity(self, n_ctx: int, bytes_per_token: int, kv_type: str) -> None:
@@ -47,11 +49,17 @@ class KVPanel(ThemedPanel):
         self._changed()
 
     def show_live(self, kv_used: int) -> None:
-        self.kv_used, self.live = kv_used, True
+        self.kv_used, self.live, self.restored = kv_used, True, 0
+        self._changed()
+
+    def show_restored(self, kv_used: int) -> None:
+        """Another conversation was loaded (a session): its cells, not yet split by role."""
+        self.reset()
+        self.kv_used = self.restored = kv_used
         self._changed()
 
     def show_turn(self, record: TurnRecord, view: list[PromptToken]) -> None:
-        self.record, self.live = record, False
+        self.record, self.live, self.restored = record, False, 0
         self.kv_used = record.kv_used
         self.n_ctx, self.bytes_per_token = record.n_ctx, record.kv_bytes_per_token
         self.roles = role_counts(view)
@@ -60,7 +68,7 @@ class KVPanel(ThemedPanel):
 
     def reset(self) -> None:
         """A new conversation: forget the turns seen so far (capacity stays)."""
-        self.record, self.kv_used, self.live, self.roles = None, 0, False, {}
+        self.record, self.kv_used, self.live, self.roles, self.restored = None, 0, False, {}, 0
         self.growths.clear()
         self._changed()
 
@@ -103,6 +111,8 @@ class KVPanel(ThemedPanel):
             lines.append(Text(f"reused from cache: {count(self.record.cached_tokens)} tok"))
             lines.append(Text(f"this turn wrote: {count(self.growths[-1])} cells"))
             lines.append(self._forecast_line(width))
+        elif self.restored:
+            lines.append(Text(f"restored from the session: {count(self.restored)} cells"))
         warning = self._warning_line()
         if warning is not None:
             lines.append(warning)

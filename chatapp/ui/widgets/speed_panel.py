@@ -87,10 +87,13 @@ class SpeedPanel(Vertical):
         r = self.last_record
         if r is None:
             return {}
-        return {"prefill_tokens": count(r.prefill_tokens), "cached_tokens": count(r.cached_tokens),
-                "prefill_ms": ms(r.prefill_ms), "prefill_tps": tps(r.prefill_tps), "ttft_ms": ms(r.ttft_ms),
-                "decode_tokens": count(r.decode_tokens), "decode_ms": ms(r.decode_ms),
-                "decode_tps": tps(r.decode_tps), "finish_reason": r.finish_reason}
+        shown = {"prefill_tokens": count(r.prefill_tokens), "cached_tokens": count(r.cached_tokens),
+                 "prefill_ms": ms(r.prefill_ms), "prefill_tps": tps(r.prefill_tps), "ttft_ms": ms(r.ttft_ms),
+                 "decode_tokens": count(r.decode_tokens), "decode_ms": ms(r.decode_ms),
+                 "decode_tps": tps(r.decode_tps), "finish_reason": r.finish_reason}
+        if r.restored_tokens:  # the first turn after a session resume
+            shown |= {"restored_tokens": count(r.restored_tokens), "restore_ms": ms(r.restore_ms)}
+        return shown
 
     def _figures_text(self) -> Text:
         f = self.figures
@@ -98,6 +101,8 @@ class SpeedPanel(Vertical):
             return Text("no turn yet", style="italic")
         lines = [f"prefill {f['prefill_tokens']} tok, {f['cached_tokens']} cached",
                  f"  {f['prefill_ms']} · {f['prefill_tps']}"]
+        if "restored_tokens" in f:
+            lines.insert(0, f"restored {f['restored_tokens']} tok from the session in {f['restore_ms']}")
         if "ttft_ms" in f:
             lines.append(f"first token {f['ttft_ms']}")
         if "decode_tokens" in f:

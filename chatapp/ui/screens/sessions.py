@@ -1,0 +1,244 @@
+"""F6: the saved sessions. Open, new, save as, rename and delete.
+
+The screen lists sessions and asks for names and confirmations. Every action goes to the app
+as a `SessionsScreen.Request`: the app owns the engine and the open session, so it checks
+whether the action may run now (not while a reply is being written) and then does it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import Button, DataTable, Input, Label, Static
+
+from chatapp.engine.sessions import SessionManager, validate_name
+from chatapp.errors import SessionError
+from chatapp.ui.format import count, human_bytes
+
+COLUMNS = ("name", "model", "turns", "tokens", "state", "last used")
+
+
+def when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+
+
+class SessionsScreen(ModalScreen[None]):
+    BINDINGS = [
+        Binding("escape", "close", "Close", tooltip="Close the sessions list"),
+        Binding("o", "open", "Open", tooltip="Open the selected session (Enter too): it replaces this chat"),
+        Binding("n", "new", "New", tooltip="Start a new, empty session under a name"),
+        Binding("s", "save_as", "Save as", tooltip="Save this chat as a new session and keep saving into it"),
+        Binding("r", "rename", "Rename", tooltip="Rename the selected session"),
+        Binding("d,delete", "delete", "Delete", tooltip="Delete the selected session (asks first)"),
+    ]
+
+    DEFAULT_CSS = """
+    SessionsScreen { align: center middle; }
+    SessionsScreen > Vertical {
+        width: 94%; max-width: 120; height: auto; max-height: 90%;
+        border: round $primary; background: $surface; padding: 0 1;
+    }
+    SessionsScreen #sessions-keys { color: $text-muted; }
+    SessionsScreen DataTable { height: auto; max-height: 20; margin-top: 1; }
+    SessionsScreen #sessions-empty { color: $text-muted; text-style: italic; margin-top: 1; }
+    """
+
+    class Request(Message):
+        """An action on a session for the app to carry out: open, new, save_as, rename or delete."""
+
+        def __init__(self, origin: "SessionsScreen", action: str, session: str, new_name: str | None = None) -> None:
+            super().__init__()
+            self.origin = origin
+            self.action = action
+            self.session = session
+            self.new_name = new_name
+
+    def __init__(self, manager: SessionManager, current: str | None) -> None:
+        super().__init__()
+        self.manager = manager
+        self.current = current
+        self.names: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        with Vertical() as box:
+            box.border_title = "Sessions"
+            box.border_subtitle = str(self.manager.store.directory)
+            yield Label("Enter/o open · n new · s save this chat as · r rename · d delete · Esc close",
+                        id="sessions-keys")
+            yield DataTable(id="sessions-table", cursor_type="row", zebra_stripes=True)
+            yield Static("No saved sessions yet: n starts one, s saves this chat.", id="sessions-empty")
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_columns(*COLUMNS)
+        self.reload()
+        table.focus()
+
+    def reload(self, select: str | None = None) -> None:
+        """Read the list again, keeping the cursor on `select` (or the current session)."""
+        table = self.query_one(DataTable)
+        try:
+            summaries = self.manager.store.summaries()
+        except SessionError as exc:
+            self.notify(exc.one_line(), severity="error", markup=False)
+            summaries = []
+        table.clear()
+        self.names = [s.name for s in summaries]
+        for s in summaries:
+            size = self.manager.state_size(s.state_key)
+            name = f"{s.name} (open)" if s.name == self.current else s.name
+            table.add_row(name, f"{s.model} ({s.quant})", count(s.turns), count(s.kv_tokens),
+                          human_bytes(size) if size is not None else "none", when(s.updated_at), key=s.name)
+        self.query_one("#sessions-empty").display = not summaries
+        wanted = select or self.current
+        if wanted in self.names:
+            table.move_cursor(row=self.names.index(wanted))
+
+    @property
+    def selected(self) -> str | None:
+        table = self.query_one(DataTable)
+        if not self.names or not table.is_valid_row_index(table.cursor_row):
+            return None
+        return self.names[table.cursor_row]
+
+    def _selected_or_say(self) -> str | None:
+        name = self.selected
+        if name is None:
+            self.notify("no session selected", severity="warning")
+        return name
+
+    def _request(self, action: str, name: str, new_name: str | None = None) -> None:
+        self.post_message(self.Request(self, action, name, new_name))
+
+    # --- actions --------------------------------------------------------------------------
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_open()
+
+    def action_open(self) -> None:
+        name = self._selected_or_say()
+        if name is not None:
+            self._request("open", name)
+
+    def action_new(self) -> None:
+        def chosen(name: str | None) -> None:
+            if name:
+                self._request("new", name)
+
+        self.app.push_screen(NameScreen("New session", "Name for a new, empty session:"), chosen)
+
+    def action_save_as(self) -> None:
+        def chosen(name: str | None) -> None:
+            if name:
+                self._request("save_as", name)
+
+        self.app.push_screen(NameScreen("Save as", "Save this chat as a new session named:"), chosen)
+
+    def action_rename(self) -> None:
+        old = self._selected_or_say()
+        if old is None:
+            return
+
+        def chosen(new: str | None) -> None:
+            if new and new != old:
+                self._request("rename", old, new)
+
+        self.app.push_screen(NameScreen("Rename", f"New name for {old!r}:", old), chosen)
+
+    def action_delete(self) -> None:
+        name = self._selected_or_say()
+        if name is None:
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._request("delete", name)
+
+        question = f"Delete session {name!r}, its transcript and its KV state?"
+        if name == self.current:
+            question += " It is open: this chat stays on screen but is no longer saved."
+        self.app.push_screen(ConfirmScreen(question), answered)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class NameScreen(ModalScreen[str | None]):
+    """Asks for a session name; a name that isn't allowed is refused here, with the reason."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    DEFAULT_CSS = """
+    NameScreen { align: center middle; }
+    NameScreen > Vertical {
+        width: 70%; max-width: 80; height: auto;
+        border: round $primary; background: $surface; padding: 0 1;
+    }
+    """
+
+    def __init__(self, title: str, prompt: str, initial: str = "") -> None:
+        super().__init__()
+        self.heading = title
+        self.prompt = prompt
+        self.initial = initial
+
+    def compose(self) -> ComposeResult:
+        with Vertical() as box:
+            box.border_title = self.heading
+            yield Label(self.prompt, markup=False)
+            yield Input(self.initial, placeholder="letters, digits, spaces and . _ - + @ =", id="session-name")
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        try:
+            name = validate_name(event.value)
+        except SessionError as exc:
+            self.notify(exc.one_line(), severity="error", markup=False)
+            return
+        self.dismiss(name)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    BINDINGS = [Binding("escape,n", "answer(False)", "No"), Binding("y", "answer(True)", "Yes")]
+
+    DEFAULT_CSS = """
+    ConfirmScreen { align: center middle; }
+    ConfirmScreen > Vertical {
+        width: 70%; max-width: 80; height: auto;
+        border: round $warning; background: $surface; padding: 0 1;
+    }
+    ConfirmScreen Horizontal { height: auto; align-horizontal: right; }
+    ConfirmScreen Button { margin-left: 1; }
+    """
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical() as box:
+            box.border_title = "Confirm"
+            yield Label(f"{self.question} (y/n)", markup=False)
+            with Horizontal():
+                yield Button("No", id="no")
+                yield Button("Delete", id="yes", variant="error")
+
+    def on_mount(self) -> None:
+        self.query_one("#no").focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)

@@ -1,0 +1,265 @@
+"""The app's side of saved sessions: resuming one at start, autosaving after every turn and on
+quit, and carrying out what the sessions screen (F6) asks for.
+
+ChatApp inherits this. The workers hold the app's turn lock while they use the engine (a
+resume loads the KV cache, a save reads it) and only post messages; the handlers here update
+the widgets. Renaming and deleting are single SQLite statements, so they run where they are
+asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from textual import work
+
+from chatapp.engine.events import Message as ChatMessage
+from chatapp.engine.sessions import LiveSession, SessionManager, validate_name
+from chatapp.engine.sessions.store import StoredSession
+from chatapp.engine.stats import TurnRecord
+from chatapp.errors import ChatappError, SessionError
+from chatapp.ui.messages import SessionFailed, SessionOpened, SessionSaved
+from chatapp.ui.screens.sessions import NameScreen, SessionsScreen
+from chatapp.ui.widgets.header import AppHeader
+from chatapp.ui.widgets.kv_panel import KVPanel
+from chatapp.ui.widgets.transcript import FINISH_NOTES, Notice, Reply, Transcript, UserMessage
+
+STATUS = {"open": "opening session…", "new": "starting session…", "save_as": "saving session…"}
+WHAT = {"open": "open a session", "new": "start a new session", "save_as": "save this chat as a session"}
+
+
+async def show_conversation(transcript: Transcript, messages: Sequence[ChatMessage], window_start: int) -> None:
+    """Rebuild the transcript from a chat's messages: stopped replies marked, turns that left the
+    context window greyed out."""
+    await transcript.clear()
+    n_system = 1 if messages and messages[0].role == "system" else 0
+    widgets = []
+    for index, message in enumerate(messages[n_system:], n_system):
+        if message.role == "user":
+            widget = UserMessage(message.content)
+        elif message.role == "assistant":
+            widget = Reply(message.content or "*(empty reply)*")
+            widget.set_class(message.stopped, "-stopped")
+        else:
+            continue
+        widget.set_class(index < window_start, "-dropped")
+        widgets.append(widget)
+        if message.role == "assistant" and message.stopped:
+            widgets.append(Notice(FINISH_NOTES["stopped"], "stopped"))
+    if widgets:
+        await transcript.mount_all(widgets)
+    transcript.anchor()
+
+
+def other_model(stored: StoredSession | None, live: LiveSession) -> str | None:
+    """The model a session was saved with, when it isn't the one loaded now."""
+    if stored is None or live.report.restored:  # a restored state proves it is the same model
+        return None
+    try:
+        same = stored.model.sha256 == live.fingerprint["model_sha256"]
+    except OSError:
+        same = stored.model.name == live.engine.summary.name
+    return None if same else f"{stored.model.name} ({stored.model.quant})"
+
+
+class SessionControl:
+    """Mixed into ChatApp, which provides engine, settings, sessions, live, session_busy and the locks."""
+
+    # --- the session database --------------------------------------------------------------
+    def _session_manager(self) -> SessionManager | None:
+        """The sessions database, opened on first use; None (and say why) when it can't be."""
+        if self.sessions is None:
+            try:
+                self.sessions = SessionManager.open(self.settings)
+            except SessionError as exc:
+                self.notify(exc.one_line(), title="Sessions", severity="error", timeout=10, markup=False)
+        return self.sessions
+
+    def _open_at_start(self, name: str) -> None:
+        try:
+            validate_name(name)
+        except SessionError as exc:
+            self.query_one(AppHeader).session = None
+            self.notify(exc.one_line(), severity="error", timeout=10, markup=False)
+            return
+        if self._session_manager() is None:
+            self.query_one(AppHeader).session = None
+            return
+        self._start_session_work("open", name)
+
+    # --- F6 and the palette ------------------------------------------------------------------
+    def action_sessions(self) -> None:
+        if isinstance(self.screen, SessionsScreen):
+            return
+        manager = self._session_manager()
+        if manager is not None:
+            self.push_screen(SessionsScreen(manager, self.live.name if self.live else None))
+
+    def action_save_session(self) -> None:
+        def chosen(name: str | None) -> None:
+            if name:
+                self.session_request("save_as", name)
+
+        self.push_screen(NameScreen("Save as", "Save this chat as a new session named:"), chosen)
+
+    def on_sessions_screen_request(self, message: SessionsScreen.Request) -> None:
+        message.stop()
+        self.session_request(message.action, message.session, message.new_name, message.origin)
+
+    def session_request(self, action: str, name: str, new_name: str | None = None,
+                        screen: SessionsScreen | None = None) -> None:
+        """Carry out one sessions action, or say in one line why not."""
+        manager = self._session_manager()
+        if manager is None:
+            return
+        current = self.live.name if self.live is not None else None
+        try:
+            if action in ("rename", "delete"):
+                self._rename_or_delete(manager, action, name, new_name, current, screen)
+                return
+            if action == "open" and name == current:
+                self.notify(f"session {name} is already open", timeout=3, markup=False)
+            elif action != "open" and manager.store.load(validate_name(name)) is not None:
+                self.notify(f"a session named {name!r} already exists", severity="error", markup=False)
+                return
+            elif self._busy(WHAT[action]):
+                return
+            else:
+                self._start_session_work(action, name)
+        except SessionError as exc:
+            self.notify(exc.one_line(), severity="error", timeout=8, markup=False)
+            return
+        if screen is not None:
+            screen.dismiss(None)
+
+    def _rename_or_delete(self, manager: SessionManager, action: str, name: str, new_name: str | None,
+                          current: str | None, screen: SessionsScreen | None) -> None:
+        is_open = name == current
+        if is_open and self._busy(f"{action} the open session"):
+            return  # the turn's autosave would write under the old name
+        if action == "rename":
+            manager.rename(name, new_name or "")
+            if is_open:
+                self.live.name = new_name
+                self.query_one(AppHeader).session = new_name
+            self.notify(f"renamed session {name} to {new_name}", timeout=3, markup=False)
+        else:
+            manager.delete(name)
+            if is_open:
+                self.live = None
+                self.query_one(AppHeader).session = None
+            self.notify(f"deleted session {name}" + ("; this chat is no longer saved" if is_open else ""),
+                        timeout=5, markup=False)
+        if screen is not None:
+            screen.current = self.live.name if self.live is not None else None
+            screen.reload(select=new_name)
+
+    def _detach_session(self) -> str | None:
+        """A new chat leaves the open session as it was saved, rather than overwriting it."""
+        live, self.live = self.live, None
+        if live is not None:
+            self.query_one(AppHeader).session = None
+            return live.name
+        return None
+
+    # --- workers -------------------------------------------------------------------------------
+    def _start_session_work(self, action: str, name: str) -> None:
+        self.session_busy = True
+        self.query_one(AppHeader).status = STATUS[action]
+        self.session_worker(action, name)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="session")
+    def session_worker(self, action: str, name: str) -> None:
+        """open: save the open session, then resume `name` into the engine (transcript and KV cache).
+        new: save the open session, then start `name` from an empty chat. save_as: keep this chat,
+        saved from now on as `name`."""
+        manager = self.sessions
+        with self._turn_lock:
+            if self._released:
+                return
+            engine, notices = self.engine, []
+            try:
+                if action != "save_as" and self.live is not None:
+                    notices += self.live.save_now().notices
+                if action == "new":
+                    engine.chat.reset()
+                stored = manager.store.load(name) if action == "open" else None
+                live = manager.resume(name, engine)
+                if action != "open":
+                    notices += live.save_now().notices
+                self.post_message(SessionOpened(live, replaced=action != "save_as", notices=notices,
+                                                other_model=other_model(stored, live)))
+            except ChatappError as exc:
+                self.post_message(SessionFailed(exc.one_line()))
+            except Exception as exc:  # noqa: BLE001 - the app must not stay "opening session"
+                self.post_message(SessionFailed(f"Session: {type(exc).__name__}: {exc}"))
+
+    def _autosave(self, live: LiveSession, record: TurnRecord) -> TurnRecord:
+        """On the turn's worker, before TurnFinished: save the turn; the record comes back annotated."""
+        try:
+            saved = live.save_turn(record)
+        except (ChatappError, OSError) as exc:
+            error = exc.one_line() if isinstance(exc, ChatappError) else str(exc)
+            self.post_message(SessionSaved(live.name, [], f"session {live.name} not saved: {error}"))
+            return record
+        if saved.notices:
+            self.post_message(SessionSaved(live.name, saved.notices))
+        return saved.record or record
+
+    def save_on_quit(self) -> list[str]:
+        """Save the open session as it stands (call with the turn lock held). Returns problems, in words."""
+        live = self.live
+        if live is None:
+            return []
+        try:
+            saved = live.save_now()
+        except (ChatappError, OSError) as exc:
+            return [f"session {live.name} not saved: {exc}"]
+        return [f"session {live.name}: {notice}" for notice in saved.notices]
+
+    # --- handlers ------------------------------------------------------------------------------
+    async def on_session_opened(self, message: SessionOpened) -> None:
+        live = message.live
+        self.live, self.sessions = live, live.manager
+        header = self.query_one(AppHeader)
+        header.session, header.status = live.name, ""
+        transcript = self.query_one(Transcript)
+        report = live.report
+        if message.replaced:
+            chat = self.engine.chat
+            await show_conversation(transcript, chat.messages, chat.window_start)
+            if report.restored:
+                self.query_one(KVPanel).show_restored(report.restored_tokens)
+            else:  # a new chat, or a state that couldn't be used: the next turn fills the cache
+                self.query_one(KVPanel).reset()
+        if report.notice:
+            line = f"session {live.name}: {report.notice}"
+            await transcript.add_notice(line, "session" if report.restored else "session-fallback")
+            self.notify(line, title="Session", severity="information" if report.restored else "warning",
+                        timeout=8, markup=False)
+        elif report.created:
+            self.notify(f"{'new session' if message.replaced else 'saved this chat as'} {live.name}: "
+                        "saved after every turn", title="Session", timeout=4, markup=False)
+        else:
+            self.notify(f"opened session {live.name}", title="Session", timeout=4, markup=False)
+        if message.other_model:
+            summary = self.engine.summary
+            self.notify(f"session {live.name} was saved with {message.other_model}; it continues with "
+                        f"{summary.name} ({summary.quant})", title="Session", severity="warning", timeout=10,
+                        markup=False)
+        for notice in message.notices:
+            self.notify(notice, title="Session", severity="warning", timeout=10, markup=False)
+        self.session_busy = False
+
+    def on_session_failed(self, message: SessionFailed) -> None:
+        self.session_busy = False
+        header = self.query_one(AppHeader)
+        header.session, header.status = (self.live.name if self.live else None), ""
+        self.notify(message.error, severity="error", timeout=10, markup=False)
+
+    def on_session_saved(self, message: SessionSaved) -> None:
+        if message.error:
+            self.notify(message.error, title="Session", severity="error", timeout=10, markup=False)
+        for notice in message.notices:
+            self.notify(f"session {message.name}: {notice}", title="Session", severity="warning", timeout=10,
+                        markup=False)

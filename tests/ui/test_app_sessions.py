@@ -1,0 +1,289 @@
+"""Saved sessions in the TUI: autosave, resume with the KV cache, the sessions screen (F6).
+
+Real default model throughout; tests/conftest.py points the data folder (where the session
+database lives) at tmp_path for every test.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from types import SimpleNamespace
+
+import pytest
+from textual.widgets import DataTable, Input
+
+from chatapp import paths
+from chatapp.config import Settings
+from chatapp.engine.engine import Engine
+from chatapp.engine.sessions import SessionManager
+from chatapp.engine.sessions.reports import ResumeReport
+from chatapp.engine.sessions.store import ModelIdentity
+from chatapp.ui.app import ChatApp
+from chatapp.ui.messages import ReplyProgress, SessionOpened, TurnFinished
+from chatapp.ui.screens.sessions import ConfirmScreen, NameScreen, SessionsScreen
+from chatapp.ui.session_control import other_model
+from chatapp.ui.widgets.header import AppHeader
+from chatapp.ui.widgets.kv_panel import KVPanel
+from chatapp.ui.widgets.speed_panel import SpeedPanel
+from chatapp.ui.widgets.transcript import Notice, Reply, Transcript, UserMessage
+from tests.ui._helpers import Messages, wait_until
+from tests.ui.test_app import NARROW, TURN_TIMEOUT, WIDE, finished, notifications, send
+
+
+@pytest.fixture
+def make_app(default_model_path):
+    """ChatApp around a real Engine; each app's engine is released (so its session saved) after the test."""
+    apps: list[ChatApp] = []
+
+    def make(session: str | None = None, **overrides) -> tuple[ChatApp, Messages]:
+        settings = Settings().replace(**{"n_ctx": 1024, "temperature": 0.0, "max_tokens": 16, **overrides})
+        app = ChatApp(Engine.open(settings, str(default_model_path)), settings=settings, session=session)
+        apps.append(app)
+        return app, Messages()
+
+    yield make
+    for app in apps:
+        app.release_engine()
+
+
+def store():
+    return SessionManager.open(Settings(), create=False)
+
+
+async def opened(pilot, seen: Messages, n: int = 1) -> SessionOpened:
+    await wait_until(pilot, lambda: seen.count(SessionOpened) >= n, TURN_TIMEOUT)
+    await wait_until(pilot, lambda: not pilot.app.session_busy)
+    return seen.of(SessionOpened)[n - 1]
+
+
+def header(app: ChatApp) -> str:
+    return app.query_one(AppHeader).render().plain
+
+
+def texts(app: ChatApp, kind) -> list[str]:
+    widgets = app.query_one(Transcript).query(kind)
+    return [w.source if isinstance(w, Reply) else w.render().plain for w in widgets]
+
+
+async def press_in_name_box(pilot, name: str) -> None:
+    assert isinstance(pilot.app.screen, NameScreen)
+    pilot.app.screen.query_one(Input).value = name
+    await pilot.press("enter")
+    await pilot.pause()
+
+
+# --- autosave and resume ------------------------------------------------------------------------
+async def test_a_turn_is_saved_and_a_new_app_resumes_it_with_its_kv_cache(make_app):
+    app, seen = make_app(session="s1")
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        assert (await opened(pilot, seen)).live.report.created
+        first = (await send(pilot, app, seen, "Name a colour.")).record
+        assert first.extra["session"] == "s1"
+        (summary,) = store().store.summaries()
+        assert (summary.name, summary.turns) == ("s1", 1)
+        assert store().state_size(summary.state_key) > 0
+    app.release_engine()
+
+    again, seen = make_app(session="s1")
+    async with again.run_test(size=WIDE, message_hook=seen) as pilot:
+        report = (await opened(pilot, seen)).live.report
+        assert report.restored
+        assert "session: s1" in header(again)
+        assert texts(again, UserMessage) == ["Name a colour."]
+        assert texts(again, Reply) == [first.reply]
+        notices = [n.render().plain for n in again.query_one(Transcript).query(Notice)]
+        assert any(n.startswith("session s1: restored ") for n in notices)
+        assert any("restored" in n.message for n in notifications(seen))
+        kv = again.query_one(KVPanel)
+        assert kv.kv_used == report.restored_tokens > 0
+        assert "restored from the session" in kv.plain
+
+        record = (await send(pilot, again, seen, "And another one?")).record
+        assert record.restored_tokens == report.restored_tokens > 0
+        assert record.cached_tokens >= record.restored_tokens
+        assert record.prefill_tokens == record.prompt_tokens - record.cached_tokens
+        assert record.prefill_tokens < record.prompt_tokens - first.prompt_tokens + 8
+        speed = again.query_one(SpeedPanel)
+        assert "restored_tokens" in speed.figures
+        assert f"restored {report.restored_tokens:,} tok from the session" in \
+            str(speed.query_one("#speed-figures").render())
+    assert store().store.summaries()[0].turns == 2
+
+
+async def test_a_stopped_turn_is_saved_and_quitting_saves_the_rest(make_app):
+    app, seen = make_app(session="long", max_tokens=400)
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        await opened(pilot, seen)
+        app.query_one("#composer").load_text("Write a long story about a dragon who learns to fly.")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.generating and app.engine.chat.messages[-1].role == "user")
+        app.session_request("new", "later")  # changes the conversation: waits for the turn
+        await pilot.pause()
+        assert any("cannot start a new session while a reply is being written" in n.message
+                   for n in notifications(seen))
+        await wait_until(pilot, lambda: seen.count(ReplyProgress), TURN_TIMEOUT)
+        await pilot.press("escape")
+        record = (await finished(pilot, app, seen)).record
+        assert record.finish_reason == "stopped"
+        assert store().store.get("long").messages[-1].stopped
+
+        app.engine.chat.set_system_prompt("You answer briefly.")  # not a turn: only quitting saves it
+        await pilot.press("ctrl+q")
+        await wait_until(pilot, lambda: app.return_code is not None, 10)
+    assert app.release_engine() == []
+    assert store().store.get("long").system_prompt == "You answer briefly."
+
+    again, seen = make_app(session="long")
+    async with again.run_test(size=NARROW, message_hook=seen) as pilot:
+        await opened(pilot, seen)
+        assert again.engine.chat.system_prompt == "You answer briefly."
+        (reply,) = again.query_one(Transcript).query(Reply)
+        assert reply.has_class("-stopped") and reply.source == record.reply
+        assert any("stopped" in n.render().plain for n in again.query_one(Transcript).query(Notice))
+
+
+async def test_without_a_session_nothing_is_saved(make_app):
+    app, seen = make_app()
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        await send(pilot, app, seen, "Hi!")
+        assert "session: (none)" in header(app)
+    app.release_engine()
+    assert store().store.summaries() == []
+
+
+# --- the sessions screen ------------------------------------------------------------------------
+async def test_save_as_new_and_open_from_the_sessions_screen(make_app):
+    app, seen = make_app()
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        first = (await send(pilot, app, seen, "Name a fruit.")).record
+        await pilot.press("f6")
+        assert isinstance(app.screen, SessionsScreen)
+        assert app.screen.query_one(DataTable).row_count == 0
+        await pilot.press("s")
+        await press_in_name_box(pilot, "fruit")
+        await opened(pilot, seen)
+        assert not isinstance(app.screen, SessionsScreen)
+        assert app.live.name == "fruit" and "session: fruit" in header(app)
+        assert texts(app, Reply) == [first.reply]  # the chat stays
+        saved = store().store.get("fruit")
+        assert [m.content for m in saved.messages if m.role == "user"] == ["Name a fruit."]
+        assert store().state_size(saved.state_key) > 0
+
+        await pilot.press("f6")
+        await pilot.press("n")
+        await press_in_name_box(pilot, "fruit")  # taken
+        assert any("already exists" in n.message for n in notifications(seen))
+        await pilot.press("n")
+        await press_in_name_box(pilot, "fresh")
+        await opened(pilot, seen, 2)
+        assert app.live.name == "fresh"
+        assert not app.query_one(Transcript).query(Reply)
+        assert [m.role for m in app.engine.chat.messages] == ["system"]
+        assert app.query_one(KVPanel).kv_used == 0
+        assert {s.name for s in store().store.summaries()} == {"fruit", "fresh"}
+
+        await pilot.press("f6")
+        screen = app.screen
+        table = screen.query_one(DataTable)
+        assert table.row_count == 2
+        rows = [table.get_row_at(i) for i in range(table.row_count)]
+        assert rows[0][0] == "fresh (open)"  # most recently used first
+        fruit = next(r for r in rows if r[0] == "fruit")
+        assert fruit[1].startswith(app.engine.summary.name) and fruit[2] == "1"
+        table.move_cursor(row=screen.names.index("fruit"))
+        await pilot.press("enter")
+        opening = await opened(pilot, seen, 3)
+        assert opening.live.report.restored and opening.other_model is None
+        assert texts(app, UserMessage) == ["Name a fruit."] and texts(app, Reply) == [first.reply]
+        assert "session: fruit" in header(app)
+        assert app.query_one(KVPanel).kv_used == opening.live.report.restored_tokens
+        record = (await send(pilot, app, seen, "And a vegetable?")).record
+        assert record.restored_tokens > 0 and record.extra["session"] == "fruit"
+
+
+async def test_rename_and_delete_from_the_sessions_screen(make_app):
+    app, seen = make_app(session="s1")
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        await opened(pilot, seen)
+        await send(pilot, app, seen, "Hi!")
+        await pilot.press("f6")
+        screen = app.screen
+        assert screen.names == ["s1"]
+        await pilot.press("r")
+        await press_in_name_box(pilot, "bad/name")
+        assert isinstance(app.screen, NameScreen)  # refused, with the reason
+        assert any(n.severity == "error" and "no path separators" in n.message for n in notifications(seen))
+        await press_in_name_box(pilot, "renamed")
+        assert app.screen is screen and screen.names == ["renamed"]
+        assert app.live.name == "renamed" and "session: renamed" in header(app)
+        assert [s.name for s in store().store.summaries()] == ["renamed"]
+
+        await pilot.press("d")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")  # no
+        assert screen.names == ["renamed"]
+        await pilot.press("d")
+        await pilot.press("y")
+        await pilot.pause()
+        assert screen.names == [] and store().store.summaries() == []
+        assert app.live is None and "session: (none)" in header(app)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, SessionsScreen)
+        await send(pilot, app, seen, "Still here?")  # no session: nothing is saved
+        assert store().store.summaries() == []
+
+        await pilot.press("ctrl+p")  # the palette saves the chat too
+        await pilot.press(*"save chat as")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause()
+        await press_in_name_box(pilot, "again")
+        await opened(pilot, seen, 2)
+        assert app.live.name == "again" and "session: again" in header(app)
+        saved = store().store.get("again")
+        assert [m.content for m in saved.messages if m.role == "user"] == ["Hi!", "Still here?"]
+
+
+async def test_new_chat_leaves_the_open_session_as_saved(make_app):
+    app, seen = make_app(session="kept")
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        await opened(pilot, seen)
+        await send(pilot, app, seen, "Hi!")
+        await pilot.press("ctrl+n")
+        await pilot.pause()
+        assert app.live is None and "session: (none)" in header(app)
+        await send(pilot, app, seen, "Another topic.")
+    assert [m.content for m in store().store.get("kept").messages if m.role == "user"] == ["Hi!"]
+
+
+# --- problems are one line ------------------------------------------------------------------------
+async def test_a_newer_session_database_is_one_line_and_the_app_keeps_running(make_app):
+    paths.sessions_dir().mkdir(parents=True)
+    with sqlite3.connect(paths.sessions_dir() / "sessions.db") as conn:
+        conn.execute("PRAGMA user_version = 999")
+    app, seen = make_app(session="s1")
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        await pilot.pause()
+        errors = [n.message for n in notifications(seen) if n.severity == "error"]
+        assert any("newer chatapp" in e and "\n" not in e for e in errors)
+        assert "session: (none)" in header(app) and app.live is None
+        await pilot.press("f6")
+        await pilot.pause()
+        assert not isinstance(app.screen, SessionsScreen)
+        assert isinstance(await send(pilot, app, seen, "Hi"), TurnFinished)
+
+
+async def test_an_invalid_session_name_at_start_is_one_line(make_app):
+    app, seen = make_app(session="../escape")
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        await pilot.pause()
+        assert any(n.severity == "error" and "invalid session name" in n.message for n in notifications(seen))
+        assert "session: (none)" in header(app)
+
+
+def test_other_model_names_the_model_a_session_was_saved_with():
+    stored = SimpleNamespace(model=ModelIdentity("other-model", "/m/other.gguf", "aaa", "Q8_0"))
+    live = SimpleNamespace(report=ResumeReport("s", False, 3), fingerprint={"model_sha256": "bbb"})
+    assert other_model(stored, live) == "other-model (Q8_0)"
+    assert other_model(stored, SimpleNamespace(report=live.report, fingerprint={"model_sha256": "aaa"})) is None
+    assert other_model(None, live) is None
