@@ -49,6 +49,6 @@ def chatapp_exe(isolated_dirs):
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, **isolated_dirs, "COLUMNS": "200"}
-        return subprocess.run([str(exe), *args], check=False, capture_output=True, text=True, env=env, timeout=60)
+        return subprocess.run([str(exe), *args], check=False, capture_output=True, text=True, env=env, timeout=300)
 
     return run
