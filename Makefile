@@ -27,6 +27,8 @@ test: model
 
 bench: model
 	$(PY) benchmarks/engine_speed.py
+	$(PY) benchmarks/tui_speed.py
+	$(PY) benchmarks/session_resume.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -318,6 +318,7 @@ class ChatApp(SessionControl, App[None]):
         self.engine.chat.reset()
         await self.query_one(Transcript).clear()
         self.query_one(KVPanel).reset()
+        self.query_one(TokensPanel).reset()
         left = self._detach_session()
         if left is None:
             self.notify("New chat", timeout=2)

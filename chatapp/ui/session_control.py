@@ -22,6 +22,7 @@ from chatapp.ui.messages import SessionFailed, SessionOpened, SessionSaved
 from chatapp.ui.screens.sessions import NameScreen, SessionsScreen
 from chatapp.ui.widgets.header import AppHeader
 from chatapp.ui.widgets.kv_panel import KVPanel
+from chatapp.ui.widgets.tokens_panel import TokensPanel
 from chatapp.ui.widgets.transcript import FINISH_NOTES, Notice, Reply, Transcript, UserMessage
 
 STATUS = {"open": "opening session…", "new": "starting session…", "save_as": "saving session…"}
@@ -228,6 +229,7 @@ class SessionControl:
         if message.replaced:
             chat = self.engine.chat
             await show_conversation(transcript, chat.messages, chat.window_start)
+            self.query_one(TokensPanel).reset()
             if report.restored:
                 self.query_one(KVPanel).show_restored(report.restored_tokens)
             else:  # a new chat, or a state that couldn't be used: the next turn fills the cache

@@ -285,6 +285,8 @@ async def test_new_chat_clears_the_transcript(make_app):
         assert not app.query_one(Transcript).children
         assert [m.role for m in app.engine.chat.messages] == ["system"]
         assert app.query_one(KVPanel).kv_used == 0
+        tokens = app.query_one(TokensPanel)
+        assert tokens.turn_view == [] and tokens.mode == "composer"
 
 
 async def test_regenerate_answers_the_last_message_again(make_app):

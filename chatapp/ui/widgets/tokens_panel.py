@@ -68,6 +68,12 @@ class TokensPanel(VerticalScroll):
         self.turn_view, self.reuse_broken_at = view, reuse_broken_at
         self.mode = "turn"
 
+    def reset(self) -> None:
+        """A different conversation: the last turn's view no longer describes the cache."""
+        self.turn_view, self.reuse_broken_at = [], None
+        self.mode = "composer"
+        self._paint()
+
     def toggle_ids(self) -> None:
         self.show_ids = not self.show_ids
 
