@@ -1,8 +1,9 @@
 """Decode speed inside the running TUI against `chatapp ask`, and time from start to ready.
 
-1. The same greedy prompt, model and threads: the TUI (driven headless with Textual's
-   pilot, panels live) against `chatapp ask --json` in a subprocess. Median decode tok/s
-   from the per-turn records. Target: TUI >= 97% of ask.
+1. The same greedy prompt, model and threads (by default the TUI's own choice, physical
+   cores - 1): the TUI (driven headless with Textual's pilot, panels live) against
+   `chatapp ask --json` in a subprocess. Median decode tok/s from the per-turn records.
+   Target: TUI >= 97% of ask. `--threads N` compares at N threads instead.
 2. Start to ready-for-input: a fresh process runs `chatapp`'s startup path (config, model
    resolution, llama.cpp load, Textual app) headless and reports when the first screen is
    up with the composer focused. Target: <= 1.5 s.
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from chatapp.config import Settings
 from chatapp.engine.engine import Engine
-from chatapp.engine.hardware import physical_cores
+from chatapp.engine.hardware import threads_beside_ui
 from chatapp.engine.models import resolve_model
 from chatapp.ui.app import ChatApp
 from chatapp.ui.messages import TurnFinished
@@ -46,7 +47,9 @@ class Timed(ChatApp):
         print(time.time(), self.focused is not None and self.focused.id, flush=True)
         self.exit()
 
-engine = Engine.open(load_settings())
+from chatapp.engine.hardware import threads_beside_ui
+settings = load_settings()
+engine = Engine.open(settings.replace(threads=settings.threads or threads_beside_ui()))
 app = Timed(engine)
 app.run(headless=True, size=(120, 40))
 engine.close()
@@ -104,9 +107,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--threads", type=int, default=0,
+                        help="llama.cpp threads on both sides; 0: what the TUI picks (physical cores - 1)")
     args = parser.parse_args()
     path = resolve_model()
-    settings = Settings(n_ctx=2048, temperature=0.0, max_tokens=args.tokens, threads=physical_cores())
+    settings = Settings(n_ctx=2048, temperature=0.0, max_tokens=args.tokens,
+                        threads=args.threads or threads_beside_ui())
 
     tui = asyncio.run(tui_decode_tps(path, settings, args.runs))
     ask = ask_decode_tps(path, settings, args.runs)

@@ -43,3 +43,12 @@ def _linux_physical_cores(cpuinfo: Path) -> int:
             physical = core = None
     allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else len(pairs)
     return min(len(pairs), allowed) if pairs else 0
+
+
+def threads_beside_ui() -> int:
+    """llama.cpp threads for an interactive app: one physical core stays free for the UI.
+
+    llama.cpp's OpenMP threads spin while they wait for each other, so a UI thread that
+    shares their cores stalls them all; on 2 cores this halved decode speed in the TUI.
+    """
+    return max(1, physical_cores() - 1)

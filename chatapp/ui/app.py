@@ -527,12 +527,15 @@ def run_app(settings: Settings, *, model: str | None = None, session: str | None
 
     from chatapp.commands.progress import pull_progress  # noqa: PLC0415
     from chatapp.engine.engine import Engine  # noqa: PLC0415
+    from chatapp.engine.hardware import threads_beside_ui  # noqa: PLC0415
 
     err = Console(stderr=True, highlight=False)
     sessions = None
     if session is not None:
         validate_name(session)
         sessions = SessionManager.open(settings)  # before loading the model: a bad database fails fast
+    if settings.threads == 0:  # auto: leave the UI a core of its own
+        settings = settings.replace(threads=threads_beside_ui())
     with pull_progress(err) as progress:
         engine = Engine.open(settings, model, progress=progress)
     app = ChatApp(engine, settings=settings, session=session, sessions=sessions)

@@ -19,8 +19,10 @@ from chatapp.engine.events import ContextTrimmed, Event, PrefillDone, TextDelta,
 from chatapp.engine.stats import TurnRecord
 from chatapp.ui.messages import PrefillFinished, ReplyProgress, TurnFinished, TurnTrimmed
 
-PROGRESS_INTERVAL = 0.1
-"""Seconds between ReplyProgress messages: about ten a second, whatever the decode speed."""
+PROGRESS_INTERVAL = 0.15
+"""Seconds between ReplyProgress messages: about seven a second (the Speed panel needs at
+least five), whatever the decode speed; each update costs the UI thread CPU that decode
+would otherwise get."""
 
 
 def stream_turn(engine, events: Iterator[Event], post: Callable[[Message], object], *,
