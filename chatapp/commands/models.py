@@ -13,24 +13,9 @@ from rich.table import Table
 
 from chatapp.config import KV_TYPES
 from chatapp.errors import InputError, ModelError
+from chatapp.format import human_bytes, human_count
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
-
-
-def human_bytes(n: float) -> str:
-    units = ("B", "KiB", "MiB", "GiB", "TiB")
-    step = 0
-    while n >= 1024 and step < len(units) - 1:
-        n /= 1024
-        step += 1
-    return f"{n:.0f} B" if step == 0 else f"{n:.1f} {units[step]}"
-
-
-def human_count(n: int) -> str:
-    for size, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if n >= size:
-            return f"{n / size:.1f}{suffix}"
-    return str(n)
 
 
 @app.command("list")

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from chatapp.commands.models import human_bytes
+from chatapp.format import human_bytes
 from chatapp.config import load_settings
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,

@@ -20,7 +20,7 @@ from chatapp.config import Settings
 from chatapp.engine.engine import Engine
 from chatapp.ui import app as app_module
 from chatapp.ui.app import ChatApp
-from chatapp.ui.format import count, ms, tps
+from chatapp.format import count, ms, tps
 from chatapp.ui.messages import (
     ComposerTokenized, ModelInfoReady, ModelSwitched, ModelSwitchFailed, PrefillFinished, ReplyProgress, TurnFailed,
     TurnFinished, TurnStarted, TurnTrimmed,

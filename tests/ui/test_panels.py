@@ -17,7 +17,7 @@ from chatapp.engine.engine import Engine
 from chatapp.engine.events import PrefillDone, TextDelta, TurnDone
 from chatapp.engine.quant import model_info
 from chatapp.engine.stats import TurnRecord
-from chatapp.ui.format import human_bytes, visible_piece
+from chatapp.format import human_bytes, visible_piece
 from chatapp.ui.themes import DEFAULT_THEME, load_themes, register_themes
 from chatapp.ui.widgets.kv_panel import KVPanel
 from chatapp.ui.widgets.paint import Sketch

@@ -18,7 +18,7 @@ from textual.widgets import Button, DataTable, Input, Label, Static
 
 from chatapp.engine.sessions import SessionManager, validate_name
 from chatapp.errors import SessionError
-from chatapp.ui.format import count, human_bytes
+from chatapp.format import count, human_bytes
 
 COLUMNS = ("name", "model", "turns", "tokens", "state", "last used")
 

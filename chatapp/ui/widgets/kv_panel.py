@@ -9,7 +9,7 @@ from rich.text import Text
 from chatapp.engine import kv
 from chatapp.engine.prompt_view import ROLES, PromptToken, role_counts
 from chatapp.engine.stats import TurnRecord
-from chatapp.ui.format import count, human_bytes, percent
+from chatapp.format import count, human_bytes, percent
 from chatapp.ui.widgets.paint import ThemedPanel, fg, fit, legend, stacked_bar, swatch
 
 FORECAST_WINDOW = 5

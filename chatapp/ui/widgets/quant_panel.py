@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from chatapp.ui.format import count, human_bytes, human_count, percent
+from chatapp.format import count, human_bytes, human_count, percent
 from chatapp.ui.widgets.paint import ThemedPanel, fg, fit, legend, stacked_bar, swatch
 
 if TYPE_CHECKING:

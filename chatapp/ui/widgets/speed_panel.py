@@ -11,7 +11,7 @@ from textual.widgets import Sparkline, Static
 
 from chatapp.engine.events import PrefillDone
 from chatapp.engine.stats import LiveDecode, TurnRecord
-from chatapp.ui.format import count, ms, tps
+from chatapp.format import count, ms, tps
 
 HISTORY = 20
 """Turns the sparklines cover."""

@@ -11,7 +11,7 @@ from textual.widgets import Static
 
 from chatapp.engine.prompt_view import PromptToken
 from chatapp.engine.tokens import Token
-from chatapp.ui.format import count, visible_piece
+from chatapp.format import count, visible_piece
 from chatapp.ui.widgets.paint import Sketch, bg, fg, legend, swatch
 
 WINDOW = 1000

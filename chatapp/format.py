@@ -1,4 +1,4 @@
-"""How figures read on screen, shared by every widget so one number always looks the same."""
+"""How figures read, shared by the CLI and every widget so one number always looks the same."""
 
 from __future__ import annotations
 
