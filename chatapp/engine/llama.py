@@ -196,10 +196,6 @@ class LlamaRuntime:
     def n_ctx(self) -> int:
         return self.info.n_ctx
 
-    @property
-    def n_vocab(self) -> int:
-        return llama_cpp.llama_vocab_n_tokens(self._vocab)
-
     def tokenize(self, text: str, *, special: bool, add_bos: bool = False) -> list[int]:
         return self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=special)
 
@@ -231,10 +227,6 @@ class LlamaRuntime:
         return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
 
     # --- chat template -------------------------------------------------------------
-    @property
-    def has_chat_template(self) -> bool:
-        return bool(self._template)
-
     def render_chat(self, messages: list[dict[str, str]], *, add_generation_prompt: bool) -> str:
         """Apply the model's own chat template (the GGUF's tokenizer.chat_template)."""
         if not self._template:

@@ -70,10 +70,6 @@ class ScriptedRuntime:
     def is_end_of_generation(self, token: int) -> bool:
         return token == 2
 
-    @property
-    def has_chat_template(self) -> bool:
-        return True
-
     def render_chat(self, messages, *, add_generation_prompt: bool) -> str:
         text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
         return text + ("<|im_start|>assistant\n" if add_generation_prompt else "")
