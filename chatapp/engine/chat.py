@@ -166,7 +166,7 @@ class Chat:
                     break
                 generated += 1
                 text = "" if rt.is_special(token) else stream.feed(rt.token_bytes(token))
-                if rt.kv_cells_used() >= rt.n_ctx:
+                if rt.n_cached >= rt.n_ctx:
                     parts.append(text)
                     finish = "context"
                     break
@@ -175,7 +175,9 @@ class Chat:
                     if ttft_ms is None:
                         ttft_ms = (time.perf_counter() - started) * 1000
                     parts.append(text)
-                    yield TextDelta(text, self._live(after_prefill))
+                    # Per token, the runtime's own count of cached tokens (kept equal to llama.cpp's)
+                    # spares a llama.cpp call; the record below asks llama.cpp itself.
+                    yield TextDelta(text, self._live(after_prefill, rt.n_cached))
         except KeyboardInterrupt:
             finish = "stopped"
         finally:
@@ -194,10 +196,10 @@ class Chat:
             finish_reason=finish, reuse_broken_at=reuse_broken_at,
         ))
 
-    def _live(self, after_prefill) -> LiveDecode:
+    def _live(self, after_prefill, kv_used: int | None = None) -> LiveDecode:
         now = self.runtime.perf()
         return LiveDecode(
             decode_tokens=now.eval_tokens - after_prefill.eval_tokens,
             decode_ms=now.eval_ms - after_prefill.eval_ms,
-            kv_used=self.runtime.kv_cells_used(),
+            kv_used=self.runtime.kv_cells_used() if kv_used is None else kv_used,
         )

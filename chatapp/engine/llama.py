@@ -170,6 +170,12 @@ class LlamaRuntime:
             flash_attn=flash_attn,
         )
         self._piece_cache: dict[int, bytes] = {}
+        # Per-token facts asked once: every ctypes call releases the GIL, and in the TUI each
+        # release can leave the decode thread waiting for the UI thread.
+        self._special_cache: dict[int, bool] = {}
+        self._eog_cache: dict[int, bool] = {}
+        self._next_token = (llama_cpp.llama_token * 1)()
+        self._next_batch = llama_cpp.llama_batch_get_one(self._next_token, 1)
         self._template = self._llm.metadata.get("tokenizer.chat_template")
         self._formatters: dict[bool, Jinja2ChatFormatter] = {}
 
@@ -221,10 +227,18 @@ class LlamaRuntime:
         return piece
 
     def is_special(self, token: int) -> bool:
-        return bool(llama_cpp.llama_vocab_get_attr(self._vocab, token) & _SPECIAL_ATTRS)
+        special = self._special_cache.get(token)
+        if special is None:
+            special = bool(llama_cpp.llama_vocab_get_attr(self._vocab, token) & _SPECIAL_ATTRS)
+            self._special_cache[token] = special
+        return special
 
     def is_end_of_generation(self, token: int) -> bool:
-        return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
+        eog = self._eog_cache.get(token)
+        if eog is None:
+            eog = bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
+            self._eog_cache[token] = eog
+        return eog
 
     # --- chat template -------------------------------------------------------------
     def render_chat(self, messages: list[dict[str, str]], *, add_generation_prompt: bool) -> str:
@@ -266,13 +280,29 @@ class LlamaRuntime:
         llama_cpp.llama_memory_clear(self._memory, True)
         self._llm.n_tokens = 0
 
+    @property
+    def n_cached(self) -> int:
+        """Tokens in the cache by the binding's count, which `eval` keeps equal to llama.cpp's."""
+        return self._llm.n_tokens
+
     def eval(self, tokens: list[int]) -> None:
         """Run tokens through the model after what is cached, filling the KV cache."""
         if self._llm.n_tokens + len(tokens) > self.n_ctx:
             raise ModelError(f"{len(tokens)} more tokens would overflow the {self.n_ctx}-token context")
-        self._llm.eval(tokens)
+        if len(tokens) == 1:
+            self._eval_one(tokens[0])
+        else:
+            self._llm.eval(tokens)
         # llama.cpp books a decode's time into its perf counters only at synchronisation.
         llama_cpp.llama_synchronize(self._llm.ctx)
+
+    def _eval_one(self, token: int) -> None:
+        """A decode step with one llama.cpp call where `Llama.eval` makes two; positions follow the cache."""
+        self._next_token[0] = token
+        if llama_cpp.llama_decode(self._llm.ctx, self._next_batch) != 0:
+            raise ModelError("llama.cpp could not decode the next token")
+        self._llm.input_ids[self._llm.n_tokens] = token
+        self._llm.n_tokens += 1
 
     def seq_state(self) -> bytes:
         """The KV cache of sequence 0, serialised by llama.cpp (no logits, no scores)."""

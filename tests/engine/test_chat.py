@@ -37,6 +37,7 @@ def test_stats_are_llama_cpp_counters(greedy_chat):
     assert record.prefill_tps > 0 and record.decode_tps > 0
     assert record.kv_used == record.prompt_tokens + record.generated_tokens
     assert record.kv_used == greedy_chat.runtime.kv_cells_used() == len(greedy_chat.runtime.kv_tokens)
+    assert greedy_chat.runtime.n_cached == record.kv_used
     assert record.ttft_ms >= record.prefill_ms
     assert record.kv_bytes_per_token == 30 * 3 * 64 * 2 * 2  # 30 layers, 3 KV heads of 64, K+V, f16
 
@@ -81,7 +82,7 @@ def test_stop_keeps_the_partial_reply_and_a_consistent_cache(default_model_path,
     assert 3 <= record.generated_tokens < 200
     assert chat.messages[-1].stopped and chat.messages[-1].content == record.reply
     assert record.reply.startswith("".join(seen[:3]))
-    assert runtime.kv_cells_used() == len(runtime.kv_tokens)
+    assert runtime.kv_cells_used() == len(runtime.kv_tokens) == runtime.n_cached
 
     _, after_stop = run_turn(chat, "Now say hi.")
     fresh_rt = LlamaRuntime(default_model_path, LoadOptions(n_ctx=1024))
@@ -138,3 +139,27 @@ def test_generation_stops_when_the_cache_is_full(default_model_path):
         assert rt.kv_cells_used() == 256
     finally:
         rt.close()
+
+
+def test_one_token_decode_matches_the_bindings_eval(runtime):
+    """eval() of a single token goes through the runtime's own batch; the binding's Llama.eval
+    must give the same greedy continuation and leave the same cache."""
+    prompt = runtime.tokenize("<|im_start|>user\nName three colours.<|im_end|>\n<|im_start|>assistant\n",
+                              special=True)
+
+    def greedy(step) -> list[int]:
+        runtime.clear_kv()
+        runtime.eval(prompt)
+        sampler = runtime.sampler(temperature=0)
+        out = []
+        for _ in range(24):
+            out.append(sampler.sample())
+            step(out[-1])
+        sampler.close()
+        return out
+
+    ours = greedy(lambda token: runtime.eval([token]))
+    assert runtime.n_cached == runtime.kv_cells_used() == len(prompt) + 24
+    assert runtime.kv_tokens == prompt + ours
+    theirs = greedy(lambda token: runtime._llm.eval([token]))
+    assert ours == theirs

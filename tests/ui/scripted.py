@@ -81,6 +81,10 @@ class ScriptedRuntime:
     def kv_cells_used(self) -> int:
         return len(self._kv)
 
+    @property
+    def n_cached(self) -> int:
+        return len(self._kv)
+
     def keep_kv_prefix(self, n: int) -> None:
         del self._kv[n:]
 
