@@ -38,7 +38,7 @@ from chatapp.ui.screens.sessions import SessionsScreen
 from chatapp.ui.screens.system_prompt import SystemPromptScreen
 from chatapp.ui.session_control import SessionControl
 from chatapp.ui.themes import DEFAULT_THEME, ThemeLoadResult, load_themes, register_themes
-from chatapp.ui.turns import stream_turn
+from chatapp.ui.turns import decode_gets_the_gil, stream_turn
 from chatapp.ui.widgets.composer import Composer
 from chatapp.ui.widgets.header import AppHeader
 from chatapp.ui.widgets.kv_panel import KVPanel
@@ -211,8 +211,9 @@ class ChatApp(SessionControl, App[None]):
             self.post_message(TurnStarted(text, regenerate))
             try:
                 events = engine.regenerate() if regenerate else engine.send(text)
-                stream_turn(engine, events, self.post_message, cancelled=lambda: worker.is_cancelled,
-                            finish=autosave)
+                with decode_gets_the_gil():
+                    stream_turn(engine, events, self.post_message, cancelled=lambda: worker.is_cancelled,
+                                finish=autosave)
             except ChatappError as exc:
                 refused = isinstance(exc, (ContextFullError, InputError))
                 self.post_message(TurnFailed(exc.one_line(), text, refused=refused))

@@ -9,8 +9,10 @@ ReplyProgress per `interval` seconds, and always the last one before TurnFinishe
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from textual.message import Message
 
@@ -23,6 +25,26 @@ PROGRESS_INTERVAL = 0.15
 """Seconds between ReplyProgress messages: about seven a second (the Speed panel needs at
 least five), whatever the decode speed; each update costs the UI thread CPU that decode
 would otherwise get."""
+
+
+DECODE_SWITCH_INTERVAL = 0.0001
+"""Seconds the UI thread may keep the GIL while the decode worker waits for it, during a turn.
+
+The worker gives up the GIL at every llama.cpp call; whenever the UI thread is painting just
+then, Python's default 5 ms interval left decode waiting up to 5 ms per call. Measured with
+`benchmarks/tui_speed.py`: the decode thread was on a CPU 86-93% of a turn's wall time at
+5 ms, 95-99% at 0.5 ms and 96-99% at 0.1 ms, against 99-100% with no UI thread at all."""
+
+
+@contextmanager
+def decode_gets_the_gil(interval: float = DECODE_SWITCH_INTERVAL):
+    """Shorten the interpreter's switch interval (a process-wide setting) for the `with` block."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(min(before, interval))
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
 
 
 def stream_turn(engine, events: Iterator[Event], post: Callable[[Message], object], *,

@@ -26,6 +26,7 @@ from chatapp.ui.messages import (
     TurnFinished, TurnStarted, TurnTrimmed,
 )
 from chatapp.ui.screens.help import HelpScreen
+from chatapp.ui.turns import DECODE_SWITCH_INTERVAL
 from chatapp.ui.screens.model_picker import ModelPickerScreen
 from chatapp.ui.screens.sampling import SamplingScreen
 from chatapp.ui.screens.system_prompt import SystemPromptScreen
@@ -399,6 +400,23 @@ async def test_a_turn_at_80x24(make_app):
         assert isinstance(result, TurnFinished)
         reply = app.query_one(Transcript).query(Reply).last()
         assert reply.region.height > 0 and reply.region.bottom <= NARROW[1]
+
+
+async def test_the_decode_worker_gets_the_gil_back_quickly_only_while_a_turn_streams(make_app):
+    app, seen = make_app(max_tokens=48)
+    during: list[float] = []
+
+    def hook(message) -> None:
+        seen(message)
+        if isinstance(message, ReplyProgress):
+            during.append(sys.getswitchinterval())
+
+    before = sys.getswitchinterval()
+    async with app.run_test(size=WIDE, message_hook=hook) as pilot:
+        assert isinstance(await send(pilot, app, seen, "Tell me about lighthouses."), TurnFinished)
+        assert sys.getswitchinterval() == before
+    assert during and during == pytest.approx([DECODE_SWITCH_INTERVAL] * len(during))
+    assert DECODE_SWITCH_INTERVAL < before
 
 
 async def test_help_opens_with_f1_and_question_mark(make_app):
