@@ -24,6 +24,7 @@ from chatapp.ui.screens.sessions import ConfirmScreen, NameScreen, SessionsScree
 from chatapp.ui.session_control import other_model
 from chatapp.ui.widgets.header import AppHeader
 from chatapp.ui.widgets.kv_panel import KVPanel
+from chatapp.ui.widgets.paint import Sketch
 from chatapp.ui.widgets.speed_panel import SpeedPanel
 from chatapp.ui.widgets.transcript import Notice, Reply, Transcript, UserMessage
 from tests.ui._helpers import Messages, wait_until
@@ -106,7 +107,7 @@ async def test_a_turn_is_saved_and_a_new_app_resumes_it_with_its_kv_cache(make_a
         speed = again.query_one(SpeedPanel)
         assert "restored_tokens" in speed.figures
         assert f"restored {report.restored_tokens:,} tok from the session" in \
-            str(speed.query_one("#speed-figures").render())
+            speed.query_one("#speed-figures", Sketch).plain
     assert store().store.summaries()[0].turns == 2
 
 

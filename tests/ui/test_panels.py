@@ -114,13 +114,13 @@ async def test_speed_panel_shows_live_figures_then_the_records(session, themes):
         first = session.turns[0]
         panel.show_prefill(first.prefill)
         await pilot.pause()
-        shown = static_text(panel, "#speed-figures").plain
+        shown = panel.query_one("#speed-figures", Sketch).plain
         assert f"prefill {first.prefill.prefill_tokens} tok" in shown
         assert f"{first.prefill.prefill_tps:,.1f} tok/s" in shown
         live = first.deltas[-1].live
         panel.show_live(live)
         await pilot.pause()
-        shown = static_text(panel, "#speed-figures").plain
+        shown = panel.query_one("#speed-figures", Sketch).plain
         assert f"decode {live.decode_tokens} tok (live)" in shown
         assert f"{live.decode_tps:,.1f} tok/s" in shown
 
@@ -129,7 +129,7 @@ async def test_speed_panel_shows_live_figures_then_the_records(session, themes):
         await pilot.pause()
         record = session.turns[-1].record
         assert panel.last_record is record
-        shown = static_text(panel, "#speed-figures").plain
+        shown = panel.query_one("#speed-figures", Sketch).plain
         assert "(live)" not in shown
         for figure in (f"prefill {record.prefill_tokens} tok, {record.cached_tokens} cached",
                        f"{record.prefill_ms:,.1f} ms · {record.prefill_tps:,.1f} tok/s",

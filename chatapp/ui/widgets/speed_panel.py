@@ -12,6 +12,7 @@ from textual.widgets import Sparkline, Static
 from chatapp.engine.events import PrefillDone
 from chatapp.engine.stats import LiveDecode, TurnRecord
 from chatapp.format import count, ms, tps
+from chatapp.ui.widgets.paint import Sketch
 
 HISTORY = 20
 """Turns the sparklines cover."""
@@ -47,7 +48,9 @@ class SpeedPanel(Vertical):
         self.history: deque[TurnRecord] = deque(maxlen=HISTORY)
 
     def compose(self) -> ComposeResult:
-        yield Static(self._figures_text(), id="speed-figures")
+        # A Sketch, not a Static: live figures repaint several times a second, and a Sketch
+        # asks for a new layout only when its height changes.
+        yield Sketch(lambda _width: self._figures_text(), id="speed-figures")
         yield Static("", id="prefill-label", classes="history history-label")
         yield Sparkline([], id="prefill-history", classes="history")
         yield Static("", id="decode-label", classes="history history-label -decode")
@@ -117,7 +120,7 @@ class SpeedPanel(Vertical):
     # --- painting -----------------------------------------------------------------------
     def _paint(self) -> None:
         if self.is_mounted:
-            self.query_one("#speed-figures", Static).update(self._figures_text())
+            self.query_one("#speed-figures", Sketch).redraw()
 
     def _paint_history(self) -> None:
         if not self.is_mounted:
