@@ -62,7 +62,7 @@ def chat(
     session: Annotated[Optional[str], typer.Option("--session", help="Open or create a saved session.")] = None,
 ) -> None:
     """Open the chat TUI."""
-    from chatapp.ui.app import run_app
+    from chatapp.ui.launch import run_app
 
     settings = settings_with(theme=theme, n_ctx=n_ctx)
     run_app(settings, model=model, session=session)

@@ -63,10 +63,15 @@ class Engine:
     @classmethod
     def open(cls, settings: Settings, model: str | None = None,
              progress: Callable[[str, int, int], None] | None = None) -> "Engine":
-        from chatapp.engine.llama import LlamaRuntime, LoadOptions  # noqa: PLC0415 - heavy import
         from chatapp.engine.models import resolve_model  # noqa: PLC0415
 
-        path = resolve_model(model, settings, progress=progress)
+        return cls.load(settings, resolve_model(model, settings, progress=progress))
+
+    @classmethod
+    def load(cls, settings: Settings, path: Path) -> "Engine":
+        """Load a model file already resolved and checked (see `resolve_model`)."""
+        from chatapp.engine.llama import LlamaRuntime, LoadOptions  # noqa: PLC0415 - heavy import
+
         options = LoadOptions(n_ctx=settings.n_ctx, n_threads=settings.threads,
                               n_gpu_layers=settings.gpu_layers, kv_type=settings.kv_type)
         return cls(LlamaRuntime(path, options), path, settings)

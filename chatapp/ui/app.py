@@ -24,7 +24,7 @@ from textual.widgets import Footer, Tab, Tabs, TextArea
 from textual.worker import get_current_worker
 
 from chatapp.config import Settings
-from chatapp.engine.sessions import LiveSession, SessionManager, validate_name
+from chatapp.engine.sessions import LiveSession, SessionManager
 from chatapp.errors import ChatappError, ContextFullError, InputError
 from chatapp.ui.commands import ChatCommands, ThemePicker
 from chatapp.ui.messages import (
@@ -518,32 +518,3 @@ class ChatApp(SessionControl, App[None]):
         if self._theme_before_preview is not None and not event.option_selected:
             self.theme = self._theme_before_preview
         self._theme_before_preview = None
-
-
-def run_app(settings: Settings, *, model: str | None = None, session: str | None = None) -> None:
-    """Load (pulling the default model if missing) before the TUI starts, then run it. A session
-    is resumed once the TUI is up, and saved again when it closes."""
-    from rich.console import Console  # noqa: PLC0415
-    from rich.markup import escape  # noqa: PLC0415
-
-    from chatapp.commands.progress import pull_progress  # noqa: PLC0415
-    from chatapp.engine.engine import Engine  # noqa: PLC0415
-    from chatapp.engine.hardware import threads_beside_ui  # noqa: PLC0415
-
-    err = Console(stderr=True, highlight=False)
-    sessions = None
-    if session is not None:
-        validate_name(session)
-        sessions = SessionManager.open(settings)  # before loading the model: a bad database fails fast
-    if settings.threads == 0:  # auto: leave the UI a core of its own
-        settings = settings.replace(threads=threads_beside_ui())
-    with pull_progress(err) as progress:
-        engine = Engine.open(settings, model, progress=progress)
-    app = ChatApp(engine, settings=settings, session=session, sessions=sessions)
-    try:
-        app.run()
-    finally:
-        for problem in app.release_engine():
-            err.print(f"[yellow]{escape(problem)}[/]")
-    if app.return_code:
-        raise ChatappError(f"the TUI stopped with an error (exit code {app.return_code})", title="TUI")

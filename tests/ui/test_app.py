@@ -128,6 +128,12 @@ async def test_typed_message_streams_a_reply_and_fills_the_panels(make_app):
         assert len(transcript.query(Reply)) == 2
 
 
+async def test_the_composer_has_the_focus_at_start(make_app):
+    app, _ = make_app()
+    async with app.run_test(size=WIDE):
+        assert app.focused is app.query_one(Composer)
+
+
 async def test_header_names_model_quant_backend_ctx_and_session(make_app):
     app, seen = make_app(session="demo")
     async with app.run_test(size=NARROW, message_hook=seen) as pilot:
