@@ -1,10 +1,11 @@
-"""The four live panels, each in a tiny host App, fed with a real model's turns."""
+"""The four live panels and the reply widget, each in a tiny host App, fed with a real model's turns."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
 import pytest
+from rich.style import Style
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.containers import Vertical
@@ -20,8 +21,9 @@ from chatapp.engine.stats import TurnRecord
 from chatapp.format import human_bytes, visible_piece
 from chatapp.ui.themes import DEFAULT_THEME, load_themes, register_themes
 from chatapp.ui.widgets.kv_panel import KVPanel
-from chatapp.ui.widgets.paint import Sketch
+from chatapp.ui.widgets.paint import Sketch, theme_colour
 from chatapp.ui.widgets.quant_panel import QuantPanel
+from chatapp.ui.widgets.reply import Reply
 from chatapp.ui.widgets.speed_panel import SpeedPanel
 from chatapp.ui.widgets.tokens_panel import WINDOW, TokensPanel
 
@@ -412,3 +414,27 @@ async def test_panels_paint_under_textuals_ansi_themes(session, themes, default_
             await pilot.pause()
             assert app.export_screenshot()
             assert panels[1].plain and panels[3].plain
+
+
+# --- the reply -----------------------------------------------------------------------------
+def styled(app: App, renderable, text: str) -> Style:
+    """The style of the first rendered segment holding `text`."""
+    segments = app.console.render(renderable, app.console.options.update_width(70))
+    return next(s.style for s in segments if text in s.text)
+
+
+async def test_a_reply_is_one_widget_drawn_in_the_theme_colours(session, themes):
+    real = session.turns[0].record.reply
+    reply = Reply(f"{real}\n\n## Notes\n\n- call `sorted()` here\n- or not\n\n```python\nprint(1)\n```\n")
+    async with Host(themes, reply).run_test(size=(80, 40)) as pilot:
+        await pilot.pause()
+        assert not reply.children  # one widget, however many Markdown blocks
+        assert real.split()[0] in "".join(reply.render_line(y).text for y in range(reply.size.height))
+        app = pilot.app
+        assert styled(app, reply.render(), "sorted()").color == theme_colour(reply, "text-accent")
+        assert styled(app, reply.render(), "Notes").color == theme_colour(reply, "markdown-h2-color")
+        dark_accent = theme_colour(reply, "text-accent")
+        app.theme = "chatapp-light"
+        await pilot.pause()
+        assert theme_colour(reply, "text-accent") != dark_accent
+        assert styled(app, reply.render(), "sorted()").color == theme_colour(reply, "text-accent")

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from textual.containers import VerticalScroll
-from textual.widgets import Markdown, Static
-from textual.widgets.markdown import MarkdownStream
+from textual.widgets import Static
 
 from chatapp.engine.events import ContextTrimmed
 from chatapp.engine.stats import TurnRecord
+from chatapp.ui.widgets.reply import Reply
 
 FINISH_NOTES = {
     "stopped": "■ stopped: partial reply kept",
@@ -35,39 +35,6 @@ class UserMessage(Static):
     def __init__(self, text: str) -> None:
         super().__init__(text, markup=False, classes="message")
         self.border_title = "you"
-
-
-class Reply(Markdown):
-    """An assistant reply. While it streams, fragments go through a MarkdownStream, which
-    batches appends when they come faster than the widget can render."""
-
-    def __init__(self, text: str = "") -> None:
-        super().__init__(text, classes="message")
-        self.border_title = "assistant"
-        self.streamed = text
-        self._stream: MarkdownStream | None = None
-
-    async def show_progress(self, text: str) -> None:
-        if not text.startswith(self.streamed):
-            await self._close_stream()
-            self.streamed = text
-            await self.update(text)
-            return
-        if self._stream is None:
-            self._stream = Markdown.get_stream(self)
-        fragment, self.streamed = text[len(self.streamed):], text
-        await self._stream.write(fragment)
-
-    async def finish(self, text: str) -> None:
-        await self._close_stream()
-        if text != self.source:
-            self.streamed = text
-            await self.update(text)
-
-    async def _close_stream(self) -> None:
-        if self._stream is not None:
-            stream, self._stream = self._stream, None
-            await stream.stop()
 
 
 class Notice(Static):
@@ -118,8 +85,7 @@ class Transcript(VerticalScroll):
     async def fail_reply(self, error: str, refused: bool) -> None:
         """A turn failed: drop the empty reply, and the user message too if the engine took it back."""
         if self.reply is not None:
-            await self.reply.finish(self.reply.streamed)
-            if not self.reply.streamed:
+            if not self.reply.source:
                 await self.reply.remove()
             self.reply = None
         if refused:
