@@ -27,6 +27,7 @@ from chatapp.config import Settings
 from chatapp.engine.sessions import LiveSession, SessionManager
 from chatapp.errors import ChatappError, ContextFullError, InputError
 from chatapp.ui.commands import ChatCommands, ThemePicker
+from chatapp.ui.pacing import UpdatePacer
 from chatapp.ui.messages import (
     ComposerTokenized, ModelInfoReady, ModelSwitched, ModelSwitchFailed, PrefillFinished, ReplyProgress,
     TurnFailed, TurnFinished, TurnStarted, TurnTrimmed,
@@ -121,6 +122,8 @@ class ChatApp(SessionControl, App[None]):
         self._quit_armed_at: float | None = None
         self._tokenize_timer: Timer | None = None
         self._theme_before_preview: str | None = None
+        self.reply_pacer = UpdatePacer()
+        """Holds back reply text updates when the screen is costly to lay out (chatapp.ui.pacing)."""
         self._panels_shown: bool | None = None
         """None follows the width (shown when wide); F2 makes it the user's choice."""
 
@@ -221,6 +224,7 @@ class ChatApp(SessionControl, App[None]):
                 self.post_message(TurnFailed(f"{type(exc).__name__}: {exc}", text))
 
     async def on_turn_started(self, message: TurnStarted) -> None:
+        self.reply_pacer.reset()
         transcript = self.query_one(Transcript)
         if message.regenerate:
             await transcript.drop_last_reply()
@@ -237,7 +241,11 @@ class ChatApp(SessionControl, App[None]):
         self.query_one(KVPanel).show_live(message.event.prompt_tokens)
 
     async def on_reply_progress(self, message: ReplyProgress) -> None:
-        await self.query_one(Transcript).show_progress(message.text)
+        # The panels repaint without a layout, so they always keep up; the reply's text waits
+        # when the screen has been costly to lay out (TurnFinished brings the whole text).
+        if self.reply_pacer.due():
+            await self.query_one(Transcript).show_progress(message.text)
+            self.reply_pacer.mark()
         self.query_one(SpeedPanel).show_live(message.live)
         self.query_one(KVPanel).show_live(message.live.kv_used)
 

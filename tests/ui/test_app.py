@@ -26,6 +26,7 @@ from chatapp.ui.messages import (
     TurnFinished, TurnStarted, TurnTrimmed,
 )
 from chatapp.ui.screens.help import HelpScreen
+from chatapp.ui.pacing import UpdatePacer
 from chatapp.ui.turns import DECODE_SWITCH_INTERVAL
 from chatapp.ui.screens.model_picker import ModelPickerScreen
 from chatapp.ui.screens.sampling import SamplingScreen
@@ -423,6 +424,30 @@ async def test_the_decode_worker_gets_the_gil_back_quickly_only_while_a_turn_str
         assert sys.getswitchinterval() == before
     assert during and during == pytest.approx([DECODE_SWITCH_INTERVAL] * len(during))
     assert DECODE_SWITCH_INTERVAL < before
+
+
+async def test_a_held_back_reply_still_ends_whole_and_the_panels_stay_live(make_app, monkeypatch):
+    app, seen = make_app(max_tokens=48)
+    app.reply_pacer = UpdatePacer(budget=1e-9)  # any UI work holds the next text update back
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        transcript = app.query_one(Transcript)
+        shown: list[str] = []
+        show_progress = transcript.show_progress
+
+        async def counted(text: str) -> None:
+            shown.append(text)
+            await show_progress(text)
+
+        monkeypatch.setattr(transcript, "show_progress", counted)
+        speed = app.query_one(SpeedPanel)
+        live_figures: list[str] = []
+        show_live = speed.show_live
+        monkeypatch.setattr(speed, "show_live", lambda live: (live_figures.append(live), show_live(live)))
+        record = (await send(pilot, app, seen, "Tell me about lighthouses.")).record
+        assert seen.count(ReplyProgress) >= 3
+        assert len(shown) == 1  # the first update only
+        assert len(live_figures) == seen.count(ReplyProgress)  # the panels took every one
+        assert transcript.query(Reply).last().source == record.reply
 
 
 async def test_help_opens_with_f1_and_question_mark(make_app):
