@@ -28,6 +28,7 @@ test: model
 bench: model
 	$(PY) benchmarks/engine_speed.py
 	$(PY) benchmarks/tui_speed.py
+	$(PY) benchmarks/tui_long_chat.py
 	$(PY) benchmarks/session_resume.py
 
 clean:

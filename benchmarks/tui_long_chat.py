@@ -1,0 +1,79 @@
+"""What a growing conversation costs the TUI: UI-thread CPU and decode speed, turn by turn.
+
+One TUI (driven headless with Textual's pilot, panels live) holds a real chat of `--turns`
+greedy turns on the default model. For the first, middle and last turn it prints the
+transcript's widget count, the UI thread's CPU as a share of the turn's wall time, decode
+tok/s, and the share of the decode the decode thread spent on a CPU rather than waiting
+(for the GIL, which the UI thread holds while it lays out and paints). Decode also slows
+as the context deepens, whatever the UI does; the on-CPU share is the UI's part.
+
+    .venv/bin/python benchmarks/tui_long_chat.py [--turns 31]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+
+from chatapp.config import Settings
+from chatapp.engine.engine import Engine
+from chatapp.engine.events import TextDelta, TurnDone
+from chatapp.engine.hardware import threads_beside_ui
+from chatapp.engine.models import resolve_model
+from chatapp.ui.app import ChatApp
+from chatapp.ui.messages import TurnFinished
+from chatapp.ui.widgets.transcript import Transcript
+
+QUESTIONS = ["Explain how a lighthouse works.", "Give me a list of five fruits and their colours.",
+             "Write a short poem about the sea.", "How do I sort a list in Python? Show code.",
+             "What are the planets of the solar system?", "Describe a good breakfast."]
+
+
+def timed(events, on_cpu: list[float]):
+    """Pass a turn's events through, noting the decode thread's CPU time over wall time."""
+    started = None
+    for event in events:
+        if isinstance(event, TextDelta) and started is None:
+            started = time.perf_counter(), time.thread_time()
+        if isinstance(event, TurnDone) and started is not None:
+            on_cpu.append((time.thread_time() - started[1]) / (time.perf_counter() - started[0]))
+        yield event
+
+
+async def chat(turns: int) -> None:
+    settings = Settings(n_ctx=8192, temperature=0.0, max_tokens=128, threads=threads_beside_ui())
+    engine = Engine.open(settings, str(resolve_model()))
+    on_cpu: list[float] = []
+    send = engine.send
+    engine.send = lambda text: timed(send(text), on_cpu)
+    finished: list[TurnFinished] = []
+    app = ChatApp(engine, settings=settings)
+    hook = lambda message: isinstance(message, TurnFinished) and finished.append(message)  # noqa: E731
+    shown = {0, turns // 2, turns - 1}
+    async with app.run_test(size=(140, 44), message_hook=hook) as pilot:
+        for turn in range(turns):
+            app.query_one("#composer").text = QUESTIONS[turn % len(QUESTIONS)]
+            wall, cpu = time.perf_counter(), time.thread_time()  # this is the UI thread
+            await pilot.press("enter")
+            while len(finished) <= turn:
+                await pilot.pause(0.05)
+            await pilot.pause(0.2)  # the handlers' layout and paint after TurnFinished
+            ui_share = (time.thread_time() - cpu) / (time.perf_counter() - wall)
+            if turn in shown:
+                record = finished[turn].record
+                widgets = len(app.query_one(Transcript).query("*"))
+                print(f"turn {turn + 1:3}: context {record.kv_used:5,} tok   transcript widgets {widgets:4}   "
+                      f"UI thread CPU {ui_share:4.0%}   decode {record.decode_tps:5.1f} tok/s   "
+                      f"decode thread on a CPU {on_cpu[turn]:.1%}", flush=True)
+    engine.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=31)
+    asyncio.run(chat(parser.parse_args().turns))
+
+
+if __name__ == "__main__":
+    main()
