@@ -18,27 +18,16 @@ import time
 
 from chatapp.config import Settings
 from chatapp.engine.engine import Engine
-from chatapp.engine.events import TextDelta, TurnDone
 from chatapp.engine.hardware import threads_beside_ui
 from chatapp.engine.models import resolve_model
 from chatapp.ui.app import ChatApp
 from chatapp.ui.messages import TurnFinished
 from chatapp.ui.widgets.transcript import Transcript
+from tui_speed import timed  # benchmarks/ is on sys.path when a script there runs
 
 QUESTIONS = ["Explain how a lighthouse works.", "Give me a list of five fruits and their colours.",
              "Write a short poem about the sea.", "How do I sort a list in Python? Show code.",
              "What are the planets of the solar system?", "Describe a good breakfast."]
-
-
-def timed(events, on_cpu: list[float]):
-    """Pass a turn's events through, noting the decode thread's CPU time over wall time."""
-    started = None
-    for event in events:
-        if isinstance(event, TextDelta) and started is None:
-            started = time.perf_counter(), time.thread_time()
-        if isinstance(event, TurnDone) and started is not None:
-            on_cpu.append((time.thread_time() - started[1]) / (time.perf_counter() - started[0]))
-        yield event
 
 
 async def chat(turns: int) -> None:

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import fcntl
 import json
 import os
@@ -31,10 +32,16 @@ import subprocess
 import sys
 import termios
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+from chatapp.config import Settings
+from chatapp.engine.engine import Engine
+from chatapp.engine.events import Event, TextDelta, TurnDone
 from chatapp.engine.hardware import threads_beside_ui
 from chatapp.engine.models import resolve_model
+from chatapp.ui.app import ChatApp
+from chatapp.ui.messages import TurnFinished
 from chatapp.ui.widgets.composer import PLACEHOLDER
 
 PROMPT = "Write a long, detailed story about a lighthouse keeper who finds a message in a bottle."
@@ -42,20 +49,9 @@ CHATAPP = Path(sys.executable).with_name("chatapp")
 READY_MARK = PLACEHOLDER[1:24].encode()
 """The empty composer's placeholder, less its first cell, where the focused composer draws its cursor."""
 
-TUI_CHILD = """
-import asyncio, json, sys, time
-from chatapp.config import Settings
-from chatapp.engine.engine import Engine
-from chatapp.engine.events import TextDelta, TurnDone
-from chatapp.ui.app import ChatApp
-from chatapp.ui.messages import TurnFinished
-
-path, prompt, settings = sys.argv[1], sys.argv[2], Settings(**json.loads(sys.argv[3]))
-engine = Engine.open(settings, path)
-on_cpu = []
-
-def timed(events):
-    # The decode thread's CPU time over wall time, from the first reply text to the end.
+def timed(events: Iterator[Event], on_cpu: list[float]) -> Iterator[Event]:
+    """Pass a turn's events through, noting the decode thread's CPU time over wall time from
+    the first reply text to the end of the turn."""
     started = None
     for event in events:
         if isinstance(event, TextDelta) and started is None:
@@ -64,29 +60,29 @@ def timed(events):
             on_cpu.append((time.thread_time() - started[1]) / (time.perf_counter() - started[0]))
         yield event
 
-send = engine.send
-engine.send = lambda text: timed(send(text))
 
-async def main():
-    finished = []
+async def one_tui_turn(path: Path, settings: Settings) -> dict[str, float]:
+    """One turn in a TUI driven headless; runs in the child process of `tui_turn`."""
+    engine = Engine.open(settings, str(path))
+    on_cpu: list[float] = []
+    send = engine.send
+    engine.send = lambda text: timed(send(text), on_cpu)
+    finished: list[TurnFinished] = []
     app = ChatApp(engine, settings=settings)
-    hook = lambda message: isinstance(message, TurnFinished) and finished.append(message)
+    hook = lambda message: isinstance(message, TurnFinished) and finished.append(message)  # noqa: E731
     async with app.run_test(size=(140, 44), message_hook=hook) as pilot:
-        app.query_one("#composer").text = prompt
+        app.query_one("#composer").text = PROMPT
         await pilot.press("enter")
         while not finished:
             await pilot.pause(0.05)
-    print(json.dumps({"decode_tps": finished[0].record.decode_tps, "on_cpu": on_cpu[0]}))
-
-asyncio.run(main())
-engine.close()
-"""
-
+    engine.close()
+    return {"decode_tps": finished[0].record.decode_tps, "on_cpu": on_cpu[0]}
 
 
 def tui_turn(path: Path, tokens: int, threads: int) -> dict[str, float]:
+    """`one_tui_turn` in a fresh process, as `ask_turn` is."""
     settings = {"n_ctx": 2048, "temperature": 0.0, "max_tokens": tokens, "threads": threads}
-    out = subprocess.run([sys.executable, "-c", TUI_CHILD, str(path), PROMPT, json.dumps(settings)],
+    out = subprocess.run([sys.executable, __file__, "--tui-turn", json.dumps(settings)],
                          capture_output=True, text=True, check=True)
     return json.loads(out.stdout.splitlines()[-1])
 
@@ -126,8 +122,12 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--threads", type=int, default=0,
                         help="llama.cpp threads on both sides; 0: what the TUI picks (physical cores - 1)")
+    parser.add_argument("--tui-turn", metavar="SETTINGS_JSON", help=argparse.SUPPRESS)
     args = parser.parse_args()
     path = resolve_model()
+    if args.tui_turn:  # the child process of tui_turn()
+        print(json.dumps(asyncio.run(one_tui_turn(path, Settings(**json.loads(args.tui_turn))))))
+        return
     threads = args.threads or threads_beside_ui()
 
     ask, tui, on_cpu, ratios = [], [], [], []
