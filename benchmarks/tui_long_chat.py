@@ -17,13 +17,10 @@ import asyncio
 import time
 
 from chatapp.config import Settings
-from chatapp.engine.engine import Engine
 from chatapp.engine.hardware import threads_beside_ui
 from chatapp.engine.models import resolve_model
-from chatapp.ui.app import ChatApp
-from chatapp.ui.messages import TurnFinished
 from chatapp.ui.widgets.transcript import Transcript
-from tui_speed import timed  # benchmarks/ is on sys.path when a script there runs
+from tui_speed import TimedTUI  # benchmarks/ is on sys.path when a script there runs
 
 QUESTIONS = ["Explain how a lighthouse works.", "Give me a list of five fruits and their colours.",
              "Write a short poem about the sea.", "How do I sort a list in Python? Show code.",
@@ -32,30 +29,20 @@ QUESTIONS = ["Explain how a lighthouse works.", "Give me a list of five fruits a
 
 async def chat(turns: int) -> None:
     settings = Settings(n_ctx=8192, temperature=0.0, max_tokens=128, threads=threads_beside_ui())
-    engine = Engine.open(settings, str(resolve_model()))
-    on_cpu: list[float] = []
-    send = engine.send
-    engine.send = lambda text: timed(send(text), on_cpu)
-    finished: list[TurnFinished] = []
-    app = ChatApp(engine, settings=settings)
-    hook = lambda message: isinstance(message, TurnFinished) and finished.append(message)  # noqa: E731
+    tui = TimedTUI(resolve_model(), settings)
     shown = {0, turns // 2, turns - 1}
-    async with app.run_test(size=(140, 44), message_hook=hook) as pilot:
+    async with tui.run_test() as pilot:
         for turn in range(turns):
-            app.query_one("#composer").text = QUESTIONS[turn % len(QUESTIONS)]
             wall, cpu = time.perf_counter(), time.thread_time()  # this is the UI thread
-            await pilot.press("enter")
-            while len(finished) <= turn:
-                await pilot.pause(0.05)
+            record = (await tui.turn(pilot, QUESTIONS[turn % len(QUESTIONS)])).record
             await pilot.pause(0.2)  # the handlers' layout and paint after TurnFinished
             ui_share = (time.thread_time() - cpu) / (time.perf_counter() - wall)
             if turn in shown:
-                record = finished[turn].record
-                widgets = len(app.query_one(Transcript).query("*"))
+                widgets = len(tui.app.query_one(Transcript).query("*"))
                 print(f"turn {turn + 1:3}: context {record.kv_used:5,} tok   transcript widgets {widgets:4}   "
                       f"UI thread CPU {ui_share:4.0%}   decode {record.decode_tps:5.1f} tok/s   "
-                      f"decode thread on a CPU {on_cpu[turn]:.1%}", flush=True)
-    engine.close()
+                      f"decode thread on a CPU {tui.on_cpu[turn]:.1%}", flush=True)
+    tui.engine.close()
 
 
 def main() -> None:

@@ -61,22 +61,42 @@ def timed(events: Iterator[Event], on_cpu: list[float]) -> Iterator[Event]:
         yield event
 
 
+class TimedTUI:
+    """The TUI on a model, for driving headless: its engine notes the decode thread's on-CPU
+    share of each turn (`on_cpu`), and the app's TurnFinished messages are kept."""
+
+    def __init__(self, path: Path, settings: Settings) -> None:
+        self.engine = Engine.open(settings, str(path))
+        self.on_cpu: list[float] = []
+        self.finished: list[TurnFinished] = []
+        send = self.engine.send
+        self.engine.send = lambda text: timed(send(text), self.on_cpu)
+        self.app = ChatApp(self.engine, settings=settings)
+
+    def run_test(self):
+        return self.app.run_test(size=(140, 44), message_hook=self._keep)
+
+    def _keep(self, message) -> None:
+        if isinstance(message, TurnFinished):
+            self.finished.append(message)
+
+    async def turn(self, pilot, text: str) -> TurnFinished:
+        """Type `text`, send it, and wait for the turn to finish."""
+        done = len(self.finished)
+        self.app.query_one("#composer").text = text
+        await pilot.press("enter")
+        while len(self.finished) <= done:
+            await pilot.pause(0.05)
+        return self.finished[-1]
+
+
 async def one_tui_turn(path: Path, settings: Settings) -> dict[str, float]:
     """One turn in a TUI driven headless; runs in the child process of `tui_turn`."""
-    engine = Engine.open(settings, str(path))
-    on_cpu: list[float] = []
-    send = engine.send
-    engine.send = lambda text: timed(send(text), on_cpu)
-    finished: list[TurnFinished] = []
-    app = ChatApp(engine, settings=settings)
-    hook = lambda message: isinstance(message, TurnFinished) and finished.append(message)  # noqa: E731
-    async with app.run_test(size=(140, 44), message_hook=hook) as pilot:
-        app.query_one("#composer").text = PROMPT
-        await pilot.press("enter")
-        while not finished:
-            await pilot.pause(0.05)
-    engine.close()
-    return {"decode_tps": finished[0].record.decode_tps, "on_cpu": on_cpu[0]}
+    tui = TimedTUI(path, settings)
+    async with tui.run_test() as pilot:
+        finished = await tui.turn(pilot, PROMPT)
+    tui.engine.close()
+    return {"decode_tps": finished.record.decode_tps, "on_cpu": tui.on_cpu[0]}
 
 
 def tui_turn(path: Path, tokens: int, threads: int) -> dict[str, float]:
