@@ -2,9 +2,9 @@
 
 Textual's Markdown widget mounts a widget per block (about 16 per reply of the default
 model), and each layout places every widget on the screen, so streaming cost more the longer
-the chat grew: by turn 31 the transcript held ~500 widgets and the UI thread spent 60% of a
+the chat grew: by turn 31 the transcript held ~500 widgets and the UI thread spent 80% of a
 core on a turn, CPU that the decode thread waited for. With one widget per reply the UI
-thread stays at about 30% whatever the length (see README, "Benchmarks").
+thread stays at about 30% whatever the length (benchmarks/tui_long_chat.py).
 """
 
 from __future__ import annotations
