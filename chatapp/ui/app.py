@@ -30,7 +30,7 @@ from chatapp.ui.commands import ChatCommands, ThemePicker
 from chatapp.ui.pacing import UpdatePacer
 from chatapp.ui.messages import (
     ComposerTokenized, ModelInfoReady, ModelSwitched, ModelSwitchFailed, PrefillFinished, ReplyProgress,
-    TurnFailed, TurnFinished, TurnStarted, TurnTrimmed,
+    TurnFailed, TurnFinished, TurnStarted, TurnTrimmed, dropped_after_exit,
 )
 from chatapp.ui.screens.help import HelpScreen
 from chatapp.ui.screens.model_picker import ModelPickerScreen
@@ -223,6 +223,7 @@ class ChatApp(SessionControl, App[None]):
             except Exception as exc:  # noqa: BLE001 - whatever llama.cpp raises, the UI must not stay "generating"
                 self.post_message(TurnFailed(f"{type(exc).__name__}: {exc}", text))
 
+    @dropped_after_exit
     async def on_turn_started(self, message: TurnStarted) -> None:
         self.reply_pacer.reset()
         transcript = self.query_one(Transcript)
@@ -232,14 +233,17 @@ class ChatApp(SessionControl, App[None]):
             await transcript.add_user(message.user_text)
         await transcript.start_reply()
 
+    @dropped_after_exit
     async def on_turn_trimmed(self, message: TurnTrimmed) -> None:
         await self.query_one(Transcript).show_trimmed(message.event)
 
+    @dropped_after_exit
     def on_prefill_finished(self, message: PrefillFinished) -> None:
         self.query_one(AppHeader).status = "generating…"
         self.query_one(SpeedPanel).show_prefill(message.event)
         self.query_one(KVPanel).show_live(message.event.prompt_tokens)
 
+    @dropped_after_exit
     async def on_reply_progress(self, message: ReplyProgress) -> None:
         # The panels repaint without a layout, so they always keep up; the reply's text waits
         # when the screen has been costly to lay out (TurnFinished brings the whole text).
@@ -249,6 +253,7 @@ class ChatApp(SessionControl, App[None]):
         self.query_one(SpeedPanel).show_live(message.live)
         self.query_one(KVPanel).show_live(message.live.kv_used)
 
+    @dropped_after_exit
     async def on_turn_finished(self, message: TurnFinished) -> None:
         record = message.record
         await self.query_one(Transcript).finish_reply(record)
@@ -258,6 +263,7 @@ class ChatApp(SessionControl, App[None]):
         self.query_one(QuantPanel).show_kv_used(record.kv_used)
         self._turn_over()
 
+    @dropped_after_exit
     async def on_turn_failed(self, message: TurnFailed) -> None:
         await self.query_one(Transcript).fail_reply(message.error, message.refused)
         composer = self.query_one(Composer)
@@ -420,6 +426,7 @@ class ChatApp(SessionControl, App[None]):
             if not self._released:
                 self.post_message(ComposerTokenized(text, engine.tokenize(text)))
 
+    @dropped_after_exit
     def on_composer_tokenized(self, message: ComposerTokenized) -> None:
         if message.text == self.query_one(Composer).text:
             self.query_one(TokensPanel).show_composer(message.tokens)
@@ -434,6 +441,7 @@ class ChatApp(SessionControl, App[None]):
         except (OSError, ValueError) as exc:
             self.post_message(ModelInfoReady(str(path), None, f"cannot scan {path.name}: {exc}"))
 
+    @dropped_after_exit
     def on_model_info_ready(self, message: ModelInfoReady) -> None:
         summary = self.engine.summary
         if message.path != str(summary.path):
@@ -480,6 +488,7 @@ class ChatApp(SessionControl, App[None]):
             return
         self.post_message(ModelSwitched(engine))
 
+    @dropped_after_exit
     def on_model_switched(self, message: ModelSwitched) -> None:
         old, new = self.engine, message.engine
         new.chat.generation = old.chat.generation
@@ -495,6 +504,7 @@ class ChatApp(SessionControl, App[None]):
         self._tokenize_composer()
         self.notify(f"Loaded {new.summary.name}", timeout=3, markup=False)
 
+    @dropped_after_exit
     def on_model_switch_failed(self, message: ModelSwitchFailed) -> None:
         self.loading_model = False
         self.query_one(AppHeader).status = ""

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from textual.css.query import NoMatches
 from textual.message import Message
 
 from chatapp.engine.events import ContextTrimmed, PrefillDone
@@ -15,6 +19,26 @@ if TYPE_CHECKING:
     from chatapp.engine.engine import Engine
     from chatapp.engine.quant import ModelInfo
     from chatapp.engine.sessions import LiveSession
+
+
+def dropped_after_exit(handler: Callable) -> Callable:
+    """For a handler of a worker's message: one that lands while the app shuts down, when its
+    widgets are already gone, is dropped instead of failing (with a traceback) in a query.
+    A NoMatches while the app still runs is a bug and still raises."""
+
+    @functools.wraps(handler)
+    async def handle(app, message: Message) -> None:
+        if not app.is_running:
+            return
+        try:
+            result = handler(app, message)
+            if inspect.isawaitable(result):
+                await result
+        except NoMatches:
+            if app.is_running:
+                raise
+
+    return handle
 
 
 class TurnStarted(Message):

@@ -18,7 +18,7 @@ from chatapp.engine.sessions import LiveSession, SessionManager, validate_name
 from chatapp.engine.sessions.store import StoredSession
 from chatapp.engine.stats import TurnRecord
 from chatapp.errors import ChatappError, SessionError
-from chatapp.ui.messages import SessionFailed, SessionOpened, SessionSaved
+from chatapp.ui.messages import SessionFailed, SessionOpened, SessionSaved, dropped_after_exit
 from chatapp.ui.screens.sessions import NameScreen, SessionsScreen
 from chatapp.ui.widgets.header import AppHeader
 from chatapp.ui.widgets.kv_panel import KVPanel
@@ -219,6 +219,7 @@ class SessionControl:
         return [f"session {live.name}: {notice}" for notice in saved.notices]
 
     # --- handlers ------------------------------------------------------------------------------
+    @dropped_after_exit
     async def on_session_opened(self, message: SessionOpened) -> None:
         live = message.live
         self.live, self.sessions = live, live.manager
@@ -253,12 +254,14 @@ class SessionControl:
             self.notify(notice, title="Session", severity="warning", timeout=10, markup=False)
         self.session_busy = False
 
+    @dropped_after_exit
     def on_session_failed(self, message: SessionFailed) -> None:
         self.session_busy = False
         header = self.query_one(AppHeader)
         header.session, header.status = (self.live.name if self.live else None), ""
         self.notify(message.error, severity="error", timeout=10, markup=False)
 
+    @dropped_after_exit
     def on_session_saved(self, message: SessionSaved) -> None:
         if message.error:
             self.notify(message.error, title="Session", severity="error", timeout=10, markup=False)

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 
 from textual.message import Message
+from textual.notifications import Notification, Notify
 from textual.pilot import Pilot
 
 
@@ -31,3 +32,15 @@ class Messages(list):
 
     def count(self, kind: type) -> int:  # type: ignore[override]
         return len(self.of(kind))
+
+
+async def notified(pilot: Pilot, seen: Messages, match: Callable[[Notification], bool],
+                   timeout: float = 10.0) -> Notification:
+    """Wait for a notification the app posted that `match` accepts, and return it. A handler's
+    notify() is dispatched after the handler returns, so asserting at once can miss it."""
+
+    def found() -> Notification | None:
+        return next((m.notification for m in seen.of(Notify) if match(m.notification)), None)
+
+    await wait_until(pilot, lambda: found() is not None, timeout)
+    return found()

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 from textual.command import CommandPalette
-from textual.notifications import Notify
 from textual.widgets import Input, OptionList, TextArea
 
 from chatapp import paths
@@ -38,7 +37,7 @@ from chatapp.ui.widgets.quant_panel import QuantPanel
 from chatapp.ui.widgets.speed_panel import SpeedPanel
 from chatapp.ui.widgets.tokens_panel import TokensPanel
 from chatapp.ui.widgets.transcript import Notice, Reply, Transcript, UserMessage
-from tests.ui._helpers import Messages, wait_until
+from tests.ui._helpers import Messages, notified, wait_until
 
 WIDE, NARROW = (120, 40), (80, 24)
 TURN_TIMEOUT = 120.0
@@ -77,10 +76,6 @@ async def finished(pilot, app: ChatApp, seen: Messages, turns: int = 1) -> TurnF
     await wait_until(pilot, lambda: seen.count(TurnFinished) >= turns, TURN_TIMEOUT)
     await wait_until(pilot, lambda: not app.generating)
     return seen.of(TurnFinished)[turns - 1]
-
-
-def notifications(seen: Messages) -> list:
-    return [m.notification for m in seen.of(Notify)]
 
 
 # --- a turn ---------------------------------------------------------------------------------
@@ -237,7 +232,7 @@ async def test_ctrl_c_when_idle_asks_first_and_quits_on_the_second_press(make_ap
         await pilot.press("ctrl+c")
         await pilot.pause()
         assert app.is_running and app.return_code is None
-        assert any(n.title == "Quit?" for n in notifications(seen))
+        await notified(pilot, seen, lambda n: n.title == "Quit?")
 
         monkeypatch.setattr(app_module, "QUIT_WINDOW", 0.05)
         await pilot.pause(0.2)
@@ -279,7 +274,7 @@ async def test_a_message_too_big_for_the_context_goes_back_to_the_composer(make_
         assert isinstance(result, TurnFailed) and result.refused
         assert app.query_one(Composer).text == huge
         assert not app.query_one(Transcript).query(UserMessage)
-        assert any(n.severity == "error" for n in notifications(seen))
+        await notified(pilot, seen, lambda n: n.severity == "error")
 
 
 # --- conversation actions -------------------------------------------------------------------------
@@ -450,6 +445,16 @@ async def test_a_held_back_reply_still_ends_whole_and_the_panels_stay_live(make_
         assert transcript.query(Reply).last().source == record.reply
 
 
+async def test_a_worker_result_landing_while_the_app_closes_is_dropped(make_app):
+    """Seen in CI: the composer's tokens arrived during shutdown, after the widgets had gone."""
+    app, seen = make_app()
+    async with app.run_test(size=NARROW) as pilot:
+        await pilot.pause()
+    assert not app.is_running and not app.query(Composer)
+    await app.on_composer_tokenized(ComposerTokenized("late", []))
+    await app.on_model_info_ready(ModelInfoReady(str(app.engine.summary.path), None, "late"))
+
+
 async def test_help_opens_with_f1_and_question_mark(make_app):
     app, seen = make_app()
     async with app.run_test(size=NARROW, message_hook=seen) as pilot:
@@ -479,7 +484,7 @@ async def test_command_palette_lists_the_actions(make_app):
         await pilot.press("enter")
         await pilot.pause()
         assert not isinstance(app.screen, CommandPalette)
-        assert any(n.message == "New chat" for n in notifications(seen))
+        await notified(pilot, seen, lambda n: n.message == "New chat")
 
 
 async def test_theme_picker_previews_live_and_applies(make_app):
@@ -518,8 +523,8 @@ async def test_a_bad_user_theme_warns_and_the_app_still_runs(make_app):
     app, seen = make_app(theme="no-such-theme")
     async with app.run_test(size=NARROW, message_hook=seen) as pilot:
         await pilot.pause()
-        warnings = [n for n in notifications(seen) if n.severity == "warning"]
-        assert any("broken.toml" in n.message and "primary" in n.message for n in warnings)
-        assert any("no-such-theme" in n.message for n in warnings)
+        await notified(pilot, seen, lambda n: n.severity == "warning" and "broken.toml" in n.message
+                       and "primary" in n.message)
+        await notified(pilot, seen, lambda n: n.severity == "warning" and "no-such-theme" in n.message)
         assert app.theme == "chatapp-dark"
         assert isinstance(await send(pilot, app, seen, "Hi"), TurnFinished)

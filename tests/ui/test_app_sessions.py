@@ -27,8 +27,8 @@ from chatapp.ui.widgets.kv_panel import KVPanel
 from chatapp.ui.widgets.paint import Sketch
 from chatapp.ui.widgets.speed_panel import SpeedPanel
 from chatapp.ui.widgets.transcript import Notice, Reply, Transcript, UserMessage
-from tests.ui._helpers import Messages, wait_until
-from tests.ui.test_app import NARROW, TURN_TIMEOUT, WIDE, finished, notifications, send
+from tests.ui._helpers import Messages, notified, wait_until
+from tests.ui.test_app import NARROW, TURN_TIMEOUT, WIDE, finished, send
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ async def test_a_turn_is_saved_and_a_new_app_resumes_it_with_its_kv_cache(make_a
         assert texts(again, Reply) == [first.reply]
         notices = [n.render().plain for n in again.query_one(Transcript).query(Notice)]
         assert any(n.startswith("session s1: restored ") for n in notices)
-        assert any("restored" in n.message for n in notifications(seen))
+        await notified(pilot, seen, lambda n: "restored" in n.message)
         kv = again.query_one(KVPanel)
         assert kv.kv_used == report.restored_tokens > 0
         assert "restored from the session" in kv.plain
@@ -120,8 +120,8 @@ async def test_a_stopped_turn_is_saved_and_quitting_saves_the_rest(make_app):
         await wait_until(pilot, lambda: app.generating and app.engine.chat.messages[-1].role == "user")
         app.session_request("new", "later")  # changes the conversation: waits for the turn
         await pilot.pause()
-        assert any("cannot start a new session while a reply is being written" in n.message
-                   for n in notifications(seen))
+        await notified(pilot, seen, lambda n: "cannot start a new session while a reply is being written"
+                       in n.message)
         await wait_until(pilot, lambda: seen.count(ReplyProgress), TURN_TIMEOUT)
         await pilot.press("escape")
         record = (await finished(pilot, app, seen)).record
@@ -173,7 +173,7 @@ async def test_save_as_new_and_open_from_the_sessions_screen(make_app):
         await pilot.press("f6")
         await pilot.press("n")
         await press_in_name_box(pilot, "fruit")  # taken
-        assert any("already exists" in n.message for n in notifications(seen))
+        await notified(pilot, seen, lambda n: "already exists" in n.message)
         await pilot.press("n")
         await press_in_name_box(pilot, "fresh")
         await opened(pilot, seen, 2)
@@ -213,7 +213,7 @@ async def test_rename_and_delete_from_the_sessions_screen(make_app):
         await pilot.press("r")
         await press_in_name_box(pilot, "bad/name")
         assert isinstance(app.screen, NameScreen)  # refused, with the reason
-        assert any(n.severity == "error" and "no path separators" in n.message for n in notifications(seen))
+        await notified(pilot, seen, lambda n: n.severity == "error" and "no path separators" in n.message)
         await press_in_name_box(pilot, "renamed")
         assert app.screen is screen and screen.names == ["renamed"]
         assert app.live.name == "renamed" and "session: renamed" in header(app)
@@ -265,8 +265,8 @@ async def test_a_newer_session_database_is_one_line_and_the_app_keeps_running(ma
     app, seen = make_app(session="s1")
     async with app.run_test(size=NARROW, message_hook=seen) as pilot:
         await pilot.pause()
-        errors = [n.message for n in notifications(seen) if n.severity == "error"]
-        assert any("newer chatapp" in e and "\n" not in e for e in errors)
+        await notified(pilot, seen, lambda n: n.severity == "error" and "newer chatapp" in n.message
+                       and "\n" not in n.message)
         assert "session: (none)" in header(app) and app.live is None
         await pilot.press("f6")
         await pilot.pause()
@@ -278,7 +278,7 @@ async def test_an_invalid_session_name_at_start_is_one_line(make_app):
     app, seen = make_app(session="../escape")
     async with app.run_test(size=NARROW, message_hook=seen) as pilot:
         await pilot.pause()
-        assert any(n.severity == "error" and "invalid session name" in n.message for n in notifications(seen))
+        await notified(pilot, seen, lambda n: n.severity == "error" and "invalid session name" in n.message)
         assert "session: (none)" in header(app)
 
 
