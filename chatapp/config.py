@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -100,6 +101,43 @@ def toml_value(value: str | float | bool) -> str:
         # also forbids a raw DEL.
         return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
     return repr(value)
+
+
+def save_setting(key: str, value: str | float | bool, path: Path | None = None) -> Path:
+    """Set one key in the config file and leave the rest of it, comments included, as it was.
+
+    The edited text must read back as the old table with just that key changed, or nothing
+    is written: a file the edit can't safely touch stays the user's to fix.
+    """
+    from chatapp.engine.sessions.files import atomic_write  # noqa: PLC0415 - it imports chatapp.config
+
+    path = path or paths.config_file()
+    if key not in {f.name for f in fields(Settings)}:
+        raise ConfigError(f"unknown setting {key!r}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+    line = f"{key} = {toml_value(value)}"
+    edited, replaced = re.subn(rf"^[ \t]*{re.escape(key)}[ \t]*=.*$", lambda _match: line, text, count=1,
+                               flags=re.MULTILINE)
+    if not replaced:
+        edited = text + ("\n" if text and not text.endswith("\n") else "") + line + "\n"
+    try:
+        ok = tomllib.loads(edited) == {**tomllib.loads(text), key: value}
+    except tomllib.TOMLDecodeError:
+        ok = False
+    if not ok:
+        raise ConfigError(f"cannot set {key} in {path} without changing other settings; edit it by hand")
+    from_table(tomllib.loads(edited), path)  # the new value must be valid too
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, [edited.encode("utf-8")])
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return path
 
 
 def to_toml(settings: Settings) -> str:

@@ -6,7 +6,7 @@ import tomllib
 
 import pytest
 
-from chatapp.config import Settings, load_settings, to_toml
+from chatapp.config import Settings, load_settings, save_setting, to_toml
 from chatapp.errors import ConfigError
 
 
@@ -68,3 +68,42 @@ def test_to_toml_round_trips_awkward_strings():
 
 def test_to_toml_of_the_defaults_loads_back(tmp_path):
     assert load_settings(write(tmp_path, to_toml(Settings()))) == Settings()
+
+
+def test_save_setting_writes_a_new_file(tmp_path):
+    path = tmp_path / "config" / "config.toml"
+    assert save_setting("theme", "chatapp-light", path) == path
+    assert load_settings(path).theme == "chatapp-light"
+
+
+def test_save_setting_changes_one_key_and_keeps_the_rest_of_the_file(tmp_path):
+    path = tmp_path / "config.toml"
+    original = ('# my settings\nn_ctx = 2048  # enough for me\ntheme = "chatapp-dark"\n'
+                'system_prompt = """Be brief.\ntheme = "not a key here"\n"""\n')
+    path.write_text(original, encoding="utf-8")
+    save_setting("theme", "chatapp-phosphor", path)
+    assert path.read_text(encoding="utf-8") == original.replace('theme = "chatapp-dark"', 'theme = "chatapp-phosphor"')
+    settings = load_settings(path)
+    assert (settings.theme, settings.n_ctx, settings.system_prompt) == \
+        ("chatapp-phosphor", 2048, 'Be brief.\ntheme = "not a key here"\n')
+    save_setting("max_tokens", 64, path)
+    assert path.read_text(encoding="utf-8").endswith("\nmax_tokens = 64\n")
+    assert load_settings(path).max_tokens == 64
+
+
+@pytest.mark.parametrize("text", ['theme = "unclosed\n', 'system_prompt = """\ntheme = "x"\n"""\n'])
+def test_save_setting_leaves_a_file_it_cannot_edit_safely_alone(tmp_path, text):
+    path = tmp_path / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError):
+        save_setting("theme", "chatapp-light", path)
+    assert path.read_text(encoding="utf-8") == text
+
+
+def test_save_setting_refuses_unknown_keys_and_bad_values(tmp_path):
+    path = tmp_path / "config.toml"
+    with pytest.raises(ConfigError):
+        save_setting("colour", "red", path)
+    with pytest.raises(ConfigError):
+        save_setting("kv_type", "q5_9", path)
+    assert not path.exists()

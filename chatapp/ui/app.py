@@ -23,9 +23,9 @@ from textual.timer import Timer
 from textual.widgets import Footer, Tab, Tabs, TextArea
 from textual.worker import get_current_worker
 
-from chatapp.config import Settings
+from chatapp.config import Settings, save_setting
 from chatapp.engine.sessions import LiveSession, SessionManager
-from chatapp.errors import ChatappError, ContextFullError, InputError
+from chatapp.errors import ChatappError, ConfigError, ContextFullError, InputError
 from chatapp.ui.commands import ChatCommands, ThemePicker
 from chatapp.ui.pacing import UpdatePacer
 from chatapp.ui.messages import (
@@ -533,6 +533,19 @@ class ChatApp(SessionControl, App[None]):
 
     @on(CommandPalette.Closed)
     def _end_preview(self, event: CommandPalette.Closed) -> None:
-        if self._theme_before_preview is not None and not event.option_selected:
-            self.theme = self._theme_before_preview
-        self._theme_before_preview = None
+        before, self._theme_before_preview = self._theme_before_preview, None
+        if before is None:
+            return
+        if not event.option_selected:
+            self.theme = before
+        elif self.theme != before:
+            self._remember_theme(self.theme)
+
+    def _remember_theme(self, name: str) -> None:
+        """A theme picked in the app is the next start's theme too."""
+        try:
+            path = save_setting("theme", name)
+        except ConfigError as exc:
+            self.notify(f"theme not saved: {exc}", title="Theme", severity="warning", timeout=8, markup=False)
+            return
+        self.notify(f"{name} saved as the theme in {path}", title="Theme", timeout=4, markup=False)

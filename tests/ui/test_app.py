@@ -15,7 +15,7 @@ from textual.command import CommandPalette
 from textual.widgets import Input, OptionList, TextArea
 
 from chatapp import paths
-from chatapp.config import Settings
+from chatapp.config import Settings, load_settings
 from chatapp.engine.engine import Engine
 from chatapp.ui import app as app_module
 from chatapp.ui.app import ChatApp
@@ -503,6 +503,7 @@ async def test_theme_picker_previews_live_and_applies(make_app):
         assert isinstance(app.screen, CommandPalette)
         await pilot.press("escape")
         await wait_until(pilot, lambda: app.theme == "chatapp-dark", 5)
+        assert not paths.config_file().exists()  # a preview is not a choice
 
         await pilot.press("ctrl+t")
         await pilot.press(*"chatapp-light")
@@ -510,6 +511,7 @@ async def test_theme_picker_previews_live_and_applies(make_app):
         await pilot.press("enter")
         await wait_until(pilot, lambda: app.theme == "chatapp-light", 5)
         await pilot.pause()
+        assert load_settings().theme == "chatapp-light"  # and the next start's theme
         light_free = app.theme_variables["kv-free"]
         light_colours = {str(span.style) for span in kv.drawn(40).spans}
         assert light_colours != dark_colours
