@@ -159,10 +159,12 @@ class LlamaRuntime:
         self._memory = llama_cpp.llama_get_memory(self._llm.ctx)
         n_layer = llama_cpp.llama_model_n_layer(self._llm.model)
         requested = n_layer + 1 if options.n_gpu_layers < 0 else options.n_gpu_layers
+        offloaded = min(requested, n_layer + 1) if offload else 0
         self.info = RuntimeInfo(
-            backend=backend_name() if offload else "CPU",
+            # A CUDA build asked for no GPU layers runs on the CPU (seen on an H200: gpu_layers 0).
+            backend=backend_name() if offloaded else "CPU",
             gpu_offload=offload,
-            layers_offloaded=min(requested, n_layer + 1) if offload else 0,
+            layers_offloaded=offloaded,
             n_layer=n_layer,
             n_threads=threads,
             n_ctx=min(self._llm.n_ctx(), len(self._llm.input_ids)),
