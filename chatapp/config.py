@@ -126,12 +126,13 @@ def save_setting(key: str, value: str | float | bool, path: Path | None = None) 
     if not replaced:
         edited = text + ("\n" if text and not text.endswith("\n") else "") + line + "\n"
     try:
-        ok = tomllib.loads(edited) == {**tomllib.loads(text), key: value}
+        table = tomllib.loads(edited)
+        ok = table == {**tomllib.loads(text), key: value}
     except tomllib.TOMLDecodeError:
         ok = False
     if not ok:
         raise ConfigError(f"cannot set {key} in {path} without changing other settings; edit it by hand")
-    from_table(tomllib.loads(edited), path)  # the new value must be valid too
+    from_table(table, path)  # the new value must be valid too
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, [edited.encode("utf-8")])

@@ -76,13 +76,8 @@ class Reply(Widget):
         code_theme = "monokai" if self.app.current_theme.dark else "friendly"
         return Themed(Markdown(self.source, code_theme=code_theme), self._theme[1])
 
-    async def show_progress(self, text: str) -> None:
-        self._show(text)
-
-    async def finish(self, text: str) -> None:
-        self._show(text)
-
-    def _show(self, text: str) -> None:
+    def show(self, text: str) -> None:
+        """Show `text`, the reply so far while it streams or the whole reply at the end."""
         if text != self.source:
             self.source = text
             self.refresh(layout=True)

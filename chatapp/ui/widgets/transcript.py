@@ -70,12 +70,12 @@ class Transcript(VerticalScroll):
 
     async def show_progress(self, text: str) -> None:
         if self.reply is not None:
-            await self.reply.show_progress(text)
+            self.reply.show(text)
 
     async def finish_reply(self, record: TurnRecord) -> None:
         reply = self.reply or await self.start_reply()
         self.reply = None
-        await reply.finish(record.reply or "*(empty reply)*")
+        reply.show(record.reply or "*(empty reply)*")
         reply.remove_class("-streaming")
         note = FINISH_NOTES.get(record.finish_reason)
         reply.set_class(record.finish_reason == "stopped", "-stopped")
