@@ -1,0 +1,141 @@
+"""llama.cpp's own programs (llama-server, rpc-server, llama-cli, llama-bench), built from the
+llama.cpp sources that the installed llama-cpp-python vendors, so they run the same code as
+the in-process backend.
+
+llama-cpp-python is source-only on PyPI, and its sdist carries llama.cpp. `ensure_tools()`
+fetches that sdist with pip (its cache applies), builds the programs with CMake once, and
+keeps them under the user cache folder keyed by the llama-cpp-python version and the build
+options; later calls return at once. Tests (the remote-backend fixture) and benchmarks
+(chatapp against llama-cli) share it:
+
+    python -m chatapp.llama_tools            # build if needed, print the folder
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+import platformdirs
+
+TOOLS = ("llama-server", "rpc-server", "llama-cli", "llama-bench")
+CMAKE_OPTIONS = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DBUILD_SHARED_LIBS=OFF",  # self-contained programs; the kernels are the same as the bindings' .so
+    "-DLLAMA_CURL=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_BUILD_TOOLS=ON",
+    "-DLLAMA_BUILD_SERVER=ON",
+    "-DLLAMA_BUILD_UI=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",  # it would download the web UI; chatapp needs only the API
+    "-DGGML_RPC=ON",  # rpc-server, and llama-server --rpc
+)
+
+
+class BuildError(RuntimeError):
+    pass
+
+
+def binding_version() -> str:
+    return metadata.version("llama-cpp-python")
+
+
+def tools_dir(version: str | None = None) -> Path:
+    """Where the programs for this llama-cpp-python version and these options live."""
+    version = version or binding_version()
+    options = hashlib.sha256("\n".join(CMAKE_OPTIONS).encode()).hexdigest()[:8]
+    return platformdirs.user_cache_path("chatapp") / "llama-tools" / f"{version}-{options}"
+
+
+def tool_path(name: str, version: str | None = None) -> Path:
+    return tools_dir(version) / name
+
+
+def built(version: str | None = None) -> bool:
+    folder = tools_dir(version)
+    return all(os.access(folder / name, os.X_OK) for name in TOOLS)
+
+
+def _log(message: str) -> None:
+    print(f"[llama-tools] {message}", file=sys.stderr, flush=True)
+
+
+def _run(command: list[str], cwd: Path | None = None) -> None:
+    _log(" ".join(command))
+    done = subprocess.run(command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, errors="replace")
+    if done.returncode != 0:
+        tail = "\n".join(done.stdout.splitlines()[-40:])
+        raise BuildError(f"{command[0]} failed (exit {done.returncode}):\n{tail}")
+
+
+def _fetch_sources(version: str, work: Path) -> Path:
+    """The vendored llama.cpp folder from llama-cpp-python's sdist."""
+    _run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--disable-pip-version-check",
+          "--no-input", "-d", str(work), f"llama-cpp-python=={version}"])
+    archives = sorted(work.glob("llama_cpp_python-*.tar.gz"))
+    if len(archives) != 1:
+        raise BuildError(f"pip download left {len(archives)} sdists in {work}")
+    with tarfile.open(archives[0]) as archive:
+        archive.extractall(work, filter="data")
+    source = work / f"llama_cpp_python-{version}" / "vendor" / "llama.cpp"
+    if not (source / "CMakeLists.txt").is_file():
+        raise BuildError(f"the sdist of llama-cpp-python {version} has no vendored llama.cpp")
+    return source
+
+
+def ensure_tools(version: str | None = None, jobs: int | None = None) -> Path:
+    """Build the programs unless they are cached; returns their folder. Safe across processes."""
+    version = version or binding_version()
+    folder = tools_dir(version)
+    if built(version):
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f".{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits for the first build
+        if built(version):
+            return folder
+        _log(f"building {', '.join(TOOLS)} from llama-cpp-python {version}'s llama.cpp "
+             "(once; about 15 minutes on 2 cores)")
+        with tempfile.TemporaryDirectory(prefix="llama-tools-") as tmp:
+            work = Path(tmp)
+            source = _fetch_sources(version, work)
+            build = work / "build"
+            _run(["cmake", "-S", str(source), "-B", str(build), *CMAKE_OPTIONS])
+            _run(["cmake", "--build", str(build), "--config", "Release", "-j", str(jobs or os.cpu_count() or 2),
+                  "--target", *TOOLS])
+            staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
+            try:
+                for name in TOOLS:
+                    shutil.copy2(build / "bin" / name, staging / name)
+                with contextlib.suppress(FileNotFoundError):
+                    shutil.rmtree(folder)
+                os.replace(staging, folder)
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+    _log(f"built into {folder}")
+    return folder
+
+
+def main() -> None:
+    try:
+        print(ensure_tools())
+    except (BuildError, OSError) as exc:
+        print(f"llama-tools: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+if __name__ == "__main__":
+    main()
