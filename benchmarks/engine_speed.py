@@ -26,8 +26,8 @@ PROMPT = "Write a long, detailed story about a lighthouse keeper who finds a mes
 
 
 def engine_run(engine: Engine, tokens: int) -> tuple[float, float, int, list[int], int]:
-    engine.runtime.clear_kv()
-    engine.chat.reset()
+    engine.clear_cache()
+    engine.new_chat()
     engine.set_generation(max_tokens=tokens)
     start = time.perf_counter()
     for event in engine.send(PROMPT):
@@ -37,7 +37,7 @@ def engine_run(engine: Engine, tokens: int) -> tuple[float, float, int, list[int
         elif isinstance(event, TurnDone):
             end = time.perf_counter()
             record = event.record
-    prompt_ids = engine.runtime.kv_tokens[:prompt_tokens]
+    prompt_ids = engine.cached_tokens()[:prompt_tokens]
     prefill_tps = prompt_tokens / (prefill_end - start)
     decode_tps = record.generated_tokens / (end - prefill_end)
     return prefill_tps, decode_tps, record.generated_tokens, prompt_ids, record.decode_tokens

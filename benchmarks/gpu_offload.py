@@ -11,7 +11,10 @@ import sys
 import time
 from pathlib import Path
 
-from chatapp.engine.chat import Chat, GenerationSettings
+from chatapp.config import Settings
+from chatapp.engine.backend import GenerationSettings
+from chatapp.engine.engine import Engine
+from chatapp.engine.local import LocalBackend
 from chatapp.engine.events import TurnDone
 from chatapp.engine.llama import LlamaRuntime, LoadOptions, backend_name, gpu_offload_supported
 
@@ -36,7 +39,8 @@ for layers in (-1, 0):
     start = time.perf_counter()
     rt = LlamaRuntime(MODEL, LoadOptions(n_ctx=2048, n_gpu_layers=layers, n_threads=8))
     print(f"\n== n_gpu_layers={layers}: loaded in {time.perf_counter() - start:.2f}s: {rt.info}")
-    chat = Chat(rt, "Be brief.", GREEDY)
+    chat = Engine(LocalBackend(rt), Settings(n_ctx=2048, system_prompt="Be brief."))
+    chat.generation = GREEDY
     for name, text in (("turn 1", "Tell me a story about a lighthouse keeper."), ("turn 2", "And then what happened?")):
         r = turn(chat, text)
         first = r if name == "turn 1" else first

@@ -20,6 +20,8 @@ from pathlib import Path
 from chatapp.config import Settings
 from chatapp.engine.engine import Engine
 from chatapp.engine.events import Message, TextDelta
+from chatapp.engine.local import LocalBackend
+from chatapp.engine.models import resolve_model
 from chatapp.engine.sessions import SessionManager
 from chatapp.engine.sessions.manager import LiveSession
 
@@ -37,7 +39,7 @@ def history(engine: Engine, target: int) -> list[Message]:
         user = Message("user", f"Question {i}: tell me one fact about {topic}, and why it matters.")
         reply = Message("assistant", f"Fact {i} about {topic}: it is shaped by slow, patient forces over long "
                                      f"stretches of time, which is why people who study {topic} learn to wait.")
-        if len(engine.chat.prompt_ids(messages + [user, reply])) > target:
+        if len(engine.prompt_ids(messages + [user, reply])) > target:
             return messages
         messages += [user, reply]
         i += 1
@@ -52,12 +54,11 @@ def ttft(engine: Engine, start: float) -> tuple[float, str]:
     return (first - start) * 1000, "".join(parts)
 
 
-def measure(engine: Engine, manager: SessionManager, size: int, runs: int) -> dict:
-    rt, chat = engine.runtime, engine.chat
+def measure(engine: Engine, backend: LocalBackend, manager: SessionManager, size: int, runs: int) -> dict:
     messages = history(engine, size)
-    chat.load_messages(messages)
-    rt.clear_kv()
-    rt.eval(chat.prompt_ids())
+    engine.load_conversation(messages)
+    engine.clear_cache()
+    backend.runtime.eval(engine.prompt_ids())  # the transcript into the cache, nothing generated
     name = f"bench-{size}"
     live = LiveSession(manager, name, engine)
     saves = [live.save_now() for _ in range(runs)]
@@ -65,7 +66,7 @@ def measure(engine: Engine, manager: SessionManager, size: int, runs: int) -> di
 
     resumes, restore_ms = [], []
     for _ in range(runs):
-        rt.clear_kv()
+        engine.clear_cache()
         start = time.perf_counter()
         resumed = manager.resume(name, engine)
         assert resumed.report.restored, resumed.report.fallback
@@ -75,8 +76,8 @@ def measure(engine: Engine, manager: SessionManager, size: int, runs: int) -> di
 
     reprefills = []
     for _ in range(max(1, runs // 2)):  # the slow path: fewer runs
-        rt.clear_kv()
-        chat.load_messages(messages)
+        engine.clear_cache()
+        engine.load_conversation(messages)
         ms, reprefill_reply = ttft(engine, time.perf_counter())
         reprefills.append(ms)
     return {
@@ -100,7 +101,8 @@ def main() -> None:
     args = parser.parse_args()
 
     settings = Settings(n_ctx=args.ctx, temperature=0.0, max_tokens=4)
-    engine = Engine.open(settings, args.model)
+    backend = LocalBackend.load(resolve_model(args.model, settings), settings)
+    engine = Engine(backend, settings)
     s = engine.summary
     print(f"{s.name} {s.quant} · {s.backend} · {s.threads} threads · n_ctx {s.n_ctx} · KV {s.kv_type}")
     header = (f"{'history':>8} {'state':>9} {'B/token':>8} {'save':>8} {'restore':>8} {'resume TTFT':>12} "
@@ -111,7 +113,7 @@ def main() -> None:
         manager = SessionManager.open(settings, Path(tmp))
         try:
             for size in (int(x) for x in args.sizes.split(",")):
-                r = measure(engine, manager, size, args.runs)
+                r = measure(engine, backend, manager, size, args.runs)
                 ratio = r["resume_ttft"] / r["reprefill_ttft"]
                 print(f"{r['tokens']:>8,} {r['state_mib']:>5.1f} MiB {r['bytes_per_token']:>8,.0f} "
                       f"{r['save_ms']:>5.0f} ms {r['restore_ms']:>5.0f} ms {r['resume_ttft']:>9,.0f} ms "

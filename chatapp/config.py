@@ -11,11 +11,14 @@ import re
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Literal, get_args
 
 from chatapp import paths
 from chatapp.errors import ConfigError
 
-KV_TYPES = ("f16", "q8_0", "q4_0")
+KVType = Literal["f16", "q8_0", "q4_0"]
+"""The KV-cache types chatapp offers: the one list the CLI, the config and the engine share."""
+KV_TYPES: tuple[str, ...] = get_args(KVType)
 
 
 @dataclass(frozen=True)
@@ -28,7 +31,7 @@ class Settings:
     """CPU threads; 0 means the number of physical cores."""
     gpu_layers: int = -1
     """Layers to offload to the GPU; -1 means all, when the build supports it."""
-    kv_type: str = "f16"
+    kv_type: KVType = "f16"
     """KV-cache type: f16, q8_0 or q4_0 (the quantized ones turn on flash attention)."""
     temperature: float = 0.7
     top_p: float = 0.95

@@ -27,7 +27,10 @@ from pathlib import Path
 
 import platformdirs
 
-TOOLS = ("llama-server", "rpc-server", "llama-cli", "llama-bench")
+TARGETS = {"llama-server": "llama-server", "rpc-server": "ggml-rpc-server", "llama-cli": "llama-cli",
+           "llama-bench": "llama-bench"}
+"""Program name -> its CMake target (and file name under build/bin)."""
+TOOLS = tuple(TARGETS)
 CMAKE_OPTIONS = (
     "-DCMAKE_BUILD_TYPE=Release",
     "-DBUILD_SHARED_LIBS=OFF",  # self-contained programs; the kernels are the same as the bindings' .so
@@ -114,11 +117,11 @@ def ensure_tools(version: str | None = None, jobs: int | None = None) -> Path:
             build = work / "build"
             _run(["cmake", "-S", str(source), "-B", str(build), *CMAKE_OPTIONS])
             _run(["cmake", "--build", str(build), "--config", "Release", "-j", str(jobs or os.cpu_count() or 2),
-                  "--target", *TOOLS])
+                  "--target", *TARGETS.values()])
             staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
             try:
-                for name in TOOLS:
-                    shutil.copy2(build / "bin" / name, staging / name)
+                for name, target in TARGETS.items():
+                    shutil.copy2(build / "bin" / target, staging / name)
                 with contextlib.suppress(FileNotFoundError):
                     shutil.rmtree(folder)
                 os.replace(staging, folder)

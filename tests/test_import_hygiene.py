@@ -12,7 +12,8 @@ ENGINE_MODULES = sorted(
 
 
 def test_engine_modules_exist():
-    assert {"chatapp.engine.llama", "chatapp.engine.chat", "chatapp.engine.tokens"} <= set(ENGINE_MODULES)
+    assert {"chatapp.engine.llama", "chatapp.engine.engine", "chatapp.engine.backend", "chatapp.engine.local",
+            "chatapp.engine.conversation", "chatapp.engine.tokens"} <= set(ENGINE_MODULES)
 
 
 def test_engine_imports_neither_textual_nor_rich():
@@ -41,7 +42,7 @@ def test_only_the_llama_module_imports_llama_cpp():
 def test_importing_the_cli_writes_nothing(tmp_path):
     env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "c"), "XDG_DATA_HOME": str(tmp_path / "d"),
            "XDG_CACHE_HOME": str(tmp_path / "k"), "PATH": "/usr/bin:/bin"}
-    code = "import chatapp.cli, chatapp.config, chatapp.paths, chatapp.engine.chat"
+    code = "import chatapp.cli, chatapp.config, chatapp.paths, chatapp.engine.engine"
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
     assert list(tmp_path.iterdir()) == []
 

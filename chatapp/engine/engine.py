@@ -1,97 +1,203 @@
-"""The engine facade the CLI and the TUI hold: one loaded model and one conversation."""
+"""`Engine`: the one owner of the conversation and the KV cache, over one `Backend`.
+
+The CLI and the TUI ask the engine to send, stop, regenerate, start a new chat, set the
+system prompt, tokenize, and save or restore the cache for a session; they never reach the
+backend or the message list. What the panels need travels in the turn's events.
+
+`send()` and `regenerate()` return generators of events that run on whatever thread iterates
+them (a worker in the TUI); `stop()` may be called from any other thread.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from chatapp.config import Settings
-from chatapp.engine import tokens as token_views
-from chatapp.engine.chat import Chat, GenerationSettings
-from chatapp.engine.events import Event
-from chatapp.engine.quant import model_info
+from chatapp.engine import prompt_view
+from chatapp.engine.backend import Backend, CacheState, GenerationSettings, ModelSummary
+from chatapp.engine.conversation import Conversation
+from chatapp.engine.events import Event, Generated, Message, PrefillDone, TextDelta, TurnDone
+from chatapp.engine.stats import TurnRecord
+from chatapp.engine.tokens import Token
+from chatapp.errors import ContextFullError, InputError
 
-
-@dataclass(frozen=True)
-class ModelSummary:
-    name: str
-    path: Path
-    quant: str
-    backend: str
-    layers_offloaded: int
-    n_layer: int
-    n_ctx: int
-    kv_type: str
-    kv_bytes_per_token: int
-    threads: int
-
-
-def generation_settings(settings: Settings) -> GenerationSettings:
-    return GenerationSettings(temperature=settings.temperature, top_k=settings.top_k, top_p=settings.top_p,
-                              min_p=settings.min_p, max_tokens=settings.max_tokens, seed=settings.seed)
-
-
-def display_name(path: Path) -> str:
-    """The catalog name when the file is a catalog model, else the file name."""
-    from chatapp.engine.catalog import load_catalog  # noqa: PLC0415
-
-    entry = next((e for e in load_catalog().entries if e.file == path.name), None)
-    return entry.name if entry else path.name
+__all__ = ["Engine", "GenerationSettings", "ModelSummary"]
 
 
 class Engine:
-    def __init__(self, runtime, model_path: Path, settings: Settings):
-        self.runtime = runtime
-        self.model_path = Path(model_path)
+    def __init__(self, backend: Backend, settings: Settings) -> None:
+        self._backend = backend
         self.settings = settings
-        self.chat = Chat(runtime, settings.system_prompt, generation_settings(settings))
-        info = runtime.info
-        self.summary = ModelSummary(
-            name=display_name(self.model_path),
-            path=self.model_path,
-            quant=model_info(self.model_path).file_type,
-            backend=info.backend,
-            layers_offloaded=info.layers_offloaded,
-            n_layer=info.n_layer,
-            n_ctx=info.n_ctx,
-            kv_type=info.kv_type,
-            kv_bytes_per_token=runtime.kv_bytes_per_token,
-            threads=info.n_threads,
-        )
+        self.generation = GenerationSettings.from_settings(settings)
+        self._conversation = Conversation(settings.system_prompt)
+        self._stop = threading.Event()
+        self._last_reuse: int | None = None
+        """How much cached prefix the last turn reused: regenerate reuses no more, so that it
+        prefills the same tokens as one batch again and a greedy reply comes out the same."""
 
+    # --- opening -------------------------------------------------------------------------
     @classmethod
     def open(cls, settings: Settings, model: str | None = None,
              progress: Callable[[str, int, int], None] | None = None) -> "Engine":
+        """The in-process backend on a model spec (see `resolve_model`), pulling the default if missing."""
         from chatapp.engine.models import resolve_model  # noqa: PLC0415
 
         return cls.load(settings, resolve_model(model, settings, progress=progress))
 
     @classmethod
     def load(cls, settings: Settings, path: Path) -> "Engine":
-        """Load a model file already resolved and checked (see `resolve_model`)."""
-        from chatapp.engine.llama import LlamaRuntime, LoadOptions  # noqa: PLC0415 - heavy import
+        """The in-process backend on a model file already resolved and checked."""
+        from chatapp.engine.local import LocalBackend  # noqa: PLC0415 - loads llama_cpp
 
-        options = LoadOptions(n_ctx=settings.n_ctx, n_threads=settings.threads,
-                              n_gpu_layers=settings.gpu_layers, kv_type=settings.kv_type)
-        return cls(LlamaRuntime(path, options), path, settings)
+        return cls(LocalBackend.load(path, settings), settings)
 
-    def send(self, text: str) -> Iterator[Event]:
-        return self.chat.send(text)
+    # --- what is loaded ------------------------------------------------------------------
+    @property
+    def summary(self) -> ModelSummary:
+        return self._backend.summary
 
-    def regenerate(self) -> Iterator[Event]:
-        return self.chat.regenerate()
+    @property
+    def n_ctx(self) -> int:
+        return self._backend.summary.n_ctx
 
-    def stop(self) -> None:
-        self.chat.stop()
+    # --- the conversation --------------------------------------------------------------------
+    @property
+    def messages(self) -> list[Message]:
+        """A copy of the conversation's messages: changing it changes nothing."""
+        return list(self._conversation.messages)
+
+    @property
+    def window_start(self) -> int:
+        return self._conversation.window_start
+
+    @property
+    def system_prompt(self) -> str:
+        return self._conversation.system_prompt
+
+    def set_system_prompt(self, text: str) -> None:
+        """Applies from the next turn; earlier turns stay as they were."""
+        self._conversation.set_system_prompt(text)
+
+    def new_chat(self) -> None:
+        """A new conversation with the same system prompt; the cached prefix stays reusable."""
+        self._conversation.reset()
+        self._last_reuse = None
+
+    def load_conversation(self, messages: Sequence[Message], window_start: int | None = None) -> None:
+        self._conversation.load(messages, window_start)
+        self._last_reuse = None
 
     def set_generation(self, **changes) -> None:
-        from dataclasses import replace  # noqa: PLC0415
+        self.generation = replace(self.generation, **changes)
 
-        self.chat.generation = replace(self.chat.generation, **changes)
+    def context_messages(self) -> list[Message]:
+        return self._conversation.context_messages()
 
-    def tokenize(self, text: str) -> list[token_views.Token]:
-        return token_views.tokenize_text(self.runtime, text)
+    # --- tokens ------------------------------------------------------------------------------
+    def render(self, messages: Sequence[Message] | None = None, *, add_generation_prompt: bool = True) -> str:
+        messages = self.context_messages() if messages is None else messages
+        return self._backend.render(messages, add_generation_prompt=add_generation_prompt)
+
+    def prompt_ids(self, messages: Sequence[Message] | None = None) -> list[int]:
+        """The templated prompt's token ids for these messages (the window's, by default)."""
+        return self._backend.tokenize_prompt(self.render(messages))
+
+    def tokenize(self, text: str) -> list[Token]:
+        return self._backend.tokenize(text)
+
+    # --- turns -------------------------------------------------------------------------------
+    def send(self, text: str) -> Iterator[Event]:
+        if not text.strip():
+            raise InputError("the prompt is empty")
+        self._conversation.add(Message("user", text))
+        return self._turn(regenerating=())
+
+    def regenerate(self) -> Iterator[Event]:
+        """Drop the last reply and answer the last user message again."""
+        dropped = self._conversation.drop_last_reply()
+        return self._turn(regenerating=tuple(dropped))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._backend.interrupt()
+
+    def _reserve(self) -> int:
+        """Room kept free for the reply when deciding whether a turn fits."""
+        return max(1, min(self.generation.max_tokens, self.n_ctx // 4))
+
+    def _fit(self, regenerating: tuple[Message, ...]):
+        try:
+            return self._conversation.fit(self.prompt_ids, self.n_ctx, self._reserve())
+        except ContextFullError:
+            if regenerating:  # the question stays, and so does the reply it had
+                self._conversation.messages.extend(regenerating)
+            else:  # the new message is refused; the caller still has its text
+                self._conversation.messages.pop()
+            raise
+
+    def _turn(self, regenerating: tuple[Message, ...]) -> Iterator[Event]:
+        started = time.perf_counter()
+        self._stop.clear()
+        prompt, trimmed = self._fit(regenerating)
+        if trimmed:
+            yield trimmed
+        prompt_messages = self._conversation.context_messages()
+        reuse_limit = self._last_reuse if regenerating else None
+        generation, ttft_ms, finished = self.generation, None, None
+        for event in self._backend.stream(prompt, generation, self._stop, reuse_limit=reuse_limit):
+            if isinstance(event, Generated):
+                finished = event
+                continue
+            if isinstance(event, TextDelta) and ttft_ms is None:
+                ttft_ms = (time.perf_counter() - started) * 1000
+            yield event
+        assert finished is not None, "a backend's stream ends with Generated"
+        if ttft_ms is None:
+            ttft_ms = (time.perf_counter() - started) * 1000
+        prefill = finished.prefill or PrefillDone(len(prompt), 0, 0, 0.0, None)
+        self._last_reuse = prefill.cached_tokens
+        reply = finished.reply
+        self._conversation.add(Message("assistant", reply, stopped=finished.finish_reason == "stopped"))
+        record = TurnRecord(
+            reply=reply, prompt_tokens=len(prompt), cached_tokens=prefill.cached_tokens,
+            prefill_tokens=prefill.prefill_tokens, prefill_ms=prefill.prefill_ms, ttft_ms=ttft_ms,
+            decode_tokens=finished.decode_tokens, decode_ms=finished.decode_ms,
+            generated_tokens=finished.generated_tokens, kv_used=finished.kv_used, n_ctx=self.n_ctx,
+            kv_bytes_per_token=self.summary.kv_bytes_per_token or 0,
+            dropped_turns=trimmed.dropped_turns if trimmed else 0, finish_reason=finished.finish_reason,
+            reuse_broken_at=prefill.reuse_broken_at, extra=dict(finished.extra),
+        )
+        cache_ids = self._backend.cached_tokens()
+        yield TurnDone(record, lambda: self._view(cache_ids, prompt_messages, record))
+
+    def _view(self, cache_ids: list[int], prompt_messages: list[Message], record: TurnRecord):
+        return prompt_view.build(self._backend.describe(cache_ids), self.render, prompt_messages,
+                                 record.prompt_tokens, record.cached_tokens)
+
+    # --- the cache, for sessions ---------------------------------------------------------------
+    def cached_tokens(self) -> list[int]:
+        return self._backend.cached_tokens()
+
+    def kv_used(self) -> int:
+        return len(self._backend.cached_tokens())
+
+    def clear_cache(self) -> None:
+        self._backend.clear_cache()
+        self._last_reuse = None
+
+    def fingerprint(self) -> dict[str, str | int | bool]:
+        return self._backend.fingerprint()
+
+    def save_cache(self, key: str) -> CacheState:
+        return self._backend.save_cache(key)
+
+    def restore_cache(self, state: CacheState, keep: int) -> bool:
+        self._last_reuse = None
+        return self._backend.restore_cache(state, keep)
 
     def close(self) -> None:
-        self.runtime.close()
+        self._backend.close()

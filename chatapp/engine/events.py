@@ -1,10 +1,20 @@
-"""What a turn reports while it runs. Consumers (CLI, TUI) iterate over these."""
+"""What a turn reports while it runs. Consumers (CLI, TUI) iterate over these.
+
+A backend streams PrefillProgress, PrefillDone and TextDelta, then ends with a Generated;
+the engine passes the first three on, turns the Generated into a TurnDone with the turn's
+record and its token view, and reports ContextTrimmed when it had to drop old turns.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from chatapp.engine.stats import LiveDecode, TurnRecord
+
+if TYPE_CHECKING:
+    from chatapp.engine.prompt_view import PromptToken
 
 
 @dataclass(frozen=True)
@@ -28,6 +38,28 @@ class ContextTrimmed:
 
 
 @dataclass(frozen=True)
+class PrefillProgress:
+    """Prefill runs in chunks; one of these follows each chunk."""
+
+    done: int
+    """Prompt tokens computed so far this turn (the reused prefix not counted)."""
+    total: int
+    """Prompt tokens this turn computes in all."""
+    elapsed_ms: float
+    threads: int = 0
+
+    @property
+    def tps(self) -> float:
+        return self.done * 1000.0 / self.elapsed_ms if self.elapsed_ms > 0 else 0.0
+
+    @property
+    def remaining_s(self) -> float | None:
+        """Time left at the speed so far; None before the first chunk."""
+        rate = self.tps
+        return (self.total - self.done) / rate if rate > 0 else None
+
+
+@dataclass(frozen=True)
 class PrefillDone:
     prompt_tokens: int
     cached_tokens: int
@@ -47,8 +79,37 @@ class TextDelta:
 
 
 @dataclass(frozen=True)
+class Generated:
+    """How a backend's turn ended: the last event of `Backend.stream`."""
+
+    finish_reason: str
+    """stop, length, context or stopped (see TurnRecord.finish_reason)."""
+    reply: str
+    generated_tokens: int
+    decode_tokens: int
+    decode_ms: float
+    kv_used: int
+    prefill: PrefillDone | None = None
+    """None only when the turn was stopped before its prefill finished."""
+    extra: dict = field(default_factory=dict)
+    """Backend-specific figures for the record (threads, the server's timings, ...)."""
+
+
 class TurnDone:
-    record: TurnRecord
+    """The turn's record, and the prompt as the model saw it (built on first use, on the
+    thread that asks: the CLI never needs it, the TUI builds it on its worker thread)."""
+
+    def __init__(self, record: TurnRecord, view: Callable[[], list[PromptToken]] | None = None) -> None:
+        self.record = record
+        self._build_view = view
+        self._view: list[PromptToken] | None = None
+
+    @property
+    def view(self) -> list[PromptToken]:
+        if self._view is None:
+            self._view = self._build_view() if self._build_view is not None else []
+        return self._view
 
 
-Event = ContextTrimmed | PrefillDone | TextDelta | TurnDone
+BackendEvent = PrefillProgress | PrefillDone | TextDelta | Generated
+Event = ContextTrimmed | PrefillProgress | PrefillDone | TextDelta | TurnDone

@@ -10,16 +10,18 @@ import contextlib
 import ctypes
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import llama_cpp
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
+from chatapp.config import KV_TYPES
 from chatapp.engine.hardware import physical_cores
 from chatapp.errors import ModelError
 
-KV_GGML_TYPES = {"f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0, "q4_0": llama_cpp.GGML_TYPE_Q4_0}
+KV_GGML_TYPES = {name: getattr(llama_cpp, f"GGML_TYPE_{name.upper()}") for name in KV_TYPES}
 _SPECIAL_ATTRS = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
 
 
@@ -65,7 +67,9 @@ def backend_name() -> str:
 class LoadOptions:
     n_ctx: int = 4096
     n_threads: int = 0
-    """0 means one thread per physical core."""
+    """Threads for decode steps; 0 means one per physical core."""
+    n_threads_batch: int = 0
+    """Threads for prefill batches; 0 means one per physical core (the UI is idle while they run)."""
     n_gpu_layers: int = -1
     kv_type: str = "f16"
     n_batch: int = 512
@@ -129,6 +133,7 @@ class LlamaRuntime:
             raise ModelError(f"unknown KV type {options.kv_type!r}; use one of {', '.join(KV_GGML_TYPES)}")
         silence_llama_logs()
         threads = options.n_threads or physical_cores()
+        threads_batch = options.n_threads_batch or physical_cores()
         offload = gpu_offload_supported()
         # Quantized V cache needs flash attention in llama.cpp.
         flash_attn = options.kv_type != "f16"
@@ -143,7 +148,7 @@ class LlamaRuntime:
                     n_batch=min(options.n_batch, n_ctx),
                     n_ubatch=min(options.n_batch, n_ctx),
                     n_threads=threads,
-                    n_threads_batch=threads,
+                    n_threads_batch=threads_batch,
                     n_gpu_layers=options.n_gpu_layers if offload else 0,
                     type_k=KV_GGML_TYPES[options.kv_type],
                     type_v=KV_GGML_TYPES[options.kv_type],
@@ -180,6 +185,11 @@ class LlamaRuntime:
         self._next_batch = llama_cpp.llama_batch_get_one(self._next_token, 1)
         self._template = self._llm.metadata.get("tokenizer.chat_template")
         self._formatters: dict[bool, Jinja2ChatFormatter] = {}
+        self._n_batch = min(options.n_batch, n_ctx)
+        self._threads = (threads, threads_batch)
+        self._should_stop: Callable[[], bool] = _never
+        # One ctypes callback for the runtime's life: llama.cpp keeps the pointer while a prefill runs.
+        self._abort_callback = llama_cpp.ggml_abort_callback(lambda _data: bool(self._should_stop()))
 
     # --- model facts -----------------------------------------------------------------
     @property
@@ -189,15 +199,9 @@ class LlamaRuntime:
     @property
     def kv_bytes_per_token(self) -> int:
         """Bytes one token occupies in the KV cache: K and V rows for every layer."""
-        meta = self._llm.metadata
-        arch = meta.get("general.architecture", "")
-        n_head = llama_cpp.llama_model_n_head(self._llm.model)
-        n_head_kv = llama_cpp.llama_model_n_head_kv(self._llm.model)
-        head = llama_cpp.llama_model_n_embd(self._llm.model) // max(1, n_head)
-        k_len = int(meta.get(f"{arch}.attention.key_length", head))
-        v_len = int(meta.get(f"{arch}.attention.value_length", head))
-        per_elt = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}[self.info.kv_type]
-        return int(self.info.n_layer * n_head_kv * (k_len + v_len) * per_elt)
+        from chatapp.engine.quant import kv_bytes_per_token, model_info  # noqa: PLC0415
+
+        return kv_bytes_per_token(model_info(self.path), self.info.kv_type)
 
     # --- tokenizer -----------------------------------------------------------------
     @property
@@ -289,22 +293,68 @@ class LlamaRuntime:
 
     def eval(self, tokens: list[int]) -> None:
         """Run tokens through the model after what is cached, filling the KV cache."""
-        if self._llm.n_tokens + len(tokens) > self.n_ctx:
-            raise ModelError(f"{len(tokens)} more tokens would overflow the {self.n_ctx}-token context")
         if len(tokens) == 1:
-            self._eval_one(tokens[0])
-        else:
-            self._llm.eval(tokens)
-        # llama.cpp books a decode's time into its perf counters only at synchronisation.
-        llama_cpp.llama_synchronize(self._llm.ctx)
+            self.decode_one(tokens[0])
+            return
+        for start in range(0, len(tokens), self.n_batch):
+            self.prefill(tokens[start:start + self.n_batch])
 
-    def _eval_one(self, token: int) -> None:
-        """A decode step with one llama.cpp call where `Llama.eval` makes two; positions follow the cache."""
+    def decode_one(self, token: int) -> None:
+        """A decode step: one llama.cpp call where `Llama.eval` makes two; positions follow the cache."""
+        if self._llm.n_tokens + 1 > self.n_ctx:
+            raise ModelError(f"one more token would overflow the {self.n_ctx}-token context")
         self._next_token[0] = token
         if llama_cpp.llama_decode(self._llm.ctx, self._next_batch) != 0:
             raise ModelError("llama.cpp could not decode the next token")
         self._llm.input_ids[self._llm.n_tokens] = token
         self._llm.n_tokens += 1
+        # llama.cpp books a decode's time into its perf counters only at synchronisation.
+        llama_cpp.llama_synchronize(self._llm.ctx)
+
+    def prefill(self, tokens: list[int], should_stop: Callable[[], bool] | None = None) -> bool:
+        """Evaluate up to n_batch tokens as one batch after what is cached (logits for the last).
+
+        With `should_stop`, llama.cpp asks it between graph nodes and abandons the batch when it
+        says so: False comes back, the ubatches already done stay in the cache, and the runtime's
+        count follows llama.cpp's. Only prefill pays for the callback; decode steps never do.
+        """
+        start = self._llm.n_tokens
+        if start + len(tokens) > self.n_ctx:
+            raise ModelError(f"{len(tokens)} more tokens would overflow the {self.n_ctx}-token context")
+        if len(tokens) > self.n_batch:
+            raise ModelError(f"a prefill batch holds at most {self.n_batch} tokens, not {len(tokens)}")
+        ids = (llama_cpp.llama_token * len(tokens))(*tokens)
+        batch = llama_cpp.llama_batch_get_one(ids, len(tokens))
+        if should_stop is not None:
+            self._should_stop = should_stop
+            llama_cpp.llama_set_abort_callback(self._llm.ctx, self._abort_callback, None)
+        try:
+            status = llama_cpp.llama_decode(self._llm.ctx, batch)
+        finally:
+            if should_stop is not None:
+                llama_cpp.llama_set_abort_callback(self._llm.ctx, _NO_ABORT, None)
+                self._should_stop = _never
+        if status not in (0, 2):
+            raise ModelError(f"llama.cpp could not evaluate the prompt (llama_decode returned {status})")
+        done = len(tokens) if status == 0 else max(self.kv_cells_used() - start, 0)
+        self._llm.input_ids[start:start + done] = tokens[:done]
+        self._llm.n_tokens = start + done
+        llama_cpp.llama_synchronize(self._llm.ctx)
+        return status == 0
+
+    @property
+    def n_batch(self) -> int:
+        return self._n_batch
+
+    def set_threads(self, decode: int, batch: int) -> None:
+        """Threads for single-token decode steps and for multi-token batches (prefill)."""
+        llama_cpp.llama_set_n_threads(self._llm.ctx, decode, batch)
+        self._threads = (decode, batch)
+
+    @property
+    def threads(self) -> tuple[int, int]:
+        """(decode, batch) threads in use."""
+        return self._threads
 
     def seq_state(self) -> bytes:
         """The KV cache of sequence 0, serialised by llama.cpp (no logits, no scores)."""
@@ -349,6 +399,13 @@ class LlamaRuntime:
         llm, self._llm = getattr(self, "_llm", None), None
         if llm is not None:
             llm.close()
+
+
+def _never() -> bool:
+    return False
+
+
+_NO_ABORT = ctypes.cast(None, llama_cpp.ggml_abort_callback)
 
 
 @contextlib.contextmanager

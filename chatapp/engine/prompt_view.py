@@ -7,10 +7,11 @@ is template.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from chatapp.engine.events import Message
-from chatapp.engine.tokens import Token, describe
+from chatapp.engine.tokens import Token
 
 ROLES = ("system", "user", "assistant", "template")
 
@@ -23,13 +24,17 @@ class PromptToken:
     """cached (reused from the KV cache), prefilled (computed this turn) or generated."""
 
 
-def role_of_chars(chat, messages: list[Message]) -> list[str]:
+Render = Callable[..., str]
+"""`render(messages, add_generation_prompt=...)`: the conversation through the chat template."""
+
+
+def role_of_chars(render: Render, messages: list[Message]) -> list[str]:
     """The role of every character of the templated prompt for `messages`."""
-    full = chat.render(messages, add_generation_prompt=True)
+    full = render(messages, add_generation_prompt=True)
     roles = ["template"] * len(full)
     start = 0
     for i, message in enumerate(messages):
-        prefix = chat.render(messages[: i + 1], add_generation_prompt=False)
+        prefix = render(messages[: i + 1], add_generation_prompt=False)
         end = len(prefix) if full.startswith(prefix) else len(full)
         at = full.find(message.content, start, end) if message.content else -1
         if at >= 0:
@@ -39,15 +44,13 @@ def role_of_chars(chat, messages: list[Message]) -> list[str]:
     return roles
 
 
-def build(chat, prompt_messages: list[Message], prompt_tokens: int, cached_tokens: int) -> list[PromptToken]:
-    """Describe every token now in the KV cache for the turn that just ran."""
-    runtime = chat.runtime
-    ids = runtime.kv_tokens
-    tokens = describe(runtime, ids)
-    roles = role_of_chars(chat, prompt_messages)
+def build(tokens: list[Token], render: Render, prompt_messages: list[Message], prompt_tokens: int,
+          cached_tokens: int) -> list[PromptToken]:
+    """Describe every token in the KV cache after a turn: `tokens` are the cache's, in order;
+    the first `prompt_tokens` were the prompt, of which `cached_tokens` were reused."""
+    roles = role_of_chars(render, prompt_messages)
     pos = 0
-    bos_added = tokens and ids[0] == runtime.bos_id and runtime.adds_bos
-    if bos_added and not chat.render(prompt_messages).startswith(tokens[0].piece):
+    if tokens and tokens[0].special and not render(prompt_messages).startswith(tokens[0].piece):
         pos = -len(tokens[0].piece)  # the tokenizer added a BOS the template text lacks
     view = []
     for i, token in enumerate(tokens):

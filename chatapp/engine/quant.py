@@ -12,13 +12,13 @@ from pathlib import Path
 
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType, LlamaFileType
 
+from chatapp.config import KV_TYPES
 from chatapp.engine.filecache import FileCache
 from chatapp.engine.gguf_header import ArraySummary, GGUFHeader, read_header, tensor_nbytes
 from chatapp.errors import ConfigError
 
 SCHEMA = 2
-KV_GGML_TYPES = {"f16": GGMLQuantizationType.F16, "q8_0": GGMLQuantizationType.Q8_0,
-                 "q4_0": GGMLQuantizationType.Q4_0}
+KV_GGML_TYPES = {name: GGMLQuantizationType[name.upper()] for name in KV_TYPES}
 
 
 @dataclass(frozen=True)

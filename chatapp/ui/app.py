@@ -29,7 +29,8 @@ from chatapp.errors import ChatappError, ConfigError, ContextFullError, InputErr
 from chatapp.ui.commands import ChatCommands, ThemePicker
 from chatapp.ui.pacing import UpdatePacer
 from chatapp.ui.messages import (
-    ComposerTokenized, ModelInfoReady, ModelSwitched, ModelSwitchFailed, PrefillFinished, ReplyProgress,
+    ComposerTokenized, ModelInfoReady, ModelSwitched, ModelSwitchFailed, PrefillFinished, PrefillProgressed,
+    ReplyProgress,
     TurnFailed, TurnFinished, TurnStarted, TurnTrimmed, dropped_after_exit,
 )
 from chatapp.ui.screens.help import HelpScreen
@@ -175,7 +176,8 @@ class ChatApp(SessionControl, App[None]):
         self.query_one(AppHeader).summary = summary
         self.query_one(KVPanel).set_capacity(summary.n_ctx, summary.kv_bytes_per_token, summary.kv_type)
         self.query_one(QuantPanel).show_summary(summary)
-        self.scan_model(summary.path)
+        if summary.local_file:
+            self.scan_model(Path(summary.local_file))
 
     # --- sending ---------------------------------------------------------------------------
     @on(Composer.Submitted)
@@ -236,6 +238,13 @@ class ChatApp(SessionControl, App[None]):
     @dropped_after_exit
     async def on_turn_trimmed(self, message: TurnTrimmed) -> None:
         await self.query_one(Transcript).show_trimmed(message.event)
+
+    @dropped_after_exit
+    def on_prefill_progressed(self, message: PrefillProgressed) -> None:
+        event = message.event
+        if event.done < event.total:
+            self.query_one(AppHeader).status = f"prefill {event.done:,}/{event.total:,}…"
+        self.query_one(SpeedPanel).show_prefill_progress(event)
 
     @dropped_after_exit
     def on_prefill_finished(self, message: PrefillFinished) -> None:
@@ -330,7 +339,7 @@ class ChatApp(SessionControl, App[None]):
     async def action_new_chat(self) -> None:
         if self._busy("start a new chat"):
             return
-        self.engine.chat.reset()
+        self.engine.new_chat()
         await self.query_one(Transcript).clear()
         self.query_one(KVPanel).reset()
         self.query_one(TokensPanel).reset()
@@ -344,7 +353,7 @@ class ChatApp(SessionControl, App[None]):
     def action_regenerate(self) -> None:
         if self._busy("regenerate"):
             return
-        users = [m for m in self.engine.chat.messages if m.role == "user"]
+        users = [m for m in self.engine.messages if m.role == "user"]
         if not users:
             self.notify("nothing to regenerate yet", severity="warning")
             return
@@ -354,10 +363,10 @@ class ChatApp(SessionControl, App[None]):
         def apply(text: str | None) -> None:
             if text is None or self._busy("change the system prompt"):
                 return
-            self.engine.chat.set_system_prompt(text)
+            self.engine.set_system_prompt(text)
             self.notify("System prompt set" if text else "System prompt cleared", timeout=3)
 
-        self.push_screen(SystemPromptScreen(self.engine.chat.system_prompt), apply)
+        self.push_screen(SystemPromptScreen(self.engine.system_prompt), apply)
 
     def action_sampling(self) -> None:
         def apply(result: Sampling | None) -> None:
@@ -365,11 +374,11 @@ class ChatApp(SessionControl, App[None]):
                 self.engine.set_generation(temperature=result.temperature, max_tokens=result.max_tokens)
                 self.notify(f"temperature {result.temperature:g}, max tokens {result.max_tokens:,}", timeout=3)
 
-        generation = self.engine.chat.generation
+        generation = self.engine.generation
         self.push_screen(SamplingScreen(Sampling(generation.temperature, generation.max_tokens)), apply)
 
     def action_copy_reply(self) -> None:
-        replies = [m.content for m in self.engine.chat.messages if m.role == "assistant"]
+        replies = [m.content for m in self.engine.messages if m.role == "assistant"]
         if not replies:
             self.notify("no reply to copy yet", severity="warning")
             return
@@ -444,7 +453,7 @@ class ChatApp(SessionControl, App[None]):
     @dropped_after_exit
     def on_model_info_ready(self, message: ModelInfoReady) -> None:
         summary = self.engine.summary
-        if message.path != str(summary.path):
+        if message.path != summary.local_file:
             return  # a scan for a model that has since been replaced
         if message.info is None:
             self.notify(message.error, title="Quant", severity="warning", markup=False)
@@ -491,8 +500,8 @@ class ChatApp(SessionControl, App[None]):
     @dropped_after_exit
     def on_model_switched(self, message: ModelSwitched) -> None:
         old, new = self.engine, message.engine
-        new.chat.generation = old.chat.generation
-        new.chat.load_messages(old.chat.messages, old.chat.window_start)
+        new.generation = old.generation
+        new.load_conversation(old.messages, old.window_start)
         self.engine = new
         if self.live is not None:  # the session goes on with the new model, saved from the next turn
             self.live = LiveSession(self.live.manager, self.live.name, new)

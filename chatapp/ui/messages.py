@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from textual.css.query import NoMatches
 from textual.message import Message
 
-from chatapp.engine.events import ContextTrimmed, PrefillDone
+from chatapp.engine.events import ContextTrimmed, PrefillDone, PrefillProgress
 from chatapp.engine.prompt_view import PromptToken
 from chatapp.engine.stats import LiveDecode, TurnRecord
 from chatapp.engine.tokens import Token
@@ -54,6 +54,17 @@ class TurnTrimmed(Message):
     def __init__(self, event: ContextTrimmed) -> None:
         super().__init__()
         self.event = event
+
+
+class PrefillProgressed(Message):
+    """A prefill chunk finished: tokens done of total. A newer one replaces an unprocessed older one."""
+
+    def __init__(self, event: PrefillProgress) -> None:
+        super().__init__()
+        self.event = event
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, PrefillProgressed)
 
 
 class PrefillFinished(Message):

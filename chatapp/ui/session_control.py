@@ -183,7 +183,7 @@ class SessionControl:
                 if action != "save_as" and self.live is not None:
                     notices += self.live.save_now().notices
                 if action == "new":
-                    engine.chat.reset()
+                    engine.new_chat()
                 stored = manager.store.load(name) if action == "open" else None
                 live = manager.resume(name, engine)
                 if action != "open":
@@ -228,8 +228,8 @@ class SessionControl:
         transcript = self.query_one(Transcript)
         report = live.report
         if message.replaced:
-            chat = self.engine.chat
-            await show_conversation(transcript, chat.messages, chat.window_start)
+            engine = self.engine
+            await show_conversation(transcript, engine.messages, engine.window_start)
             self.query_one(TokensPanel).reset()
             if report.restored:
                 self.query_one(KVPanel).show_restored(report.restored_tokens)

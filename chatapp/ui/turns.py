@@ -16,10 +16,9 @@ from contextlib import contextmanager
 
 from textual.message import Message
 
-from chatapp.engine import prompt_view
-from chatapp.engine.events import ContextTrimmed, Event, PrefillDone, TextDelta, TurnDone
+from chatapp.engine.events import ContextTrimmed, Event, PrefillDone, PrefillProgress, TextDelta, TurnDone
 from chatapp.engine.stats import TurnRecord
-from chatapp.ui.messages import PrefillFinished, ReplyProgress, TurnFinished, TurnTrimmed
+from chatapp.ui.messages import PrefillFinished, PrefillProgressed, ReplyProgress, TurnFinished, TurnTrimmed
 
 PROGRESS_INTERVAL = 0.15
 """Seconds between ReplyProgress messages: about seven a second (the Speed panel needs at
@@ -62,6 +61,8 @@ def stream_turn(engine, events: Iterator[Event], post: Callable[[Message], objec
             if not pending:
                 post(ReplyProgress(text, live))
                 last_post = now
+        elif isinstance(event, PrefillProgress):
+            post(PrefillProgressed(event))
         elif isinstance(event, PrefillDone):
             post(PrefillFinished(event))
         elif isinstance(event, ContextTrimmed):
@@ -70,6 +71,4 @@ def stream_turn(engine, events: Iterator[Event], post: Callable[[Message], objec
             if pending and live is not None:
                 post(ReplyProgress(text, live))
             record = event.record if finish is None else finish(event.record)
-            chat = engine.chat
-            view = prompt_view.build(chat, chat.context_messages()[:-1], record.prompt_tokens, record.cached_tokens)
-            post(TurnFinished(record, view))
+            post(TurnFinished(record, event.view))

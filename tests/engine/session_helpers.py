@@ -8,6 +8,7 @@ from chatapp.config import Settings
 from chatapp.engine.engine import Engine
 from chatapp.engine.events import Message
 from chatapp.engine.llama import LlamaRuntime, LoadOptions
+from chatapp.engine.local import LocalBackend
 
 SETTINGS = Settings(n_ctx=1024, temperature=0.0, max_tokens=16, system_prompt="You are a concise assistant.")
 
@@ -15,7 +16,7 @@ SETTINGS = Settings(n_ctx=1024, temperature=0.0, max_tokens=16, system_prompt="Y
 def open_engine(model_path: Path, n_ctx: int = 1024, kv_type: str = "f16") -> Engine:
     settings = SETTINGS.replace(n_ctx=n_ctx, kv_type=kv_type)
     runtime = LlamaRuntime(model_path, LoadOptions(n_ctx=n_ctx, kv_type=kv_type, n_threads=settings.threads))
-    return Engine(runtime, model_path, settings)
+    return Engine(LocalBackend(runtime), settings)
 
 
 def synthetic_history(tag: str, pairs: int) -> list[Message]:
@@ -28,9 +29,9 @@ def synthetic_history(tag: str, pairs: int) -> list[Message]:
 
 def prefill_history(engine: Engine, messages: list[Message]) -> None:
     """Load a transcript and fill the KV cache with it, without generating."""
-    engine.chat.load_messages(messages)
-    engine.runtime.clear_kv()
-    engine.runtime.eval(engine.chat.prompt_ids())
+    engine.load_conversation(messages)
+    engine.clear_cache()
+    engine._backend.runtime.eval(engine.prompt_ids())  # noqa: SLF001 - a test helper fills the cache directly
 
 
 def run_turn(engine: Engine, text: str):

@@ -1,21 +1,22 @@
-"""Chat turns against the real default model."""
+"""Engine turns on the in-process backend, against the real default model."""
 
 import threading
 
 import pytest
 
-from chatapp.engine.chat import Chat, GenerationSettings
-from chatapp.engine.events import ContextTrimmed, PrefillDone, TextDelta, TurnDone
+from chatapp.engine.backend import GenerationSettings
+from chatapp.engine.events import ContextTrimmed, PrefillDone, PrefillProgress, TextDelta, TurnDone
 from chatapp.engine.llama import LlamaRuntime, LoadOptions
 from chatapp.errors import ContextFullError
 
-from .conftest import GREEDY, run_turn
+from .conftest import GREEDY, make_engine, run_turn, runtime_of
 
 
 def test_reply_streams_and_is_recorded(greedy_chat):
     events, record = run_turn(greedy_chat, "What is the capital of France?")
     deltas = [e.text for e in events if isinstance(e, TextDelta)]
-    assert isinstance(events[0], PrefillDone)
+    assert isinstance(events[0], PrefillProgress) and events[0].done == events[0].total
+    assert isinstance(events[1], PrefillDone)
     assert len(deltas) > 1
     assert "".join(deltas) == record.reply.rstrip("\n") or "".join(deltas) == record.reply
     assert record.reply.strip()
@@ -26,7 +27,8 @@ def test_reply_streams_and_is_recorded(greedy_chat):
 
 def test_stats_are_llama_cpp_counters(greedy_chat):
     _, record = run_turn(greedy_chat, "Count from one to five.")
-    perf = greedy_chat.runtime.perf()
+    rt = runtime_of(greedy_chat)
+    perf = rt.perf()
     # The record was read from llama_perf_context: prefill is the multi-token decode,
     # decode the single-token ones, and nothing else ran since.
     assert perf.prompt_tokens == record.prefill_tokens
@@ -36,8 +38,8 @@ def test_stats_are_llama_cpp_counters(greedy_chat):
     assert record.decode_tokens == record.generated_tokens
     assert record.prefill_tps > 0 and record.decode_tps > 0
     assert record.kv_used == record.prompt_tokens + record.generated_tokens
-    assert record.kv_used == greedy_chat.runtime.kv_cells_used() == len(greedy_chat.runtime.kv_tokens)
-    assert greedy_chat.runtime.n_cached == record.kv_used
+    assert record.kv_used == rt.kv_cells_used() == len(rt.kv_tokens)
+    assert rt.n_cached == record.kv_used
     assert record.ttft_ms >= record.prefill_ms
     assert record.kv_bytes_per_token == 30 * 3 * 64 * 2 * 2  # 30 layers, 3 KV heads of 64, K+V, f16
 
@@ -63,13 +65,13 @@ def test_greedy_is_repeatable(runtime):
     replies = []
     for _ in range(2):
         runtime.clear_kv()
-        chat = Chat(runtime, "Be brief.", GREEDY)
+        chat = make_engine(runtime, "Be brief.", GREEDY)
         replies.append(run_turn(chat, "Say something about llamas.")[1].reply)
     assert replies[0] == replies[1]
 
 
 def test_stop_keeps_the_partial_reply_and_a_consistent_cache(default_model_path, runtime):
-    chat = Chat(runtime, "Be brief.", GenerationSettings(temperature=0.0, max_tokens=200))
+    chat = make_engine(runtime, "Be brief.", GenerationSettings(temperature=0.0, max_tokens=200))
     seen = []
     for event in chat.send("Tell me a long story about a dragon."):
         if isinstance(event, TextDelta):
@@ -83,23 +85,79 @@ def test_stop_keeps_the_partial_reply_and_a_consistent_cache(default_model_path,
     assert chat.messages[-1].stopped and chat.messages[-1].content == record.reply
     assert record.reply.startswith("".join(seen[:3]))
     assert runtime.kv_cells_used() == len(runtime.kv_tokens) == runtime.n_cached
+    first_prompt, generated = record.prompt_tokens, runtime.kv_tokens[record.prompt_tokens:]
+    assert runtime.kv_tokens[:first_prompt] == chat.prompt_ids(chat.messages[:2])
 
     _, after_stop = run_turn(chat, "Now say hi.")
+    assert after_stop.cached_tokens > first_prompt
+    # A fresh runtime that computes the same tokens in the same batches must agree token for
+    # token: the stopped turn left exactly its prompt and its decoded tokens in the cache.
+    # (Batches of other sizes give other rounding, so only the same sequence is comparable.)
     fresh_rt = LlamaRuntime(default_model_path, LoadOptions(n_ctx=1024))
     try:
-        fresh = Chat(fresh_rt, "Be brief.", chat.generation)
-        fresh.load_messages(chat.messages[:-1])
-        expected = [e for e in fresh._turn() if isinstance(e, TurnDone)][0].record
+        fresh = make_engine(fresh_rt, "Be brief.", chat.generation)
+        fresh_rt.eval(chat.prompt_ids(chat.messages[:2])[:first_prompt])
+        for token in generated:
+            fresh_rt.eval([token])
+        fresh.load_conversation(chat.messages[:-1])
+        expected = list(fresh.regenerate())[-1].record  # answers the last user message
     finally:
         fresh_rt.close()
-    assert after_stop.cached_tokens > 0
+    assert expected.cached_tokens == after_stop.cached_tokens
     assert after_stop.reply == expected.reply
+
+
+def test_stop_during_prefill_ends_the_turn_at_once_with_a_consistent_cache(runtime):
+    chat = make_engine(runtime, "Be brief.", GenerationSettings(temperature=0.0, max_tokens=8))
+    long_text = " ".join(f"Line {i}: the quick brown fox jumps over the lazy dog." for i in range(60))
+    progress = []
+    for event in chat.send(long_text):
+        if isinstance(event, PrefillProgress):
+            progress.append(event)
+            chat.stop()  # after the first chunk: the rest of the prompt is never read
+        if isinstance(event, TurnDone):
+            record = event.record
+    assert len(progress) == 1 and progress[0].done < progress[0].total
+    assert record.finish_reason == "stopped" and record.reply == "" and record.generated_tokens == 0
+    assert record.prefill_tokens == progress[0].done
+    assert chat.messages[-1].role == "assistant" and chat.messages[-1].stopped
+    # The chunks that ran stay cached, exactly the prompt's first tokens, and llama.cpp agrees.
+    assert runtime.kv_cells_used() == runtime.n_cached == record.prefill_tokens
+    assert runtime.kv_tokens == chat.prompt_ids(chat.messages[:2])[:runtime.n_cached]
+    _, again = run_turn(chat, "Say hi.")
+    assert again.finish_reason in ("stop", "length") and again.reply
+
+
+def test_prefill_progress_arrives_in_order_and_reaches_the_total(runtime):
+    chat = make_engine(runtime, "Be brief.", GenerationSettings(temperature=0.0, max_tokens=4))
+    long_text = " ".join(f"Item {i} is a small red box." for i in range(70))
+    events = list(chat.send(long_text))
+    progress = [e for e in events if isinstance(e, PrefillProgress)]
+    record = events[-1].record
+    assert len(progress) >= 3
+    assert [p.done for p in progress] == sorted(p.done for p in progress)
+    assert all(p.total == record.prefill_tokens for p in progress)
+    assert progress[-1].done == progress[-1].total
+    assert all(b.elapsed_ms >= a.elapsed_ms for a, b in zip(progress, progress[1:]))
+    assert progress[-1].threads >= 1
+    assert events.index(progress[-1]) < next(i for i, e in enumerate(events) if isinstance(e, PrefillDone))
+
+
+def test_regenerate_at_temperature_zero_gives_the_same_reply(runtime):
+    chat = make_engine(runtime, "Be brief.", GenerationSettings(temperature=0.0, max_tokens=24))
+    _, first = run_turn(chat, "Name a colour.")
+    _, second = run_turn(chat, "Name another colour.")
+    again = list(chat.regenerate())[-1].record
+    # The same prefix is reused and the same tokens are prefilled as one batch: the same reply.
+    assert again.cached_tokens == second.cached_tokens
+    assert again.reply == second.reply
+    assert [m.role for m in chat.messages] == ["system", "user", "assistant", "user", "assistant"]
 
 
 def test_full_context_drops_oldest_turns_but_keeps_the_system_prompt(default_model_path):
     rt = LlamaRuntime(default_model_path, LoadOptions(n_ctx=256))
     try:
-        chat = Chat(rt, "You are terse.", GenerationSettings(temperature=0.0, max_tokens=16))
+        chat = make_engine(rt, "You are terse.", GenerationSettings(temperature=0.0, max_tokens=16))
         trimmed = []
         for i in range(10):
             for event in chat.send(f"Question number {i}: what is {i} plus {i}? Answer in one word."):
@@ -119,7 +177,7 @@ def test_full_context_drops_oldest_turns_but_keeps_the_system_prompt(default_mod
 def test_a_prompt_that_cannot_fit_is_refused_and_nothing_is_lost(default_model_path):
     rt = LlamaRuntime(default_model_path, LoadOptions(n_ctx=256))
     try:
-        chat = Chat(rt, "Be brief.", GenerationSettings(temperature=0.0, max_tokens=8))
+        chat = make_engine(rt, "Be brief.", GenerationSettings(temperature=0.0, max_tokens=8))
         with pytest.raises(ContextFullError, match="context holds 256"):
             list(chat.send("word " * 400))
         assert [m.role for m in chat.messages] == ["system"]
@@ -132,7 +190,7 @@ def test_a_prompt_that_cannot_fit_is_refused_and_nothing_is_lost(default_model_p
 def test_generation_stops_when_the_cache_is_full(default_model_path):
     rt = LlamaRuntime(default_model_path, LoadOptions(n_ctx=256))
     try:
-        chat = Chat(rt, "", GenerationSettings(temperature=0.0, max_tokens=8))
+        chat = make_engine(rt, "", GenerationSettings(temperature=0.0, max_tokens=8))
         chat.generation = GenerationSettings(temperature=0.0, max_tokens=500)
         _, record = run_turn(chat, "Write a very long essay about the history of Rome.")
         assert record.finish_reason == "context"

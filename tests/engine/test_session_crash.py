@@ -98,4 +98,4 @@ def test_two_processes_saving_one_session_do_not_corrupt_it(tmp_path, engine):
     # The state is whichever process replaced it last: it restores if that was the transcript's
     # writer, and is refused token by token otherwise. Either way the transcript is whole.
     assert live.report.restored or "token mismatch" in live.report.fallback
-    assert engine.chat.messages == messages
+    assert engine.messages == messages

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -17,10 +18,10 @@ from chatapp.config import Settings
 from chatapp.engine.catalog import load_catalog
 from chatapp.engine.pull import find_local, pull
 from chatapp.engine.sessions import SessionManager
-from chatapp.engine.sessions.fingerprint import of_engine
 from chatapp.engine.sessions.manager import MIB, LiveSession
 from chatapp.engine.sessions.statefile import StateFile, encode_state, parse_state
 
+from .conftest import runtime_of
 from .session_helpers import SETTINGS, open_engine, prefill_history, run_turn, synthetic_history
 
 P1, P2 = "Name a colour.", "Name another one."
@@ -51,9 +52,9 @@ def saved(engine, tmp_path_factory):
     report = live.save_turn(first)
     state = manager.state_path(manager.store.get("s").state_key).read_bytes()
     continued = run_turn(engine, P2)
-    fresh_engine = open_engine(engine.model_path)
+    fresh_engine = open_engine(Path(engine.summary.path))
     try:
-        fresh_engine.chat.load_messages(manager.store.get("s").messages)
+        fresh_engine.load_conversation(manager.store.get("s").messages)
         fresh = run_turn(fresh_engine, P2)
     finally:
         fresh_engine.close()
@@ -78,7 +79,7 @@ def write_state(manager, data: bytes) -> None:
 
 def resume_and_answer(manager, engine, saved) -> tuple[LiveSession, object]:
     live = manager.resume("s", engine)
-    assert engine.chat.messages == saved["messages"], "the transcript must load whole"
+    assert engine.messages == saved["messages"], "the transcript must load whole"
     return live, live.annotate(run_turn(engine, P2))
 
 
@@ -95,7 +96,7 @@ def assert_fell_back(live, record, engine, saved, reason: str) -> None:
 def test_the_first_save_writes_transcript_turn_and_state(saved, manager):
     report = saved["report"]
     assert report.notices == [] and report.state_bytes == len(saved["state"]) and report.state_tokens > 0
-    assert report.record.extra == {"session": "s"}
+    assert report.record.extra["session"] == "s" and "state_fallback" not in report.record.extra
     [(index, record)] = manager.store.turn_records("s")
     assert index == 2 and record["reply"] == saved["messages"][2].content
     assert record["quant"] == "Q4_1" and record["kv_type"] == "f16" and record["backend"] == "CPU"
@@ -111,7 +112,7 @@ def test_resume_restores_and_prefills_only_the_new_turn(manager, engine, saved):
     assert record.restored_tokens == restored == record.cached_tokens
     assert record.prefill_tokens == record.prompt_tokens - record.restored_tokens
     assert record.reply == saved["continued"].reply
-    assert record.extra == {"session": "s"}
+    assert record.extra["session"] == "s" and "state_fallback" not in record.extra
 
 
 def test_resume_records_figures_on_the_first_turn_only(manager, engine, saved):
@@ -191,7 +192,7 @@ def test_a_state_from_another_n_ctx_falls_back(manager, engine, saved, default_m
     try:
         prefill_history(small, saved["messages"])
         key = manager.store.get("s").state_key
-        manager.write_state(key, small, of_engine(small))
+        manager.write_state(key, small, small.fingerprint())
     finally:
         small.close()
     live, record = resume_and_answer(manager, engine, saved)
@@ -202,10 +203,10 @@ def test_a_state_from_gemma_falls_back(manager, engine, saved, gemma_path):
     gemma = open_engine(gemma_path)
     try:
         prefill_history(gemma, saved["messages"])
-        gemma_fingerprint = of_engine(gemma)
+        gemma_fingerprint = gemma.fingerprint()
         gemma_state = parse_state(b"".join(bytes(c) for c in encode_state(
-            StateFile(gemma_fingerprint, gemma.runtime.kv_tokens, len(gemma.runtime.kv_tokens),
-                      gemma.runtime.seq_state()))))
+            StateFile(gemma_fingerprint, runtime_of(gemma).kv_tokens, len(runtime_of(gemma).kv_tokens),
+                      runtime_of(gemma).seq_state()))))
         manager.write_state(manager.store.get("s").state_key, gemma, gemma_fingerprint)
     finally:
         gemma.close()
@@ -232,7 +233,7 @@ def test_a_state_write_failure_keeps_the_transcript(manager, engine, saved, monk
     monkeypatch.setattr("chatapp.engine.sessions.manager.atomic_write", full)
     report = live.save_turn(run_turn(engine, P2))
     assert report.notices == ["KV state not saved (No space left on device); the transcript is saved"]
-    assert manager.store.get("s").messages == engine.chat.messages
+    assert manager.store.get("s").messages == engine.messages
     assert len(manager.store.turn_records("s")) == 2
     assert state_path(manager).read_bytes() == saved["state"]  # the previous state is untouched
 
@@ -240,7 +241,7 @@ def test_a_state_write_failure_keeps_the_transcript(manager, engine, saved, monk
 def test_cap_evicts_least_recently_used_states(engine, tmp_path):
     messages = synthetic_history("cap", 2)
     prefill_history(engine, messages)
-    size = len(engine.runtime.seq_state()) + 4096
+    size = len(runtime_of(engine).seq_state()) + 4096
     manager = SessionManager(SessionManager.open(Settings(), tmp_path).store, cap_bytes=int(2.5 * size))
     for name in ("a", "b", "c"):
         LiveSession(manager, name, engine).save_now()
@@ -261,7 +262,7 @@ def test_cap_evicts_least_recently_used_states(engine, tmp_path):
 def test_saving_an_empty_cache_removes_a_stale_state(manager, engine, saved):
     write_state(manager, saved["state"])
     live = manager.resume("s", engine)
-    engine.runtime.clear_kv()
+    runtime_of(engine).clear_kv()
     live.save_now()
     assert not state_path(manager).exists()
     assert manager.store.get("s").messages == saved["messages"]

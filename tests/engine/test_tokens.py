@@ -2,9 +2,10 @@
 
 import pytest
 
-from chatapp.engine.chat import Chat
 from chatapp.engine.events import Message
 from chatapp.engine.tokens import describe, joined, tokenize_text
+
+from .conftest import make_engine
 
 SAMPLES = [
     "Hello, world! The quick brown fox.",
@@ -33,10 +34,10 @@ def test_split_characters_show_up_once_in_the_token_that_completes_them(runtime)
 
 
 def test_templated_conversation_marks_special_tokens(runtime):
-    chat = Chat(runtime, "Be brief.")
-    chat.messages.append(Message("user", "Hi 🦙"))
-    text = chat.render()
-    tokens = describe(runtime, chat.prompt_ids())
+    engine = make_engine(runtime, "Be brief.")
+    messages = engine.messages + [Message("user", "Hi 🦙")]
+    text = engine.render(messages)
+    tokens = describe(runtime, engine.prompt_ids(messages))
     assert joined(tokens) == text
     specials = [t.piece for t in tokens if t.special]
     assert "<|im_start|>" in specials and "<|im_end|>" in specials

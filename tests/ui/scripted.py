@@ -1,15 +1,21 @@
-"""A scripted stand-in for LlamaRuntime, only for UI snapshots, which need identical text
-and figures on every run. Feature tests use the real model.
+"""A scripted `Backend`, only for UI snapshots, which need identical text and figures on
+every run. Feature tests use the real model (and the real backends).
 
-It speaks ChatML, cuts text into words, answers with a fixed reply, and books fixed times
-into its counters (4 ms per prefilled token, 10 ms per decoded token).
+It speaks ChatML, cuts text into words, answers with a fixed reply, and books fixed times:
+4 ms per prefilled token, 10 ms per decoded token.
 """
 
 from __future__ import annotations
 
 import re
+import threading
+from collections.abc import Iterator, Sequence
 
-from chatapp.engine.llama import PerfCounters, RuntimeInfo
+from chatapp.engine.backend import CacheState, GenerationSettings, ModelSummary
+from chatapp.engine.conversation import common_prefix
+from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
+from chatapp.engine.stats import LiveDecode
+from chatapp.engine.tokens import Token
 
 SPECIALS = {"<|im_start|>": 1, "<|im_end|>": 2}
 WORD = re.compile(r"<\|im_(?:start|end)\|>|\s*[^\s<]+|\s+|<")
@@ -17,110 +23,81 @@ REPLY = ("Prefill reads the whole prompt in parallel; **decode** then adds one t
          "- the KV cache keeps what was computed\n- quantization shrinks the weights")
 
 
-class ScriptedSampler:
-    def __init__(self, runtime: "ScriptedRuntime"):
-        self._runtime = runtime
-
-    def sample(self) -> int:
-        return self._runtime.next_reply_token()
-
-    def close(self) -> None:
-        pass
-
-
-class ScriptedRuntime:
-    def __init__(self, n_ctx: int = 4096, reply: str = REPLY):
-        self.info = RuntimeInfo(backend="CPU", gpu_offload=False, layers_offloaded=0, n_layer=30, n_threads=2,
-                                n_ctx=n_ctx, kv_type="f16", flash_attn=False)
-        self.metadata = {"general.architecture": "llama", "general.name": "scripted"}
-        self.kv_bytes_per_token = 23040
-        self.adds_bos = False
-        self.bos_id = 0
+class ScriptedBackend:
+    def __init__(self, model_path: str, n_ctx: int = 4096, reply: str = REPLY):
+        self.summary = ModelSummary(
+            name="smollm2-135m-instruct", path=model_path, kind="in-process", backend="CPU",
+            location="in-process", build="scripted", n_ctx=n_ctx, quant="Q4_1", kv_type="f16",
+            kv_bytes_per_token=23040, threads=2, layers_offloaded=0, n_layer=30, flash_attn=False,
+            local_file=model_path)
         self._words: dict[str, int] = {"": 0, **SPECIALS}
         self._by_id: dict[int, str] = {v: k for k, v in self._words.items()}
         self._kv: list[int] = []
-        self._reply = self.tokenize(reply, special=False)
-        self._reply_pos = 0
-        self._counters = [0.0, 0, 0.0, 0]
+        self._reply = reply
 
-    @property
-    def n_ctx(self) -> int:
-        return self.info.n_ctx
-
-    def tokenize(self, text: str, *, special: bool, add_bos: bool = False) -> list[int]:
+    # --- tokens ----------------------------------------------------------------------------
+    def _ids(self, text: str, special: bool) -> list[int]:
         ids = []
         for word in WORD.findall(text):
-            literal = word in SPECIALS and not special
-            ids.append(self._id(word, literal))
+            key = word if special or word not in SPECIALS else "\0" + word  # typed specials stay text
+            if key not in self._words:
+                self._words[key] = len(self._words) + 100
+                self._by_id[self._words[key]] = word
+            ids.append(self._words[key])
         return ids
 
-    def _id(self, word: str, literal: bool = False) -> int:
-        key = "\0" + word if literal else word  # special-token text typed by a user stays plain text
-        if key not in self._words:
-            self._words[key] = len(self._words) + 100
-            self._by_id[self._words[key]] = word
-        return self._words[key]
-
-    def token_bytes(self, token: int) -> bytes:
-        return self._by_id.get(token, "").encode()
-
-    def is_special(self, token: int) -> bool:
-        return token in (1, 2)
-
-    def is_end_of_generation(self, token: int) -> bool:
-        return token == 2
-
-    def render_chat(self, messages, *, add_generation_prompt: bool) -> str:
-        text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+    def render(self, messages: Sequence[Message], *, add_generation_prompt: bool) -> str:
+        text = "".join(f"<|im_start|>{m.role}\n{m.content}<|im_end|>\n" for m in messages)
         return text + ("<|im_start|>assistant\n" if add_generation_prompt else "")
 
-    @property
-    def kv_tokens(self) -> list[int]:
+    def tokenize_prompt(self, text: str) -> list[int]:
+        return self._ids(text, special=True)
+
+    def describe(self, ids: Sequence[int]) -> list[Token]:
+        return [Token(i, self._by_id.get(i, ""), i in (1, 2), self._by_id.get(i, "").encode()) for i in ids]
+
+    def tokenize(self, text: str) -> list[Token]:
+        return self.describe(self._ids(text, special=False))
+
+    def cached_tokens(self) -> list[int]:
         return list(self._kv)
 
-    def kv_cells_used(self) -> int:
-        return len(self._kv)
+    # --- a turn ----------------------------------------------------------------------------
+    def stream(self, prompt: Sequence[int], generation: GenerationSettings, stop: threading.Event, *,
+               reuse_limit: int | None = None) -> Iterator[BackendEvent]:
+        prompt = list(prompt)
+        cached = min(common_prefix(self._kv, prompt), len(prompt) - 1)
+        self._kv = prompt
+        prefill_ms = 4.0 * (len(prompt) - cached)
+        yield PrefillProgress(len(prompt) - cached, len(prompt) - cached, prefill_ms, 2)
+        prefill = PrefillDone(len(prompt), cached, len(prompt) - cached, prefill_ms, None)
+        yield prefill
+        reply, decoded = "", 0
+        for token in self._ids(self._reply, special=False)[: generation.max_tokens]:
+            if stop.is_set():
+                break
+            decoded += 1
+            self._kv.append(token)
+            reply += self._by_id[token]
+            yield TextDelta(self._by_id[token], LiveDecode(decoded, 10.0 * decoded, len(self._kv)))
+        finish = "stopped" if stop.is_set() else "stop"
+        yield Generated(finish, reply, decoded, decoded, 10.0 * decoded, len(self._kv), prefill, {"threads": 2})
 
-    @property
-    def n_cached(self) -> int:
-        return len(self._kv)
+    def interrupt(self) -> None:
+        pass
 
-    def keep_kv_prefix(self, n: int) -> None:
-        del self._kv[n:]
-
-    def clear_kv(self) -> None:
+    # --- the cache ---------------------------------------------------------------------------
+    def clear_cache(self) -> None:
         self._kv.clear()
 
-    def eval(self, tokens: list[int]) -> None:
-        self._kv.extend(tokens)
-        if len(tokens) > 1:
-            self._counters[0] += 4.0 * len(tokens)
-            self._counters[1] += len(tokens)
-        else:
-            self._counters[2] += 10.0
-            self._counters[3] += 1
+    def fingerprint(self) -> dict[str, str | int | bool]:
+        return {"model_sha256": "scripted", "n_ctx": self.summary.n_ctx}
 
-    def sampler(self, **_settings) -> ScriptedSampler:
-        self._reply_pos = 0
-        return ScriptedSampler(self)
+    def save_cache(self, key: str) -> CacheState:
+        return CacheState(list(self._kv), bytes(len(self._kv)))
 
-    def next_reply_token(self) -> int:
-        if self._reply_pos >= len(self._reply):
-            return 2
-        self._reply_pos += 1
-        return self._reply[self._reply_pos - 1]
-
-    def perf(self) -> PerfCounters:
-        return PerfCounters(*self._counters)
-
-    def reset_perf(self) -> None:
-        self._counters = [0.0, 0, 0.0, 0]
-
-    def seq_state(self) -> bytes:
-        return bytes(len(self._kv))
-
-    def restore_seq_state(self, payload: bytes, tokens: list[int]) -> bool:
-        self._kv = list(tokens)
+    def restore_cache(self, state: CacheState, keep: int) -> bool:
+        self._kv = list(state.tokens[:keep])
         return True
 
     def close(self) -> None:

@@ -117,7 +117,7 @@ async def test_a_stopped_turn_is_saved_and_quitting_saves_the_rest(make_app):
         await opened(pilot, seen)
         app.query_one("#composer").load_text("Write a long story about a dragon who learns to fly.")
         await pilot.press("enter")
-        await wait_until(pilot, lambda: app.generating and app.engine.chat.messages[-1].role == "user")
+        await wait_until(pilot, lambda: app.generating and app.engine.messages[-1].role == "user")
         app.session_request("new", "later")  # changes the conversation: waits for the turn
         await pilot.pause()
         await notified(pilot, seen, lambda n: "cannot start a new session while a reply is being written"
@@ -128,7 +128,7 @@ async def test_a_stopped_turn_is_saved_and_quitting_saves_the_rest(make_app):
         assert record.finish_reason == "stopped"
         assert store().store.get("long").messages[-1].stopped
 
-        app.engine.chat.set_system_prompt("You answer briefly.")  # not a turn: only quitting saves it
+        app.engine.set_system_prompt("You answer briefly.")  # not a turn: only quitting saves it
         await pilot.press("ctrl+q")
         await wait_until(pilot, lambda: app.return_code is not None, 10)
     assert app.release_engine() == []
@@ -137,7 +137,7 @@ async def test_a_stopped_turn_is_saved_and_quitting_saves_the_rest(make_app):
     again, seen = make_app(session="long")
     async with again.run_test(size=NARROW, message_hook=seen) as pilot:
         await opened(pilot, seen)
-        assert again.engine.chat.system_prompt == "You answer briefly."
+        assert again.engine.system_prompt == "You answer briefly."
         (reply,) = again.query_one(Transcript).query(Reply)
         assert reply.has_class("-stopped") and reply.source == record.reply
         assert any("stopped" in n.render().plain for n in again.query_one(Transcript).query(Notice))
@@ -179,7 +179,7 @@ async def test_save_as_new_and_open_from_the_sessions_screen(make_app):
         await opened(pilot, seen, 2)
         assert app.live.name == "fresh"
         assert not app.query_one(Transcript).query(Reply)
-        assert [m.role for m in app.engine.chat.messages] == ["system"]
+        assert [m.role for m in app.engine.messages] == ["system"]
         assert app.query_one(KVPanel).kv_used == 0
         assert {s.name for s in store().store.summaries()} == {"fruit", "fresh"}
 

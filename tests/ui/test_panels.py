@@ -49,9 +49,7 @@ class Turn:
 def run_turn(engine: Engine, text: str) -> Turn:
     events = list(engine.send(text))
     assert isinstance(events[-1], TurnDone)
-    record = events[-1].record
-    prompt = engine.chat.context_messages()[:-1]  # without the reply just added
-    return Turn(events, record, prompt_view.build(engine.chat, prompt, record.prompt_tokens, record.cached_tokens))
+    return Turn(events, events[-1].record, events[-1].view)
 
 
 @dataclass
@@ -65,7 +63,7 @@ class Session:
 def session(default_model_path):
     engine = Engine.open(SETTINGS, str(default_model_path))
     turns = [run_turn(engine, "Hello there, who are you?"), run_turn(engine, "Tell me a joke.")]
-    engine.chat.set_system_prompt("You answer in one word.")
+    engine.set_system_prompt("You answer in one word.")
     turns.append(run_turn(engine, "Why?"))
     yield Session(engine, turns)
     engine.close()

@@ -1,6 +1,6 @@
 """Snapshots of the main screen in every shipped theme.
 
-The scripted runtime (tests/ui/scripted.py) stands in for llama.cpp here, because a
+The scripted backend (tests/ui/scripted.py) stands in for llama.cpp here, because a
 snapshot needs the same text and figures on every run; the clock is scripted for the
 same reason. Everything else (engine, chat, panels, themes) is the real code.
 """
@@ -15,7 +15,7 @@ from chatapp.ui.app import ChatApp
 from chatapp.ui.themes import load_themes
 
 from ._helpers import wait_until
-from .scripted import ScriptedRuntime
+from .scripted import ScriptedBackend
 
 SHIPPED_THEMES = sorted(theme.name for theme in load_themes().themes)
 
@@ -23,12 +23,12 @@ SHIPPED_THEMES = sorted(theme.name for theme in load_themes().themes)
 @pytest.fixture
 def scripted_clock(monkeypatch):
     ticks = itertools.count()
-    monkeypatch.setattr("chatapp.engine.chat.time.perf_counter", lambda: next(ticks) * 0.004)
+    monkeypatch.setattr("chatapp.engine.engine.time.perf_counter", lambda: next(ticks) * 0.004)
 
 
 def scripted_app(default_model_path, theme: str) -> ChatApp:
     settings = Settings(theme=theme, n_ctx=4096, temperature=0.0)
-    engine = Engine(ScriptedRuntime(n_ctx=4096), default_model_path, settings)
+    engine = Engine(ScriptedBackend(str(default_model_path), n_ctx=4096), settings)
     return ChatApp(engine, settings=settings)
 
 
@@ -38,7 +38,7 @@ async def send_one_turn(pilot):
         widget.cursor_blink = False
     await pilot.press(*"How does inference work?")
     await pilot.press("enter")
-    await wait_until(pilot, lambda: app.engine.chat.messages[-1].role == "assistant", timeout=10)
+    await wait_until(pilot, lambda: app.engine.messages[-1].role == "assistant", timeout=10)
     await pilot.app.workers.wait_for_complete()
     await pilot.pause()
 

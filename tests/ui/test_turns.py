@@ -11,23 +11,8 @@ from chatapp.ui.turns import stream_turn
 from chatapp.ui.widgets.transcript import trim_notice
 
 
-class FakeRuntime:
-    kv_tokens: list[int] = []
-
-
-class FakeChat:
-    runtime = FakeRuntime()
-
-    def context_messages(self):
-        return [Message("user", "hi"), Message("assistant", "reply")]
-
-    def render(self, messages, add_generation_prompt=True):
-        return ""
-
-
 class FakeEngine:
     def __init__(self):
-        self.chat = FakeChat()
         self.stops = 0
 
     def stop(self):

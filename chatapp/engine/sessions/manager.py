@@ -1,11 +1,14 @@
 """Saving and resuming sessions: the transcript in SQLite, the KV cache in a state file.
 
     manager = SessionManager.open(settings)
-    live = manager.resume("work", engine)      # loads the transcript, restores the KV cache
+    live = manager.resume("work", engine)      # loads the transcript into the engine, restores its cache
     live.report.notice                         # "restored 1,874 tokens in 9 ms; ..." or why not
     for event in engine.send(text): ...
     live.save_turn(record)                     # after each TurnDone (a stopped turn included)
     live.save_now()                            # on quit, or whenever there is no record
+
+The manager talks to the `Engine` only (conversation, prompt ids, cache save and restore), so
+sessions work the same on every backend.
 
 The transcript is written first, in one transaction; the state file after it. A state that is
 missing, damaged, from another model/context/build, or that doesn't match the transcript
@@ -22,9 +25,11 @@ from pathlib import Path
 
 from chatapp import paths
 from chatapp.config import Settings
-from chatapp.engine.chat import common_prefix
+from chatapp.engine.backend import CacheState
+from chatapp.engine.conversation import common_prefix
+from chatapp.engine.engine import Engine
 from chatapp.engine.sessions.files import atomic_write, clean_temp_files, evict_lru, touch
-from chatapp.engine.sessions.fingerprint import mismatch, of_engine
+from chatapp.engine.sessions.fingerprint import mismatch, model_id
 from chatapp.engine.sessions.names import validate_name
 from chatapp.engine.sessions.reports import ResumeReport, SaveReport, reprefill_estimate
 from chatapp.engine.sessions.statefile import SUFFIX, StateFile, StateRejected, encode_state, read_state
@@ -69,13 +74,13 @@ class SessionManager:
     def rename(self, old: str, new: str) -> None:
         self.store.rename(old, validate_name(new))
 
-    def prefill_tps(self, engine, fingerprint: dict | None = None) -> float | None:
+    def prefill_tps(self, engine: Engine, fingerprint: dict | None = None) -> float | None:
         """This machine's measured prefill speed for the engine's model, from saved turns."""
-        fingerprint = fingerprint or of_engine(engine)
-        return self.store.prefill_speed(str(fingerprint["model_sha256"]), engine.summary.backend)
+        fingerprint = fingerprint or engine.fingerprint()
+        return self.store.prefill_speed(model_id(fingerprint), engine.summary.backend)
 
     # --- resume ----------------------------------------------------------------------
-    def resume(self, name: str, engine) -> "LiveSession":
+    def resume(self, name: str, engine: Engine) -> "LiveSession":
         """Load session `name` into the engine's chat, restoring its KV cache when the saved
         state is valid and leaving the cache empty otherwise. An unknown name starts a new
         session from the chat as it stands; it is written on the first save."""
@@ -83,14 +88,13 @@ class SessionManager:
         stored = self.store.load(name)
         live = LiveSession(self, name, engine)
         if stored is None:  # a new session starts from the chat as it is (and its cache)
-            live.report = ResumeReport(name, created=True, messages=len(engine.chat.messages))
+            live.report = ResumeReport(name, created=True, messages=len(engine.messages))
             return live
-        engine.runtime.clear_kv()
-        chat = engine.chat
+        engine.clear_cache()
         n_system = 1 if stored.messages and stored.messages[0].role == "system" else 0
-        chat.load_messages(stored.messages, min(max(stored.window_start, n_system), len(stored.messages)))
+        engine.load_conversation(stored.messages, stored.window_start)
         started = time.perf_counter()
-        expected = chat.prompt_ids()
+        expected = engine.prompt_ids()
         restored, reason = self._restore(live, stored, expected)
         restore_ms = (time.perf_counter() - started) * 1000
         if restored:
@@ -105,7 +109,7 @@ class SessionManager:
         return live
 
     def _restore(self, live: "LiveSession", stored: StoredSession, expected: list[int]) -> tuple[int, str]:
-        runtime = live.engine.runtime
+        engine = live.engine
         path = self.state_path(stored.state_key)
         try:
             state = read_state(path)
@@ -124,31 +128,26 @@ class SessionManager:
         if valid > len(expected) or state.tokens[:valid] != expected[:valid]:
             at = common_prefix(state.tokens[:valid], expected)
             return 0, f"token mismatch: the state differs from the transcript at token {at:,}"
-        try:
-            loaded = runtime.restore_seq_state(state.payload, state.tokens)
-        except Exception:  # noqa: BLE001 - any failure inside the binding means: not restored
-            loaded = False
-        if not loaded:
-            runtime.clear_kv()
-            return 0, "llama.cpp could not load the state"
-        runtime.keep_kv_prefix(valid)
+        if not engine.restore_cache(CacheState(state.tokens, state.payload, state.fingerprint), valid):
+            return 0, f"{'llama.cpp' if engine.summary.kind == 'in-process' else 'llama-server'} could not load the state"
         touch(path)
         return valid, ""
 
     # --- save ------------------------------------------------------------------------
-    def write_state(self, key: str, engine, fingerprint: dict) -> SaveReport:
+    def write_state(self, key: str, engine: Engine, fingerprint: dict) -> SaveReport:
         """Write the engine's KV cache as the state of the session whose state key is `key`."""
-        runtime = engine.runtime
         path = self.state_path(key)
-        kv = runtime.kv_tokens
+        kv = engine.cached_tokens()
         if not kv:  # nothing cached: an older state would only mislead
             with contextlib.suppress(OSError):
                 path.unlink()
             return SaveReport(None)
-        valid = common_prefix(kv, engine.chat.prompt_ids())
+        valid = common_prefix(kv, engine.prompt_ids())
         try:
             self.states_dir.mkdir(parents=True, exist_ok=True)
-            size = atomic_write(path, encode_state(StateFile(fingerprint, kv, valid, runtime.seq_state())))
+            cache = engine.save_cache(key)
+            meta = {**fingerprint, **cache.meta}
+            size = atomic_write(path, encode_state(StateFile(meta, cache.tokens, valid, cache.payload)))
             evicted = evict_lru(self.states_dir, SUFFIX, self.cap_bytes)
         except OSError as exc:
             return SaveReport(None, notices=[f"KV state not saved ({exc.strerror or exc}); the transcript is saved"])
@@ -161,7 +160,7 @@ class SessionManager:
 class LiveSession:
     """One open session bound to one engine. Safe to save from a worker thread."""
 
-    def __init__(self, manager: SessionManager, name: str, engine):
+    def __init__(self, manager: SessionManager, name: str, engine: Engine):
         self.manager = manager
         self.name = name
         self.engine = engine
@@ -174,7 +173,7 @@ class LiveSession:
     @property
     def fingerprint(self) -> dict:
         if self._fingerprint is None:
-            self._fingerprint = of_engine(self.engine)
+            self._fingerprint = self.engine.fingerprint()
         return self._fingerprint
 
     def annotate(self, record: TurnRecord) -> TurnRecord:
@@ -202,10 +201,9 @@ class LiveSession:
         with self._lock:
             started = time.perf_counter()
             engine = self.engine
-            summary, chat = engine.summary, engine.chat
+            summary, messages = engine.summary, engine.messages
             fingerprint = self.fingerprint
-            identity = ModelIdentity(summary.name, str(engine.model_path), str(fingerprint["model_sha256"]),
-                                     summary.quant)
+            identity = ModelIdentity(summary.name, summary.path, model_id(fingerprint), summary.quant or "")
             turn = None
             if record is not None:
                 record = self.annotate(record)
@@ -213,10 +211,9 @@ class LiveSession:
                 data.update(model=summary.name, quant=summary.quant, backend=summary.backend,
                             kv_type=summary.kv_type, threads=summary.threads,
                             layers_offloaded=summary.layers_offloaded)
-                last = max((i for i, m in enumerate(chat.messages) if m.role == "assistant"), default=-1)
+                last = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
                 turn = TurnRow(last, summary.backend, record.prefill_tokens, record.prefill_ms, data)
-            snapshot = Snapshot(self.name, identity, list(chat.messages), chat.window_start,
-                                engine.runtime.kv_cells_used())
+            snapshot = Snapshot(self.name, identity, list(messages), engine.window_start, engine.kv_used())
             key = self.manager.store.save(snapshot, turn)
             state = self.manager.write_state(key, engine, fingerprint)
             return replace(state, record=record, save_ms=(time.perf_counter() - started) * 1000)

@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Sparkline, Static
 
-from chatapp.engine.events import PrefillDone
+from chatapp.engine.events import PrefillDone, PrefillProgress
 from chatapp.engine.stats import LiveDecode, TurnRecord
 from chatapp.format import count, ms, tps
 from chatapp.ui.widgets.paint import Sketch
@@ -44,6 +44,8 @@ class SpeedPanel(Vertical):
         self.last_record: TurnRecord | None = None
         self.prefill: PrefillDone | None = None
         """The running turn's prefill, from PrefillFinished until the turn ends."""
+        self.progress: PrefillProgress | None = None
+        """The running turn's prefill while it runs (chunk by chunk)."""
         self.live: LiveDecode | None = None
         self.history: deque[TurnRecord] = deque(maxlen=HISTORY)
 
@@ -57,8 +59,12 @@ class SpeedPanel(Vertical):
         yield Sparkline([], id="decode-history", classes="history")
 
     # --- what the shell calls ---------------------------------------------------------
+    def show_prefill_progress(self, event: PrefillProgress) -> None:
+        self.progress = event
+        self._paint()
+
     def show_prefill(self, event: PrefillDone) -> None:
-        self.prefill, self.live = event, None
+        self.prefill, self.live, self.progress = event, None, None
         self._paint()
 
     def show_live(self, live: LiveDecode) -> None:
@@ -66,7 +72,7 @@ class SpeedPanel(Vertical):
         self._paint()
 
     def show_turn(self, record: TurnRecord) -> None:
-        self.last_record, self.prefill, self.live = record, None, None
+        self.last_record, self.prefill, self.live, self.progress = record, None, None, None
         self.history.append(record)
         self._paint()
         self._paint_history()
@@ -74,7 +80,7 @@ class SpeedPanel(Vertical):
     # --- figures ------------------------------------------------------------------------
     @property
     def streaming(self) -> bool:
-        return self.prefill is not None
+        return self.prefill is not None or self.progress is not None
 
     @property
     def figures(self) -> dict[str, str]:
@@ -98,7 +104,17 @@ class SpeedPanel(Vertical):
             shown |= {"restored_tokens": count(r.restored_tokens), "restore_ms": ms(r.restore_ms)}
         return shown
 
+    def _progress_text(self, p: PrefillProgress) -> Text:
+        left = p.remaining_s
+        lines = [f"prefill {count(p.done)} of {count(p.total)} tok (live)",
+                 f"  {ms(p.elapsed_ms)} · {tps(p.tps)}" + (f" · ~{left:,.1f} s left" if left is not None else "")]
+        if p.threads:
+            lines.append(f"  {p.threads} thread{'s' if p.threads != 1 else ''}")
+        return Text("\n".join(lines))
+
     def _figures_text(self) -> Text:
+        if self.progress is not None and self.prefill is None:
+            return self._progress_text(self.progress)
         f = self.figures
         if not f:
             return Text("no turn yet", style="italic")

@@ -1,0 +1,125 @@
+"""The boundary under `Engine`: a typed, turn-level `Backend` protocol, and what crosses it.
+
+A backend runs one model and owns its KV cache; it does not know the conversation. The
+engine renders the conversation through the backend's chat template, decides what fits, and
+asks the backend to stream one turn from a list of prompt token ids. Two backends implement
+this: llama.cpp in-process (`chatapp.engine.local`) and llama.cpp's `llama-server` over HTTP
+(`chatapp.engine.server`); the UI's scripted test backend does too.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, get_args, runtime_checkable
+
+from chatapp.config import Settings
+from chatapp.engine.events import BackendEvent, Message
+from chatapp.engine.tokens import Token
+
+BackendKind = Literal["in-process", "llama-server"]
+BACKEND_KINDS: tuple[str, ...] = get_args(BackendKind)
+
+_DEFAULTS = Settings()
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """Sampling for one turn. Defaults come from `Settings`, the one place they are written."""
+
+    temperature: float = _DEFAULTS.temperature
+    top_k: int = _DEFAULTS.top_k
+    top_p: float = _DEFAULTS.top_p
+    min_p: float = _DEFAULTS.min_p
+    max_tokens: int = _DEFAULTS.max_tokens
+    seed: int = _DEFAULTS.seed
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "GenerationSettings":
+        return cls(temperature=settings.temperature, top_k=settings.top_k, top_p=settings.top_p,
+                   min_p=settings.min_p, max_tokens=settings.max_tokens, seed=settings.seed)
+
+
+NOT_REPORTED = "not reported by the server"
+"""How the UI names a figure a backend cannot give (None in a ModelSummary)."""
+
+
+@dataclass(frozen=True)
+class ModelSummary:
+    """What is loaded and where. None means the backend cannot tell (never a guess)."""
+
+    name: str
+    path: str
+    """The model file as the backend names it (a local path, or the server's path)."""
+    kind: BackendKind
+    backend: str
+    """Where the maths runs: CPU, CUDA, Metal... for in-process; "llama-server" for a server."""
+    location: str
+    """"in-process", or "llama-server URL"."""
+    build: str
+    """The llama.cpp build."""
+    n_ctx: int
+    quant: str | None = None
+    kv_type: str | None = None
+    kv_bytes_per_token: int | None = None
+    threads: int | None = None
+    layers_offloaded: int | None = None
+    n_layer: int | None = None
+    n_params: int | None = None
+    size_bytes: int | None = None
+    flash_attn: bool | None = None
+    local_file: str | None = None
+    """A readable copy of the model file on this machine, for the GGUF scans (Quant panel)."""
+
+
+@dataclass(frozen=True)
+class CacheState:
+    """A backend's KV cache as saved: the token ids it holds, and either the bytes of the
+    state (in-process) or where the backend keeps them (`meta`, e.g. a server's slot file)."""
+
+    tokens: list[int]
+    payload: bytes | memoryview = b""
+    meta: dict[str, str | int | bool] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    summary: ModelSummary
+
+    def render(self, messages: Sequence[Message], *, add_generation_prompt: bool) -> str:
+        """The conversation through the model's own chat template."""
+
+    def tokenize_prompt(self, text: str) -> list[int]:
+        """Templated text as the model reads it: special tokens parsed, BOS as the model wants."""
+
+    def tokenize(self, text: str) -> list[Token]:
+        """Plain text (a user's) cut by the model's tokenizer, with pieces that join back into it."""
+
+    def describe(self, ids: Sequence[int]) -> list[Token]:
+        """Pieces of these ids, special tokens marked."""
+
+    def cached_tokens(self) -> list[int]:
+        """The token ids whose keys and values the cache holds now, in position order."""
+
+    def stream(self, prompt: Sequence[int], generation: GenerationSettings, stop: threading.Event, *,
+               reuse_limit: int | None = None) -> Iterator[BackendEvent]:
+        """Run one turn: reuse what the cache shares with `prompt` (at most `reuse_limit`
+        tokens), prefill the rest, decode the reply. Ends with a `Generated`. `stop` may be set
+        from another thread at any time, prefill included."""
+
+    def interrupt(self) -> None:
+        """Called from another thread after `stop` is set, to cut a blocking call short."""
+
+    def clear_cache(self) -> None: ...
+
+    def fingerprint(self) -> dict[str, str | int | bool]:
+        """What must match for a saved cache to load here again, checked in this order."""
+
+    def save_cache(self, key: str) -> CacheState:
+        """The cache as it is now, to be kept under `key` (a session's state key)."""
+
+    def restore_cache(self, state: CacheState, keep: int) -> bool:
+        """Load a saved cache and keep its first `keep` tokens; False leaves the cache empty."""
+
+    def close(self) -> None: ...

@@ -1,0 +1,197 @@
+"""The in-process backend: llama.cpp through `LlamaRuntime`, one sequence, its KV cache.
+
+A turn reuses the longest prefix the cache shares with the prompt, prefills the rest in
+chunks (each one a single llama_decode that a stop can abandon mid-way, with a progress
+event after it), then decodes one token per llama_decode. Figures come from llama.cpp's own
+perf counters.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from chatapp.config import Settings
+from chatapp.engine import tokens as token_views
+from chatapp.engine.backend import CacheState, GenerationSettings, ModelSummary
+from chatapp.engine.conversation import common_prefix
+from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
+from chatapp.engine.llama import LlamaRuntime, LoadOptions, PerfCounters, versions
+from chatapp.engine.stats import LiveDecode
+from chatapp.engine.tokens import Token, Utf8Stream
+
+PREFILL_CHUNK = 256
+"""Prompt tokens per prefill batch: a progress event after each (the Speed panel's live
+prefill figures). A stop does not wait for a chunk to end: llama.cpp abandons it mid-way."""
+
+
+def display_name(path: Path) -> str:
+    """The catalog name when the file is a catalog model, else the file name."""
+    from chatapp.engine.catalog import load_catalog  # noqa: PLC0415
+
+    entry = next((e for e in load_catalog().entries if e.file == path.name), None)
+    return entry.name if entry else path.name
+
+
+class LocalBackend:
+    """`Backend` over llama.cpp in this process."""
+
+    def __init__(self, runtime: LlamaRuntime, name: str | None = None) -> None:
+        from chatapp.engine.quant import model_info  # noqa: PLC0415 - the GGUF scan, cached per file
+
+        self.runtime = runtime
+        info = runtime.info
+        facts = model_info(runtime.path)
+        self.summary = ModelSummary(
+            name=name or display_name(runtime.path), path=str(runtime.path), kind="in-process",
+            backend=info.backend, location="in-process", build=versions()["llama.cpp"], n_ctx=info.n_ctx,
+            quant=facts.file_type, kv_type=info.kv_type, kv_bytes_per_token=runtime.kv_bytes_per_token,
+            threads=info.n_threads, layers_offloaded=info.layers_offloaded, n_layer=info.n_layer,
+            n_params=facts.n_params, size_bytes=facts.file_size, flash_attn=info.flash_attn,
+            local_file=str(runtime.path),
+        )
+
+    @classmethod
+    def load(cls, path: Path, settings: Settings) -> "LocalBackend":
+        options = LoadOptions(n_ctx=settings.n_ctx, n_threads=settings.threads,
+                              n_gpu_layers=settings.gpu_layers, kv_type=settings.kv_type)
+        return cls(LlamaRuntime(path, options))
+
+    # --- template and tokens -------------------------------------------------------------
+    def render(self, messages: Sequence[Message], *, add_generation_prompt: bool) -> str:
+        return self.runtime.render_chat([m.as_template_input() for m in messages],
+                                        add_generation_prompt=add_generation_prompt)
+
+    def tokenize_prompt(self, text: str) -> list[int]:
+        rt = self.runtime
+        bos_text = rt.token_bytes(rt.bos_id).decode("utf-8", "replace")
+        add_bos = rt.adds_bos and not (bos_text and text.startswith(bos_text))
+        return rt.tokenize(text, special=True, add_bos=add_bos)
+
+    def tokenize(self, text: str) -> list[Token]:
+        return token_views.tokenize_text(self.runtime, text)
+
+    def describe(self, ids: Sequence[int]) -> list[Token]:
+        return token_views.describe(self.runtime, list(ids))
+
+    def cached_tokens(self) -> list[int]:
+        return self.runtime.kv_tokens
+
+    # --- a turn ----------------------------------------------------------------------------
+    def interrupt(self) -> None:
+        """Nothing to cut short: prefill polls the stop event inside llama.cpp, decode between tokens."""
+
+    def stream(self, prompt: Sequence[int], generation: GenerationSettings, stop: threading.Event, *,
+               reuse_limit: int | None = None) -> Iterator[BackendEvent]:
+        rt = self.runtime
+        prompt = list(prompt)
+        cached_before = rt.kv_tokens
+        shared = common_prefix(cached_before, prompt)
+        reuse_broken_at = shared if shared < len(cached_before) and shared < len(prompt) - 1 else None
+        cached = min(shared, len(prompt) - 1)  # the last prompt token must run again to produce logits
+        if reuse_limit is not None:
+            cached = min(cached, reuse_limit)
+        rt.keep_kv_prefix(cached)
+        rt.reset_perf()
+        todo = prompt[cached:]
+        done, started = 0, time.perf_counter()
+        while done < len(todo) and not stop.is_set():
+            chunk = todo[done:done + min(PREFILL_CHUNK, rt.n_batch)]
+            finished = rt.prefill(chunk, should_stop=stop.is_set)
+            done = rt.n_cached - cached
+            yield PrefillProgress(done, len(todo), (time.perf_counter() - started) * 1000, rt.threads[1])
+            if not finished:
+                break
+        after_prefill = rt.perf()
+        prefill = PrefillDone(len(prompt), cached, done, after_prefill.prompt_ms + after_prefill.eval_ms,
+                              reuse_broken_at)
+        if done < len(todo):  # stopped while the prompt was being read: nothing was generated
+            yield Generated("stopped", "", 0, 0, 0.0, rt.n_cached, prefill, self._extra())
+            return
+        yield prefill
+        yield from self._decode(generation, stop, after_prefill, prefill)
+
+    def _decode(self, generation: GenerationSettings, stop: threading.Event, after_prefill: PerfCounters,
+                prefill: PrefillDone) -> Iterator[BackendEvent]:
+        rt = self.runtime
+        sampler = rt.sampler(temperature=generation.temperature, top_k=generation.top_k, top_p=generation.top_p,
+                             min_p=generation.min_p, seed=generation.seed)
+        stream, parts, generated, finish = Utf8Stream(), [], 0, "length"
+        try:
+            while generated < generation.max_tokens:
+                if stop.is_set():
+                    finish = "stopped"
+                    break
+                token = sampler.sample()
+                if rt.is_end_of_generation(token):
+                    finish = "stop"
+                    break
+                generated += 1
+                text = "" if rt.is_special(token) else stream.feed(rt.token_bytes(token))
+                if rt.n_cached >= rt.n_ctx:
+                    parts.append(text)
+                    finish = "context"
+                    break
+                rt.decode_one(token)
+                if text:
+                    parts.append(text)
+                    # Per token, the runtime's own count of cached tokens (kept equal to llama.cpp's)
+                    # spares a llama.cpp call; the record below asks llama.cpp itself.
+                    yield TextDelta(text, self._live(after_prefill, rt.n_cached))
+        except KeyboardInterrupt:
+            finish = "stopped"
+        finally:
+            sampler.close()
+        parts.append(stream.flush())
+        live = self._live(after_prefill, rt.kv_cells_used())
+        yield Generated(finish, "".join(parts), generated, live.decode_tokens, live.decode_ms, live.kv_used,
+                        prefill, self._extra())
+
+    def _live(self, after_prefill: PerfCounters, kv_used: int) -> LiveDecode:
+        now = self.runtime.perf()
+        return LiveDecode(decode_tokens=now.eval_tokens - after_prefill.eval_tokens,
+                          decode_ms=now.eval_ms - after_prefill.eval_ms, kv_used=kv_used)
+
+    def _extra(self) -> dict:
+        decode, batch = self.runtime.threads
+        return {"threads": decode, "threads_batch": batch}
+
+    # --- the cache ---------------------------------------------------------------------------
+    def clear_cache(self) -> None:
+        self.runtime.clear_kv()
+
+    def fingerprint(self) -> dict[str, str | int | bool]:
+        """The model's sha256 (cached by file identity), context, KV type and the build."""
+        from chatapp.engine.filecache import file_sha256  # noqa: PLC0415
+
+        info, found = self.runtime.info, versions()
+        return {
+            "model_sha256": file_sha256(self.runtime.path),
+            "model": self.summary.name,
+            "quant": self.summary.quant or "",
+            "n_ctx": info.n_ctx,
+            "kv_type": info.kv_type,
+            "flash_attn": info.flash_attn,
+            "llama_cpp": found["llama.cpp"],
+            "llama_cpp_python": found["llama-cpp-python"],
+        }
+
+    def save_cache(self, key: str) -> CacheState:
+        return CacheState(self.runtime.kv_tokens, self.runtime.seq_state())
+
+    def restore_cache(self, state: CacheState, keep: int) -> bool:
+        rt = self.runtime
+        try:
+            loaded = rt.restore_seq_state(state.payload, state.tokens)
+        except Exception:  # noqa: BLE001 - any failure inside the binding means: not restored
+            loaded = False
+        if not loaded:
+            rt.clear_kv()
+            return False
+        rt.keep_kv_prefix(keep)
+        return True
+
+    def close(self) -> None:
+        self.runtime.close()
