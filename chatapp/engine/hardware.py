@@ -45,10 +45,15 @@ def _linux_physical_cores(cpuinfo: Path) -> int:
     return min(len(pairs), allowed) if pairs else 0
 
 
-def threads_beside_ui() -> int:
-    """llama.cpp threads for an interactive app: one physical core stays free for the UI.
+def cpu_name() -> str:
+    """The processor's model name, where the system says it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                return value.strip()
+    except OSError:
+        pass
+    import platform  # noqa: PLC0415
 
-    llama.cpp's OpenMP threads spin while they wait for each other, so a UI thread that
-    shares their cores stalls them all; on 2 cores this halved decode speed in the TUI.
-    """
-    return max(1, physical_cores() - 1)
+    return platform.processor() or platform.machine()

@@ -18,8 +18,10 @@ from chatapp.engine import tokens as token_views
 from chatapp.engine.backend import CacheState, GenerationSettings, ModelSummary
 from chatapp.engine.conversation import common_prefix
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
+from chatapp.engine.hardware import cpu_name, physical_cores
 from chatapp.engine.llama import LlamaRuntime, LoadOptions, PerfCounters, versions
 from chatapp.engine.stats import LiveDecode
+from chatapp.engine.threads import ThreadPolicy
 from chatapp.engine.tokens import Token, Utf8Stream
 
 PREFILL_CHUNK = 256
@@ -38,12 +40,13 @@ def display_name(path: Path) -> str:
 class LocalBackend:
     """`Backend` over llama.cpp in this process."""
 
-    def __init__(self, runtime: LlamaRuntime, name: str | None = None) -> None:
+    def __init__(self, runtime: LlamaRuntime, name: str | None = None, threads: ThreadPolicy | None = None) -> None:
         from chatapp.engine.quant import model_info  # noqa: PLC0415 - the GGUF scan, cached per file
 
         self.runtime = runtime
         info = runtime.info
         facts = model_info(runtime.path)
+        self.threads = threads or ThreadPolicy(physical_cores(), fixed=runtime.threads[0])
         self.summary = ModelSummary(
             name=name or display_name(runtime.path), path=str(runtime.path), kind="in-process",
             backend=info.backend, location="in-process", build=versions()["llama.cpp"], n_ctx=info.n_ctx,
@@ -55,9 +58,14 @@ class LocalBackend:
 
     @classmethod
     def load(cls, path: Path, settings: Settings) -> "LocalBackend":
-        options = LoadOptions(n_ctx=settings.n_ctx, n_threads=settings.threads,
-                              n_gpu_layers=settings.gpu_layers, kv_type=settings.kv_type)
-        return cls(LlamaRuntime(path, options))
+        """`settings.threads` 0 lets ThreadPolicy choose (measured, fewer when the machine is busy)."""
+        key = f"{cpu_name()}|{physical_cores()}|{path.name}|{path.stat().st_size}"
+        policy = ThreadPolicy(physical_cores(), fixed=settings.threads, key=key)
+        policy.look(force=True)
+        options = LoadOptions(n_ctx=settings.n_ctx, n_threads=policy.decode_threads(),
+                              n_threads_batch=policy.prefill_threads(), n_gpu_layers=settings.gpu_layers,
+                              kv_type=settings.kv_type)
+        return cls(LlamaRuntime(path, options), threads=policy)
 
     # --- template and tokens -------------------------------------------------------------
     def render(self, messages: Sequence[Message], *, add_generation_prompt: bool) -> str:
@@ -97,13 +105,16 @@ class LocalBackend:
         rt.reset_perf()
         todo = prompt[cached:]
         done, started = 0, time.perf_counter()
+        self.threads.look(force=True)
         while done < len(todo) and not stop.is_set():
+            self._use_threads(rt.threads[0], self.threads.prefill_threads())
             chunk = todo[done:done + min(PREFILL_CHUNK, rt.n_batch)]
             finished = rt.prefill(chunk, should_stop=stop.is_set)
             done = rt.n_cached - cached
             yield PrefillProgress(done, len(todo), (time.perf_counter() - started) * 1000, rt.threads[1])
             if not finished:
                 break
+            self.threads.look()
         after_prefill = rt.perf()
         prefill = PrefillDone(len(prompt), cached, done, after_prefill.prompt_ms + after_prefill.eval_ms,
                               reuse_broken_at)
@@ -115,7 +126,7 @@ class LocalBackend:
 
     def _decode(self, generation: GenerationSettings, stop: threading.Event, after_prefill: PerfCounters,
                 prefill: PrefillDone) -> Iterator[BackendEvent]:
-        rt = self.runtime
+        rt, policy = self.runtime, self.threads
         sampler = rt.sampler(temperature=generation.temperature, top_k=generation.top_k, top_p=generation.top_p,
                              min_p=generation.min_p, seed=generation.seed)
         stream, parts, generated, finish = Utf8Stream(), [], 0, "length"
@@ -134,7 +145,12 @@ class LocalBackend:
                     parts.append(text)
                     finish = "context"
                     break
+                threads = policy.decode_threads()
+                self._use_threads(threads, rt.threads[1])
+                step = time.perf_counter()
                 rt.decode_one(token)
+                policy.observe(threads, time.perf_counter() - step)
+                policy.look()
                 if text:
                     parts.append(text)
                     # Per token, the runtime's own count of cached tokens (kept equal to llama.cpp's)
@@ -149,14 +165,20 @@ class LocalBackend:
         yield Generated(finish, "".join(parts), generated, live.decode_tokens, live.decode_ms, live.kv_used,
                         prefill, self._extra())
 
+    def _use_threads(self, decode: int, batch: int) -> None:
+        if self.runtime.threads != (decode, batch):
+            self.runtime.set_threads(decode, batch)
+
     def _live(self, after_prefill: PerfCounters, kv_used: int) -> LiveDecode:
         now = self.runtime.perf()
+        threads = self.runtime.threads[0]
         return LiveDecode(decode_tokens=now.eval_tokens - after_prefill.eval_tokens,
-                          decode_ms=now.eval_ms - after_prefill.eval_ms, kv_used=kv_used)
+                          decode_ms=now.eval_ms - after_prefill.eval_ms, kv_used=kv_used, threads=threads,
+                          threads_reason=self.threads.reason(threads))
 
     def _extra(self) -> dict:
         decode, batch = self.runtime.threads
-        return {"threads": decode, "threads_batch": batch}
+        return {"threads": decode, "threads_batch": batch, "threads_reason": self.threads.reason(decode)}
 
     # --- the cache ---------------------------------------------------------------------------
     def clear_cache(self) -> None:

@@ -16,6 +16,9 @@ class LiveDecode:
     decode_tokens: int
     decode_ms: float
     kv_used: int
+    threads: int = 0
+    """llama.cpp threads decoding now (0: the backend does not say)."""
+    threads_reason: str = ""
 
     @property
     def decode_tps(self) -> float:

@@ -22,7 +22,6 @@ def run_app(settings: Settings, *, model: str | None = None, session: str | None
     is resumed once the TUI is up, and saved again when it closes."""
     from chatapp.commands.progress import pull_progress  # noqa: PLC0415
     from chatapp.engine.engine import Engine  # noqa: PLC0415
-    from chatapp.engine.hardware import threads_beside_ui  # noqa: PLC0415
     from chatapp.engine.models import resolve_model  # noqa: PLC0415
 
     err = Console(stderr=True, highlight=False)
@@ -32,8 +31,6 @@ def run_app(settings: Settings, *, model: str | None = None, session: str | None
 
         validate_name(session)
         sessions = SessionManager.open(settings)  # before loading the model: a bad database fails fast
-    if settings.threads == 0:  # auto: leave the UI a core of its own
-        settings = settings.replace(threads=threads_beside_ui())
     with pull_progress(err) as progress:
         path = resolve_model(model, settings, progress=progress)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatapp-load") as pool:

@@ -1,4 +1,4 @@
-from chatapp.engine.hardware import _linux_physical_cores, physical_cores, threads_beside_ui
+from chatapp.engine.hardware import _linux_physical_cores, cpu_name, physical_cores
 
 HYPERTHREADED = "".join(
     f"processor\t: {cpu}\nphysical id\t: 0\ncore id\t\t: {cpu % 2}\n\n" for cpu in range(4)
@@ -11,6 +11,6 @@ def test_hyperthreads_count_once(tmp_path):
     assert _linux_physical_cores(cpuinfo) == 2
 
 
-def test_the_ui_keeps_a_core_but_llama_gets_at_least_one():
-    assert threads_beside_ui() == max(1, physical_cores() - 1)
-    assert threads_beside_ui() >= 1
+def test_this_machine_has_a_name_and_cores():
+    assert cpu_name()
+    assert physical_cores() >= 1

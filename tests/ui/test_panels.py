@@ -415,9 +415,9 @@ async def test_panels_paint_under_textuals_ansi_themes(session, themes, default_
 
 
 # --- the reply -----------------------------------------------------------------------------
-def styled(app: App, renderable, text: str) -> Style:
-    """The style of the first rendered segment holding `text`."""
-    segments = app.console.render(renderable, app.console.options.update_width(70))
+def styled(reply: Reply, text: str) -> Style:
+    """The style of the first segment on screen holding `text`."""
+    segments = (segment for y in range(reply.size.height) for segment in reply.render_line(y))
     return next(s.style for s in segments if text in s.text)
 
 
@@ -429,10 +429,10 @@ async def test_a_reply_is_one_widget_drawn_in_the_theme_colours(session, themes)
         assert not reply.children  # one widget, however many Markdown blocks
         assert real.split()[0] in "".join(reply.render_line(y).text for y in range(reply.size.height))
         app = pilot.app
-        assert styled(app, reply.render(), "sorted()").color == theme_colour(reply, "text-accent")
-        assert styled(app, reply.render(), "Notes").color == theme_colour(reply, "markdown-h2-color")
+        assert styled(reply, "sorted()").color == theme_colour(reply, "text-accent")
+        assert styled(reply, "Notes").color == theme_colour(reply, "markdown-h2-color")
         dark_accent = theme_colour(reply, "text-accent")
         app.theme = "chatapp-light"
         await pilot.pause()
         assert theme_colour(reply, "text-accent") != dark_accent
-        assert styled(app, reply.render(), "sorted()").color == theme_colour(reply, "text-accent")
+        assert styled(reply, "sorted()").color == theme_colour(reply, "text-accent")

@@ -209,7 +209,7 @@ class LiveSession:
                 record = self.annotate(record)
                 data = record.to_json()
                 data.update(model=summary.name, quant=summary.quant, backend=summary.backend,
-                            kv_type=summary.kv_type, threads=summary.threads,
+                            kv_type=summary.kv_type, threads=data.get("threads", summary.threads),
                             layers_offloaded=summary.layers_offloaded)
                 last = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
                 turn = TurnRow(last, summary.backend, record.prefill_tokens, record.prefill_ms, data)

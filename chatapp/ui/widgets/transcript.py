@@ -63,6 +63,7 @@ class Transcript(VerticalScroll):
 
     async def start_reply(self) -> Reply:
         self.reply = Reply()
+        self.reply.streaming = True
         self.reply.add_class("-streaming")
         await self.mount(self.reply)
         self.anchor()
@@ -75,7 +76,7 @@ class Transcript(VerticalScroll):
     async def finish_reply(self, record: TurnRecord) -> None:
         reply = self.reply or await self.start_reply()
         self.reply = None
-        reply.show(record.reply or "*(empty reply)*")
+        reply.show(record.reply or "*(empty reply)*", streaming=False)
         reply.remove_class("-streaming")
         note = FINISH_NOTES.get(record.finish_reason)
         reply.set_class(record.finish_reason == "stopped", "-stopped")

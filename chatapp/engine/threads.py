@@ -1,0 +1,163 @@
+"""How many threads llama.cpp gets: measured on this machine, and fewer when it is busy.
+
+llama.cpp's OpenMP threads wait for each other by spinning. When one of them is descheduled
+because another program wants a core, the others spin until it comes back, at every one of
+the hundreds of barriers in a token: on 2 cores, 2 threads beside one busy process decoded at
+0.3 tok/s where 1 thread kept about 40. So the count follows what other programs leave free
+(psutil's CPU counters, sampled while a turn runs), and within that:
+- prefill gets every free physical core (the UI is idle while it runs);
+- decode gets the count that measured fastest here. The first decode steps on a model try
+  each candidate in turn, in short blocks, and keep the fastest by median step time; the
+  choice is cached per machine and model, so later starts begin with it.
+`reason` says, in words, what runs and why (the Speed panel shows it).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+
+from chatapp import paths
+
+BLOCK = 4
+"""Decode steps per candidate in one round of the first measurement."""
+ROUNDS = 3
+"""Rounds of blocks (each candidate gets ROUNDS x BLOCK steps) before choosing."""
+LOAD_EVERY_S = 0.5
+"""Seconds between looks at what other programs use."""
+BUSY_SHARE = 0.5
+"""A core counts as taken when other programs use at least this share of one."""
+CACHE_FILE = "decode_threads.json"
+
+
+class OtherLoad:
+    """Cores that other programs keep busy: the whole machine's busy time less this process's."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._process = psutil.Process()
+        self._last = self._read()
+
+    def _read(self) -> tuple[float, float, float]:
+        total = psutil.cpu_times()
+        busy = sum(getattr(total, name, 0.0) for name in ("user", "nice", "system", "irq", "softirq", "steal"))
+        mine = sum(self._process.cpu_times()[:2])
+        return self._clock(), busy, mine
+
+    def sample(self) -> float:
+        """Cores used by others since the last sample (0 when too little time has passed)."""
+        now = self._read()
+        wall = now[0] - self._last[0]
+        if wall <= 0:
+            return 0.0
+        others = max(0.0, (now[1] - self._last[1]) - (now[2] - self._last[2])) / wall
+        self._last = now
+        return others
+
+
+def _cache_path() -> Path:
+    return paths.cache_dir() / CACHE_FILE
+
+
+def cached_choice(key: str) -> int | None:
+    try:
+        value = json.loads(_cache_path().read_text()).get(key)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def remember_choice(key: str, threads: int) -> None:
+    """Best effort: a cache that can't be written only means measuring again next time."""
+    path = _cache_path()
+    try:
+        data = json.loads(path.read_text()) if path.exists() else {}
+        if not isinstance(data, dict):
+            data = {}
+        data[key] = threads
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        tmp.replace(path)
+    except (OSError, ValueError):
+        pass
+
+
+class ThreadPolicy:
+    def __init__(self, cores: int, *, fixed: int = 0, key: str = "", load: OtherLoad | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.cores = max(1, cores)
+        self.fixed = fixed
+        self._key = key
+        self._load = load or OtherLoad(clock)
+        self._clock = clock
+        self._free = self.cores
+        self._looked = clock()
+        self._candidates = sorted({1, max(1, self.cores - 1), self.cores})
+        self._steps: dict[int, list[float]] = {n: [] for n in self._candidates}
+        self.best = fixed or (cached_choice(key) if key else None)
+        self._plan = [] if self.best else [n for _ in range(ROUNDS) for n in self._candidates for _ in range(BLOCK)]
+
+    # --- what other programs leave --------------------------------------------------------
+    def look(self, force: bool = False) -> None:
+        """Update the free cores from what other programs used since the last look."""
+        now = self._clock()
+        if not force and now - self._looked < LOAD_EVERY_S:
+            return
+        self._looked = now
+        others = self._load.sample()
+        self._free = max(1, self.cores - int(others + (1 - BUSY_SHARE)))
+
+    @property
+    def free(self) -> int:
+        return self._free
+
+    # --- choices -----------------------------------------------------------------------------
+    def prefill_threads(self) -> int:
+        return self.fixed or self._free
+
+    def decode_threads(self) -> int:
+        if self.fixed:
+            return self.fixed
+        if self._plan:
+            return min(self._plan[0], self._free)
+        return min(self.best or self.cores, self._free)
+
+    @property
+    def measuring(self) -> bool:
+        return bool(self._plan) and not self.fixed
+
+    def observe(self, threads: int, seconds: float) -> None:
+        """A decode step ran with `threads` in `seconds`."""
+        if not self._plan:
+            return
+        if threads == self._plan[0] and threads <= self._free:
+            self._steps[threads].append(seconds)
+        self._plan.pop(0)
+        if not self._plan:
+            medians = {n: statistics.median(s) for n, s in self._steps.items() if s}
+            if medians:
+                self.best = min(medians, key=medians.get)
+                self._medians = medians
+                if self._key and len(medians) == len(self._candidates):
+                    remember_choice(self._key, self.best)
+
+    def reason(self, threads: int) -> str:
+        """Why `threads` run now, in a few words."""
+        if self.fixed:
+            return "set in the config"
+        if self._free < self.cores and threads == self._free:
+            taken = self.cores - self._free
+            return f"other programs keep {taken} of {self.cores} cores busy"
+        if self._plan:
+            return "measuring which count is fastest here"
+        medians = getattr(self, "_medians", None)
+        if medians and len(medians) > 1:
+            shown = ", ".join(f"{n}: {medians[n] * 1000:.1f} ms" for n in sorted(medians))
+            return f"fastest measured here (per token {shown})"
+        return "fastest measured here earlier" if self.best else "all physical cores"

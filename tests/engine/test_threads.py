@@ -1,0 +1,93 @@
+"""How many threads llama.cpp gets: measured, and fewer while other programs are busy."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from chatapp.config import Settings
+from chatapp.engine.engine import Engine
+from chatapp.engine.hardware import physical_cores
+from chatapp.engine.threads import OtherLoad, ThreadPolicy, cached_choice
+
+BUSY = [sys.executable, "-c", "import time\nend = time.time() + 60\nwhile time.time() < end: pass"]
+
+
+class Load:
+    """What other programs use, as a test sets it: the policy's rules without a busy machine."""
+
+    def __init__(self, cores: float = 0.0) -> None:
+        self.cores = cores
+
+    def sample(self) -> float:
+        return self.cores
+
+
+@pytest.fixture
+def busy_process():
+    proc = subprocess.Popen(BUSY)
+    time.sleep(0.3)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_other_load_sees_a_busy_process(busy_process):
+    load = OtherLoad()
+    time.sleep(1.0)
+    assert load.sample() >= 0.6
+
+
+def test_a_busy_machine_leaves_fewer_threads():
+    load = Load()
+    policy = ThreadPolicy(4, load=load)
+    policy.look(force=True)
+    assert policy.prefill_threads() == 4
+    load.cores = 1.3
+    policy.look(force=True)
+    assert policy.free == 3 and policy.prefill_threads() == 3 and policy.decode_threads() <= 3
+    assert "other programs keep 1 of 4 cores busy" in policy.reason(3)
+    load.cores = 3.9
+    policy.look(force=True)
+    assert policy.decode_threads() == policy.prefill_threads() == 1
+
+
+def test_the_first_steps_measure_and_the_fastest_count_is_kept():
+    policy = ThreadPolicy(2, load=Load(), key="test-machine|model")
+    assert policy.measuring and "measuring" in policy.reason(policy.decode_threads())
+    tried = []
+    while policy.measuring:
+        threads = policy.decode_threads()
+        tried.append(threads)
+        policy.observe(threads, 0.010 if threads == 1 else 0.016)  # here 1 thread is faster
+    assert set(tried) == {1, 2}
+    assert policy.best == 1 and policy.decode_threads() == 1
+    assert "fastest measured here" in policy.reason(1) and "1: 10.0 ms" in policy.reason(1)
+    assert cached_choice("test-machine|model") == 1
+    again = ThreadPolicy(2, load=Load(), key="test-machine|model")
+    assert not again.measuring and again.decode_threads() == 1
+
+
+def test_threads_set_in_the_config_are_used_as_they_are():
+    policy = ThreadPolicy(2, fixed=1, load=Load(3.0))
+    policy.look(force=True)
+    assert policy.decode_threads() == policy.prefill_threads() == 1
+    assert policy.reason(1) == "set in the config"
+
+
+def test_a_turn_on_a_busy_machine_decodes_with_fewer_threads(default_model_path, busy_process):
+    cores = physical_cores()
+    if cores < 2:
+        pytest.fail("this test needs at least 2 physical cores to show the back-off")
+    engine = Engine.open(Settings(n_ctx=512, temperature=0.0, max_tokens=24), str(default_model_path))
+    try:
+        time.sleep(0.6)  # the policy looks at the machine's load at least twice a second
+        record = list(engine.send("Count to ten."))[-1].record
+    finally:
+        engine.close()
+    assert record.extra["threads"] <= cores - 1
+    assert record.extra["threads_batch"] <= cores - 1
+    assert "other programs keep" in record.extra["threads_reason"]
