@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import sys
+from collections.abc import Iterator
 
 from rich.console import Console
 from rich.markup import escape
@@ -29,6 +33,34 @@ def stats_line(record: TurnRecord) -> str:
     return " · ".join(parts)
 
 
+@contextlib.contextmanager
+def ctrl_c_stops(engine) -> Iterator[None]:
+    """The first Ctrl+C stops the turn (the reply so far is kept and saved, even mid-prefill:
+    llama.cpp abandons the batch it is on); a second one quits at once, like kill -9 (saved
+    sessions survive that). The handler may run inside llama.cpp's abort callback, where an
+    exception could only be printed and ignored, so it never raises. Only on the main thread."""
+    stopping = False
+
+    def interrupt(_signum, _frame) -> None:
+        nonlocal stopping
+        if stopping:
+            os.write(2, b"chatapp: interrupted\n")
+            os._exit(130)
+        stopping = True
+        engine.stop()
+        os.write(2, b"\nstopping... (Ctrl+C again quits at once)\n")
+
+    try:
+        previous = signal.signal(signal.SIGINT, interrupt)
+    except ValueError:  # not the main thread: leave Ctrl+C as it is
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_json: bool,
             session: str | None = None) -> None:
     from chatapp.commands.core import open_engine
@@ -43,36 +75,42 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
     engine = open_engine(settings, model, err)
     summary = engine.summary
     try:
-        live = manager.resume(session, engine) if manager is not None else None
-        if live is not None and live.report.notice:
-            err.print(f"[dim]session {escape(session)}: {escape(live.report.notice)}[/]")
-        for number, prompt in enumerate(prompts, 1):
-            record = None
-            for event in engine.send(prompt):
-                if isinstance(event, ContextTrimmed):
-                    err.print(f"[yellow]context full: dropped the oldest {event.dropped_turns} turn(s) "
-                              f"({len(event.dropped)} messages) to fit this one[/]")
-                elif isinstance(event, TextDelta) and not as_json:
-                    sys.stdout.write(event.text)
-                    sys.stdout.flush()
-                elif isinstance(event, TurnDone):
-                    record = event.record
-                    if live is not None:
-                        saved = live.save_turn(record)
-                        record = saved.record
-                        for notice in saved.notices:
-                            err.print(f"[yellow]session {escape(session)}: {escape(notice)}[/]")
-                    if as_json:
-                        data = record.to_json()
-                        data.update(model=summary.name, quant=summary.quant, backend=summary.backend,
-                                    layers_offloaded=summary.layers_offloaded)
-                        print(json.dumps(data, ensure_ascii=False), flush=True)
-                    else:
-                        sys.stdout.write("\n")
-                        err.print(f"[dim]{stats_line(record)}[/]")
-            if record is not None and record.finish_reason == "stopped":
-                if number < len(prompts):
-                    err.print(f"[yellow]stopped; skipped the remaining {len(prompts) - number} prompt(s)[/]")
-                break
+        with ctrl_c_stops(engine):
+            _ask(engine, summary, manager, session, prompts, as_json, err)
     finally:
         engine.close()
+
+
+def _ask(engine, summary, manager, session: str | None, prompts: list[str], as_json: bool,
+         err: Console) -> None:
+    live = manager.resume(session, engine) if manager is not None else None
+    if live is not None and live.report.notice:
+        err.print(f"[dim]session {escape(session)}: {escape(live.report.notice)}[/]")
+    for number, prompt in enumerate(prompts, 1):
+        record = None
+        for event in engine.send(prompt):
+            if isinstance(event, ContextTrimmed):
+                err.print(f"[yellow]context full: dropped the oldest {event.dropped_turns} turn(s) "
+                          f"({len(event.dropped)} messages) to fit this one[/]")
+            elif isinstance(event, TextDelta) and not as_json:
+                sys.stdout.write(event.text)
+                sys.stdout.flush()
+            elif isinstance(event, TurnDone):
+                record = event.record
+                if live is not None:
+                    saved = live.save_turn(record)
+                    record = saved.record
+                    for notice in saved.notices:
+                        err.print(f"[yellow]session {escape(session)}: {escape(notice)}[/]")
+                if as_json:
+                    data = record.to_json()
+                    data.update(model=summary.name, quant=summary.quant, backend=summary.backend,
+                                layers_offloaded=summary.layers_offloaded)
+                    print(json.dumps(data, ensure_ascii=False), flush=True)
+                else:
+                    sys.stdout.write("\n")
+                    err.print(f"[dim]{stats_line(record)}[/]")
+        if record is not None and record.finish_reason == "stopped":
+            if number < len(prompts):
+                err.print(f"[yellow]stopped; skipped the remaining {len(prompts) - number} prompt(s)[/]")
+            break

@@ -8,13 +8,26 @@ progress bar and Ctrl+C behave as in any other command.
 
 from __future__ import annotations
 
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from rich.console import Console
 from rich.markup import escape
 
 from chatapp.config import Settings
-from chatapp.errors import ChatappError
+from chatapp.errors import ChatappError, InputError
+
+
+def check_terminal() -> None:
+    """The TUI reads keys from a terminal and draws on one; without, it would wait for ever."""
+    for name, stream in (("input", sys.stdin), ("output", sys.stdout)):
+        try:
+            interactive = stream is not None and stream.isatty()
+        except (ValueError, OSError):
+            interactive = False
+        if not interactive:
+            raise InputError(f"the chat needs a terminal, and its {name} is not one; "
+                             "in scripts and pipes use: chatapp ask PROMPT")
 
 
 def run_app(settings: Settings, *, model: str | None = None, session: str | None = None) -> None:
@@ -24,6 +37,7 @@ def run_app(settings: Settings, *, model: str | None = None, session: str | None
     from chatapp.engine.engine import Engine  # noqa: PLC0415
     from chatapp.engine.models import resolve_model  # noqa: PLC0415
 
+    check_terminal()
     err = Console(stderr=True, highlight=False)
     sessions = None
     if session is not None:

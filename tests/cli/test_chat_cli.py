@@ -9,6 +9,7 @@ import select
 import struct
 import sys
 import termios
+import time
 from pathlib import Path
 
 import numpy as np
@@ -44,10 +45,12 @@ class Terminal:
         """Read until the child exits; its exit status."""
         while select.select([self.fd], [], [], timeout)[0]:
             try:
-                if not os.read(self.fd, 1 << 16):
-                    break
+                data = os.read(self.fd, 1 << 16)
             except OSError:
                 break
+            if not data:
+                break
+            self.screen += data
         _, status = os.waitpid(self.pid, 0)
         os.close(self.fd)
         return os.waitstatus_to_exitcode(status)
@@ -61,11 +64,21 @@ def test_chat_opens_the_tui_on_the_default_model_and_ctrl_q_quits(isolated_dirs)
     assert terminal.exit_code() == 0
 
 
-def test_chat_with_a_missing_model_is_one_line_exit_2(chatapp_exe):
-    out = chatapp_exe("chat", "--model", "/nonexistent/model.gguf")
-    assert out.returncode == 2
-    assert "not found" in out.stderr and "Traceback" not in out.stderr
-    assert len(out.stderr.strip().splitlines()) == 1
+def test_chat_with_a_missing_model_is_one_line_exit_2(isolated_dirs):
+    terminal = Terminal("chat", "--model", "/nonexistent/model.gguf")
+    assert terminal.exit_code() == 2
+    shown = terminal.screen.decode()
+    assert "not found" in shown and "Traceback" not in shown
+    assert len(shown.strip().splitlines()) == 1
+
+
+def test_chat_without_a_terminal_says_so_and_points_to_ask(chatapp_exe):
+    """stdin from /dev/null, stdout to a pipe: one line and exit 2, at once (it spun for minutes)."""
+    for args in ((), ("chat",)):
+        out = chatapp_exe(*args)
+        assert out.returncode == 2, out.stderr
+        assert "needs a terminal" in out.stderr and "chatapp ask" in out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1 and out.stdout == ""
 
 
 def test_a_model_llama_cpp_refuses_while_the_ui_loads_is_one_line_exit_2(chatapp_exe, tmp_path):
@@ -78,7 +91,39 @@ def test_a_model_llama_cpp_refuses_while_the_ui_loads_is_one_line_exit_2(chatapp
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    out = chatapp_exe("chat", "--model", str(path))
-    assert out.returncode == 2
-    assert "llama.cpp could not load" in out.stderr and "Traceback" not in out.stderr
-    assert len(out.stderr.strip().splitlines()) == 1
+    terminal = Terminal("chat", "--model", str(path))
+    assert terminal.exit_code() == 2
+    shown = terminal.screen.decode()
+    assert "llama.cpp could not load" in shown and "Traceback" not in shown
+    assert len(shown.strip().splitlines()) == 1
+
+
+def test_ctrl_c_during_a_long_prefill_stops_ask_and_keeps_the_turn(isolated_dirs, tmp_path):
+    """SIGINT while llama.cpp reads a ~3,000-token prompt: the turn ends "stopped" with what was
+    prefilled, and the session keeps it, rather than waiting for the whole prompt."""
+    import json
+    import signal
+    import subprocess
+
+    from chatapp.engine.sessions import SessionManager
+    from chatapp.config import Settings
+
+    exe = Path(sys.executable).with_name("chatapp")
+    prompt = " ".join(f"Line {i}: the keeper trimmed the wick and wrote in the log." for i in range(170))
+    proc = subprocess.Popen([str(exe), "ask", "--json", "--session", "long", "--temperature", "0", prompt],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **isolated_dirs})
+    time.sleep(0.2)
+    deadline = time.monotonic() + 60
+    while not list((tmp_path / "data").rglob("sessions.db")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the session database is opened before the model loads
+    time.sleep(1.5)  # the model loads in well under a second; the prefill takes several
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    record = json.loads(out.splitlines()[-1])
+    assert record["finish_reason"] == "stopped"
+    assert record["generated_tokens"] == 0 and record["prefill_tokens"] < record["prompt_tokens"]
+    assert "Traceback" not in err and "stopping" in err
+    stored = SessionManager.open(Settings(), tmp_path / "data" / "chatapp" / "sessions").store.get("long")
+    assert [m.role for m in stored.messages][-2:] == ["user", "assistant"] and stored.messages[-1].stopped

@@ -21,8 +21,8 @@ from chatapp.ui import app as app_module
 from chatapp.ui.app import ChatApp
 from chatapp.format import count, ms, tps
 from chatapp.ui.messages import (
-    ComposerTokenized, ModelInfoReady, ModelSwitched, ModelSwitchFailed, PrefillFinished, ReplyProgress, TurnFailed,
-    TurnFinished, TurnStarted, TurnTrimmed,
+    ComposerTokenized, ModelInfoReady, ModelSwitched, ModelSwitchFailed, PrefillFinished, PrefillProgressed,
+    ReplyProgress, TurnFailed, TurnFinished, TurnStarted, TurnTrimmed,
 )
 from chatapp.ui.screens.help import HelpScreen
 from chatapp.ui.pacing import UpdatePacer
@@ -192,6 +192,30 @@ async def test_enter_while_generating_keeps_the_text(make_app):
 
 
 # --- stopping -----------------------------------------------------------------------------------
+async def test_escape_during_a_long_prefill_stops_it_and_the_speed_panel_showed_its_progress(make_app):
+    """A ~3,000-token paste: Esc after the first prefill chunk ends the turn there (llama.cpp
+    abandons the batch it is on), with what was read still cached, exactly as llama.cpp has it."""
+    app, seen = make_app(n_ctx=4096, max_tokens=64)
+    text = " ".join(f"Line {i}: the keeper trimmed the wick and wrote in the log." for i in range(170))
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        app.query_one(Composer).load_text(text)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: seen.count(PrefillProgressed), TURN_TIMEOUT)
+        progress = seen.of(PrefillProgressed)[0].event
+        assert 0 < progress.done < progress.total
+        figures = app.query_one("#speed-figures")
+        await wait_until(pilot, lambda: f"of {count(progress.total)} tok (live)" in figures.plain)
+        assert "tok/s" in figures.plain and "s left" in figures.plain
+        await pilot.press("escape")
+        record = (await finished(pilot, app, seen)).record
+        assert record.finish_reason == "stopped" and record.generated_tokens == 0
+        assert record.prefill_tokens < record.prompt_tokens - record.cached_tokens
+        assert app.engine.kv_used() == record.kv_used == record.cached_tokens + record.prefill_tokens
+        assert app.engine.cached_tokens() == app.engine.prompt_ids(app.engine.messages[:-1])[:record.kv_used]
+        again = (await send(pilot, app, seen, "Say hi.")).record
+        assert again.finish_reason in ("stop", "length")
+
+
 async def test_escape_stops_and_keeps_the_partial_reply_then_the_next_turn_works(make_app):
     app, seen = make_app(max_tokens=400)
     async with app.run_test(size=WIDE, message_hook=seen) as pilot:

@@ -1,12 +1,23 @@
-"""The multi-line message box: Enter sends, Ctrl+J / Alt+Enter / Shift+Enter break the line."""
+"""The multi-line message box: Enter sends, Ctrl+J / Alt+Enter / Shift+Enter break the line.
+
+Keys that arrive in a burst (a paste from a terminal without bracketed paste: every
+character is a key event) are inserted as one edit. TextArea re-wraps the line it edits on
+every insert, so 20 KB typed into one line took 25 s one key at a time (O(n^2)); gathered,
+it is one edit. An Enter inside such a burst is a line break of the pasted text, not a send.
+"""
 
 from __future__ import annotations
+
+import time
 
 from textual.binding import Binding
 from textual.events import Key
 from textual.message import Message
 from textual.widgets import TextArea
 
+BURST_FLUSH_S = 0.05
+"""While keys arrive in a burst, gather them this long between inserts (a paste of 20 KB
+arrives as 20,000 key events; each insert re-wraps and repaints the composer)."""
 PLACEHOLDER = "Message the model…  Enter sends · Ctrl+J or Alt+Enter for a new line · F1 help"
 
 
@@ -44,16 +55,49 @@ class Composer(TextArea):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes, soft_wrap=True, show_line_numbers=False,
                          tab_behavior="focus", placeholder=PLACEHOLDER, compact=True)
+        self._typed: list[str] = []
+        """Characters typed but not yet inserted: they go in together once the burst is read."""
+        self._burst_until = 0.0
+        """Until then, keys are gathered for BURST_FLUSH_S (the last insert took several keys)."""
 
     def on_key(self, event: Key) -> None:
+        burst = bool(self._typed)
+        if event.is_printable and event.character and not self.read_only:
+            event.stop()
+            event.prevent_default()
+            self._typed.append(event.character)
+            if not burst:
+                if time.monotonic() < self._burst_until:
+                    self.set_timer(BURST_FLUSH_S, self.flush_typed)
+                else:
+                    self.call_later(self.flush_typed)  # after the key events already queued
+            return
+        if event.key in self.SUBMIT_KEYS and burst:  # a pasted line break
+            event.stop()
+            event.prevent_default()
+            self._typed.append("\n")
+            return
+        self.flush_typed()  # anything else acts on the text as typed so far
         if event.key in self.SUBMIT_KEYS or event.key in self.NEWLINE_KEYS:
             event.stop()
             event.prevent_default()  # TextArea would insert its own newline for Enter
             self.action_submit() if event.key in self.SUBMIT_KEYS else self.action_newline()
 
+    def flush_typed(self) -> None:
+        """Insert the characters gathered from a burst of key events, as one edit."""
+        if self._typed:
+            text, self._typed = "".join(self._typed), []
+            if len(text) > 1:  # faster than anyone types: keep gathering for a while
+                self._burst_until = time.monotonic() + 2 * BURST_FLUSH_S
+            self.insert(text)
+            # The box may grow with the text; once laid out at its new size, keep the cursor in view.
+            self.call_after_refresh(self.scroll_cursor_visible)
+
     def action_submit(self) -> None:
+        self.flush_typed()
         if self.text.strip():
             self.post_message(self.Submitted(self, self.text))
 
     def action_newline(self) -> None:
+        self.flush_typed()
         self.insert("\n")
