@@ -30,6 +30,7 @@ from chatapp.engine.sessions.reports import ResumeReport, SaveReport, reprefill_
 from chatapp.engine.sessions.statefile import SUFFIX, StateFile, StateRejected, encode_state, read_state
 from chatapp.engine.sessions.store import ModelIdentity, SessionStore, Snapshot, StoredSession, TurnRow
 from chatapp.engine.stats import TurnRecord
+from chatapp.private import make_private_dir
 
 MIB = 1024 * 1024
 STATES_DIR = "states"
@@ -147,7 +148,7 @@ class SessionManager:
             return SaveReport(None)
         valid = common_prefix(kv, engine.chat.prompt_ids())
         try:
-            self.states_dir.mkdir(parents=True, exist_ok=True)
+            make_private_dir(self.states_dir)
             size = atomic_write(path, encode_state(StateFile(fingerprint, kv, valid, runtime.seq_state())))
             evicted = evict_lru(self.states_dir, SUFFIX, self.cap_bytes)
         except OSError as exc:
