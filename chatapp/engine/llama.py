@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import llama_cpp
-from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 from chatapp.engine.hardware import physical_cores
+from chatapp.engine.template import ChatTemplate
 from chatapp.errors import ModelError
 
 KV_GGML_TYPES = {"f16": llama_cpp.GGML_TYPE_F16, "q8_0": llama_cpp.GGML_TYPE_Q8_0, "q4_0": llama_cpp.GGML_TYPE_Q4_0}
@@ -179,7 +179,7 @@ class LlamaRuntime:
         self._next_token = (llama_cpp.llama_token * 1)()
         self._next_batch = llama_cpp.llama_batch_get_one(self._next_token, 1)
         self._template = self._llm.metadata.get("tokenizer.chat_template")
-        self._formatters: dict[bool, Jinja2ChatFormatter] = {}
+        self._chat_template: ChatTemplate | None = None
 
     # --- model facts -----------------------------------------------------------------
     @property
@@ -249,19 +249,13 @@ class LlamaRuntime:
             # A base model without a template: plain role-prefixed text keeps turns apart.
             text = "".join(f"{m['role']}: {m['content']}\n\n" for m in messages)
             return text + ("assistant:" if add_generation_prompt else "")
-        formatter = self._formatters.get(add_generation_prompt)
-        if formatter is None:
-            formatter = Jinja2ChatFormatter(
-                template=self._template,
+        if self._chat_template is None:  # sandboxed, time-limited; raises ModelError in one line
+            self._chat_template = ChatTemplate(
+                self._template,
                 eos_token=self.token_bytes(self._llm.token_eos()).decode("utf-8", "replace"),
                 bos_token=self.token_bytes(self._llm.token_bos()).decode("utf-8", "replace"),
-                add_generation_prompt=add_generation_prompt,
             )
-            self._formatters[add_generation_prompt] = formatter
-        try:
-            return formatter(messages=messages).prompt
-        except Exception as exc:  # jinja errors come in many types
-            raise ModelError(f"the model's chat template failed: {exc}") from None
+        return self._chat_template.render(messages, add_generation_prompt=add_generation_prompt)
 
     # --- KV cache ------------------------------------------------------------------
     @property
