@@ -7,6 +7,7 @@ import sys
 import typer
 
 from chatapp.errors import ChatappError
+from chatapp.private import start_notices
 
 app = typer.Typer(
     name="chatapp",
@@ -42,6 +43,8 @@ def main() -> None:
     from chatapp.commands import core  # noqa: F401  (registers chat, ask, tokenize)
 
     try:
+        for notice in start_notices():  # files made private, a key others can read
+            print(f"chatapp: {notice}", file=sys.stderr)
         app(standalone_mode=True)
     except ChatappError as exc:
         fail(exc.one_line())

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -15,10 +17,15 @@ from typing import Literal, get_args
 
 from chatapp import paths
 from chatapp.errors import ConfigError
+from chatapp.private import make_private_dir
 
 KVType = Literal["f16", "q8_0", "q4_0"]
 """The KV-cache types chatapp offers: the one list the CLI, the config and the engine share."""
 KV_TYPES: tuple[str, ...] = get_args(KVType)
+SECRET_SETTINGS = ("api_key",)
+"""Settings whose values are never shown: `config show` masks them, errors leave them out."""
+ENV_SETTINGS = {"server": "CHATAPP_SERVER", "api_key": "CHATAPP_API_KEY"}
+"""Settings an environment variable overrides (a non-empty one beats the config file)."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,12 @@ class Settings:
     theme: str = "chatapp-dark"
     state_cap_mb: int = 2048
     """Cap on the total size of saved KV-cache states; least recently used go first."""
+    server: str = ""
+    """URL of a llama-server to run the model on (http:// or https://); empty runs llama.cpp
+    in this process. $CHATAPP_SERVER overrides it."""
+    api_key: str = dataclasses.field(default="", repr=False)
+    """The API key that server asks for. $CHATAPP_API_KEY overrides it. A config file holding
+    one is written 0600; chatapp never prints, logs, exports or saves it anywhere else."""
 
     def replace(self, **changes) -> "Settings":
         clean = {k: v for k, v in changes.items() if v is not None}
@@ -61,6 +74,8 @@ def validate(settings: Settings) -> Settings:
         raise ConfigError(f"max_tokens must be at least 1, got {settings.max_tokens}")
     if settings.temperature < 0:
         raise ConfigError(f"temperature must be 0 or more, got {settings.temperature}")
+    if settings.server and not settings.server.startswith(("http://", "https://")):
+        raise ConfigError("server must be an http:// or https:// URL (or empty to run in-process)")
     return settings
 
 
@@ -75,10 +90,17 @@ def read_table(path: Path) -> dict | None:
 
 
 def load_settings(path: Path | None = None) -> Settings:
-    """Read the config file; a missing file gives the defaults."""
+    """Read the config file (a missing file gives the defaults), then the environment's
+    overrides ($CHATAPP_SERVER, $CHATAPP_API_KEY)."""
     path = path or paths.config_file()
     table = read_table(path)
-    return Settings() if table is None else from_table(table, path)
+    return with_environment(Settings() if table is None else from_table(table, path))
+
+
+def with_environment(settings: Settings, environ: dict[str, str] | None = None) -> Settings:
+    environ = os.environ if environ is None else environ
+    overrides = {name: environ[var] for name, var in ENV_SETTINGS.items() if environ.get(var)}
+    return validate(dataclasses.replace(settings, **overrides)) if overrides else settings
 
 
 def from_table(raw: dict, path: Path) -> Settings:
@@ -91,7 +113,8 @@ def from_table(raw: dict, path: Path) -> Settings:
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if not isinstance(value, expected) or isinstance(value, bool) != (expected is bool):
-            raise ConfigError(f"{path}: {key} must be {expected.__name__}, got {value!r}")
+            shown = type(value).__name__ if key in SECRET_SETTINGS else repr(value)
+            raise ConfigError(f"{path}: {key} must be {expected.__name__}, got {shown}")
         values[key] = value
     return validate(Settings(**values))
 
@@ -137,11 +160,25 @@ def save_setting(key: str, value: str | float | bool, path: Path | None = None) 
         raise ConfigError(f"cannot set {key} in {path} without changing other settings; edit it by hand")
     from_table(table, path)  # the new value must be valid too
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, [edited.encode("utf-8")])
+        make_private_dir(path.parent)
+        atomic_write(path, [edited.encode("utf-8")])  # 0600: the file may hold an API key
     except OSError as exc:
         raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
     return path
+
+
+def exposed_key_warning(path: Path | None = None) -> str | None:
+    """A warning when the config file holds an API key and other users can read it."""
+    path = path or paths.config_file()
+    try:
+        if not os.stat(path).st_mode & (stat.S_IRGRP | stat.S_IROTH):
+            return None
+        table = read_table(path)
+    except (OSError, ConfigError):  # no file, or one the command itself will report
+        return None
+    if not table or not any(table.get(key) for key in SECRET_SETTINGS):
+        return None
+    return f"warning: {path} holds an API key and other users can read it; run: chmod 600 {path}"
 
 
 def to_toml(settings: Settings) -> str:

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import platformdirs
 
+from chatapp.private import make_private_dir
+
 TARGETS = {"llama-server": "llama-server", "rpc-server": "ggml-rpc-server", "llama-cli": "llama-cli",
            "llama-bench": "llama-bench"}
 """Program name -> its CMake target (and file name under build/bin)."""
@@ -104,7 +106,7 @@ def ensure_tools(version: str | None = None, jobs: int | None = None) -> Path:
     folder = tools_dir(version)
     if built(version):
         return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dir(folder.parent)
     with open(folder.parent / f".{folder.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits for the first build
         if built(version):

@@ -7,7 +7,8 @@ from dataclasses import fields
 import typer
 
 from chatapp import paths
-from chatapp.config import Settings, from_table, read_table, to_toml, toml_value
+from chatapp.config import ENV_SETTINGS, SECRET_SETTINGS, Settings, from_table, read_table, to_toml, toml_value, \
+    with_environment
 from chatapp.errors import ConfigError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
@@ -21,19 +22,28 @@ def show_path() -> None:
 
 @app.command("show")
 def show() -> None:
-    """Print the effective settings as TOML, marking each as from the file or a default."""
+    """Print the effective settings as TOML, marking each as from the file, the environment or
+    a default. An API key is never printed: its line says only that one is set."""
     path = paths.config_file()
     table = read_table(path)
-    settings = Settings() if table is None else from_table(table, path)
+    from_file = Settings() if table is None else from_table(table, path)
+    settings = with_environment(from_file)
     if table is None:
         typer.echo(f"# {path} does not exist: every value is a default.")
     else:
         typer.echo(f"# {path}")
-    lines = [f"{f.name} = {toml_value(getattr(settings, f.name))}" for f in fields(Settings)]
+    lines, sources = [], []
+    for f in fields(Settings):
+        value = getattr(settings, f.name)
+        # A masked key is commented out, so the output stays valid TOML that can seed a config file.
+        hidden = f.name in SECRET_SETTINGS and value
+        lines.append(f"# {f.name} = (set, hidden)" if hidden else f"{f.name} = {toml_value(value)}")
+        if value != getattr(from_file, f.name):
+            sources.append(f"from ${ENV_SETTINGS[f.name]}")
+        else:
+            sources.append("from file" if table is not None and f.name in table else "default")
     width = max(len(line) for line in lines)
-    for line, f in zip(lines, fields(Settings)):
-        source = "from file" if table is not None and f.name in table else "default"
-        # Comments keep the output valid TOML, so it can seed a config file.
+    for line, source in zip(lines, sources):
         typer.echo(f"{line:<{width}}  # {source}")
 
 
@@ -41,13 +51,16 @@ def show() -> None:
 def init(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing config file."),
 ) -> None:
-    """Write the default settings to the config file."""
+    """Write the default settings to the config file (readable by you alone)."""
+    from chatapp.engine.sessions.files import atomic_write
+    from chatapp.private import make_private_dir
+
     path = paths.config_file()
     if path.exists() and not force:
         raise ConfigError(f"{path} already exists; use --force to overwrite it")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(to_toml(Settings()), encoding="utf-8")
+        make_private_dir(path.parent)
+        atomic_write(path, [to_toml(Settings()).encode("utf-8")])  # 0600: it may come to hold an API key
     except OSError as exc:
         raise ConfigError(f"cannot write {path}: {exc}") from None
     typer.echo(f"wrote {path}")

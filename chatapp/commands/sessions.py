@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import time
 from enum import Enum
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 from rich import box
@@ -127,13 +128,18 @@ def rename(old: Annotated[str, typer.Argument(help="Current name.")],
 def export(
     name: NameArg,
     fmt: Annotated[ExportFormat, typer.Option("--format", "-f", help="md or json.")] = ExportFormat.md,
+    output: Annotated[Optional[Path], typer.Option(
+        "--output", "-o", help="Write to this file (readable by you alone) instead of stdout.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --output file.")] = False,
 ) -> None:
     """Print the transcript and the per-turn performance journal (prefill/decode tok/s, TTFT,
     cache reuse, quant, KV type, backend) as Markdown or JSON."""
-    from chatapp.engine.sessions.export import session_data, to_markdown
+    from chatapp.engine.sessions.export import session_data, to_markdown, write_export
 
     data = session_data(_manager().store, _checked(name))
-    if fmt is ExportFormat.json:
-        print(json.dumps(data, ensure_ascii=False, indent=2))
-    else:
-        print(to_markdown(data), end="")
+    text = json.dumps(data, ensure_ascii=False, indent=2) + "\n" if fmt is ExportFormat.json else to_markdown(data)
+    if output is None:
+        print(text, end="")
+        return
+    write_export(output, text, force=force)
+    Console(stderr=True).print(f"exported session {escape(name)} to {escape(str(output))}")

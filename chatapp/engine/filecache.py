@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from chatapp import paths
+from chatapp.private import make_private_dir
 
 FORMAT = 1
 CHUNK = 1 << 20
@@ -56,8 +57,8 @@ class FileCache:
         entries = {k: v for k, v in self._load().items() if os.path.exists(k)}
         entries[key] = {"size": size, "mtime_ns": mtime_ns, "value": value}
         target = self.path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        make_private_dir(target.parent)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")  # 0600
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 json.dump({"format": FORMAT, "entries": entries}, out, indent=1)

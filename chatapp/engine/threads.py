@@ -23,6 +23,8 @@ from pathlib import Path
 import psutil
 
 from chatapp import paths
+from chatapp.engine.sessions.files import atomic_write
+from chatapp.private import make_private_dir
 
 BLOCK = 4
 """Decode steps per candidate in one round of the first measurement."""
@@ -80,10 +82,8 @@ def remember_choice(key: str, threads: int) -> None:
         if not isinstance(data, dict):
             data = {}
         data[key] = threads
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data))
-        tmp.replace(path)
+        make_private_dir(path.parent)
+        atomic_write(path, [json.dumps(data).encode()])
     except (OSError, ValueError):
         pass
 

@@ -21,6 +21,8 @@ from chatapp.engine.sessions import SessionManager
 from chatapp.engine.sessions.manager import MIB, LiveSession
 from chatapp.engine.sessions.statefile import StateFile, encode_state, parse_state
 
+from tests.private_helpers import give_away
+
 from .conftest import runtime_of
 from .session_helpers import SETTINGS, open_engine, prefill_history, run_turn, synthetic_history
 
@@ -156,6 +158,12 @@ def test_a_missing_state_falls_back(manager, engine, saved):
     state_path(manager).unlink()
     live, record = resume_and_answer(manager, engine, saved)
     assert_fell_back(live, record, engine, saved, "no saved KV state")
+
+
+def test_a_state_of_another_user_is_not_loaded(manager, engine, saved, monkeypatch):
+    give_away(state_path(manager), monkeypatch)
+    live, record = resume_and_answer(manager, engine, saved)
+    assert_fell_back(live, record, engine, saved, "the state file belongs to another user (uid ")
 
 
 def reforged(saved, **changes) -> bytes:

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import time
+from pathlib import Path
 
+from chatapp.engine.sessions.files import atomic_write
 from chatapp.engine.sessions.store import SessionStore
+from chatapp.errors import InputError
+from chatapp.private import create_private
 
 EXPORT_FORMAT = "chatapp-session"
 EXPORT_VERSION = 1
@@ -75,3 +81,36 @@ def to_markdown(data: dict) -> str:
             f"{_cell(e['quant'])} | {_cell(e['kv_type'])} | {_cell(e['backend'])} |")
     lines.append("")
     return "\n".join(lines)
+
+
+def write_export(path: Path, text: str, *, force: bool = False) -> None:
+    """Write an export to `path`, 0600: it is a whole conversation.
+
+    A new file is created with O_EXCL|O_NOFOLLOW, so a symlink planted at `path` (even one
+    pointing nowhere yet) makes it fail instead of writing where the link points. `force`
+    replaces an existing regular file by renaming a temp file over it, which swaps the name
+    and never writes through a link; a symlink at `path` is refused even then."""
+    data = text.encode("utf-8")
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    if st is not None:
+        if stat.S_ISLNK(st.st_mode):
+            raise InputError(f"{path} is a symbolic link; chatapp does not write through links")
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"{path} exists and is not a regular file")
+        if not force:
+            raise InputError(f"{path} already exists; use --force to overwrite it")
+    try:
+        if st is not None:
+            atomic_write(path, [data])
+            return
+        with os.fdopen(create_private(path), "wb") as out:
+            out.write(data)
+    except FileExistsError:  # something appeared at `path` since the check: never write through it
+        raise InputError(f"{path} appeared while exporting; not written") from None
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from chatapp.private import open_private
+
 TEMP_SUFFIX = ".tmp"
 STALE_AFTER_S = 3600
 
@@ -38,11 +40,14 @@ def temp_path(target: Path) -> Path:
 
 
 def atomic_write(target: Path, chunks: Iterable[bytes | memoryview]) -> int:
-    """Replace `target` with the chunks' bytes, all or nothing. Returns the size written."""
+    """Replace `target` with the chunks' bytes, all or nothing. Returns the size written.
+
+    The file is 0600 from its creation as a temp file on: it may be a conversation's KV state
+    or a config holding an API key. A symlink at `target` is replaced, never followed."""
     tmp = temp_path(target)
     size = 0
     try:
-        with open(tmp, "xb") as out:
+        with open_private(tmp) as out:
             for chunk in chunks:
                 out.write(chunk)
                 size += len(chunk)

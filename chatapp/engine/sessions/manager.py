@@ -35,6 +35,7 @@ from chatapp.engine.sessions.reports import ResumeReport, SaveReport, reprefill_
 from chatapp.engine.sessions.statefile import SUFFIX, StateFile, StateRejected, encode_state, read_state
 from chatapp.engine.sessions.store import ModelIdentity, SessionStore, Snapshot, StoredSession, TurnRow
 from chatapp.engine.stats import TurnRecord
+from chatapp.private import make_private_dir
 
 MIB = 1024 * 1024
 STATES_DIR = "states"
@@ -144,7 +145,7 @@ class SessionManager:
             return SaveReport(None)
         valid = common_prefix(kv, engine.prompt_ids())
         try:
-            self.states_dir.mkdir(parents=True, exist_ok=True)
+            make_private_dir(self.states_dir)
             cache = engine.save_cache(key)
             meta = {**fingerprint, **cache.meta}
             size = atomic_write(path, encode_state(StateFile(meta, cache.tokens, valid, cache.payload)))

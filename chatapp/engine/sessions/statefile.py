@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from chatapp.private import foreign_owner
+
 MAGIC = b"CHATKV\r\n"
 FORMAT_VERSION = 1
 SUFFIX = ".kvstate"
@@ -127,7 +129,10 @@ def read_state(path: Path) -> StateFile:
     comes back writable, so llama.cpp can load it without a copy."""
     try:
         with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
+            st = os.fstat(f.fileno())
+            if (owner := foreign_owner(st)) is not None:
+                raise StateRejected(f"the state file belongs to another user (uid {owner})")
+            size = st.st_size
             head = f.read(_FIXED.size)
             check_header(head, size)
             data = mmap.mmap(-1, size)  # anonymous, writable, and not zero-filled up front like a bytearray

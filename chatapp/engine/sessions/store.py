@@ -19,6 +19,7 @@ from pathlib import Path
 from chatapp.engine.events import Message
 from chatapp.engine.sessions.schema import migrate
 from chatapp.errors import SessionError
+from chatapp.private import make_private_dir, owner_problem, precreate_private
 
 DB_NAME = "sessions.db"
 BUSY_TIMEOUT_S = 30.0
@@ -94,10 +95,13 @@ class SessionStore:
         store = cls(directory)
         if create:
             try:
-                store.directory.mkdir(parents=True, exist_ok=True)
+                make_private_dir(store.directory)
+                precreate_private(store.path)  # 0600, and SQLite gives its -wal and -shm the same mode
             except OSError as exc:
                 raise SessionError(f"cannot create the sessions folder {store.directory}: "
                                    f"{exc.strerror or exc}") from None
+        if problem := owner_problem(store.path):
+            raise SessionError(f"the session database {store.path} is not opened: {problem}")
         if create or store.path.exists():
             with store._connect() as conn:
                 migrate(conn)

@@ -1,0 +1,22 @@
+"""The TUI's autosave writes the session privately, whatever the umask (real engine, real model)."""
+
+from __future__ import annotations
+
+from chatapp import paths
+from tests.private_helpers import not_private, umask
+from tests.ui.test_app import WIDE, send
+from tests.ui.test_app_sessions import make_app, opened, store  # noqa: F401 - make_app is a fixture
+
+
+async def test_autosave_after_a_turn_is_private_with_umask_000(make_app):  # noqa: F811
+    with umask(0o000):
+        app, seen = make_app(session="s")
+        async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+            await opened(pilot, seen)
+            await send(pilot, app, seen, "Name a colour.")
+            (summary,) = store().store.summaries()
+            assert store().state_size(summary.state_key) > 0
+        app.release_engine()  # the save on quit
+    states = list((paths.sessions_dir() / "states").iterdir())
+    assert [p.suffix for p in states] == [".kvstate"]
+    assert not_private(paths.data_dir(), paths.cache_dir()) == []
