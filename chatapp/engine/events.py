@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from chatapp.engine.retrieval.context import RetrievedContext, message_content
 from chatapp.engine.stats import LiveDecode, TurnRecord
 
 
@@ -12,9 +13,11 @@ class Message:
     role: str
     content: str
     stopped: bool = False
+    context: RetrievedContext | None = None
+    """Attachment text placed before `content` in this user turn, exactly as the model saw it."""
 
     def as_template_input(self) -> dict[str, str]:
-        return {"role": self.role, "content": self.content}
+        return {"role": self.role, "content": message_content(self.content, self.context)[0]}
 
 
 @dataclass(frozen=True)
