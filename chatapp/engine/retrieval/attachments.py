@@ -5,7 +5,7 @@ Sizing, with `usable` = n_ctx minus the reply reserve of the full-context policy
   they were attached; a whole file is placed once, in the next user turn, and stays in the
   conversation from there (it is placed again only once that turn has left the context);
 - the others are cut into chunks of about 200-400 tokens (smaller when a quarter of `usable`
-  is less than 400) and indexed with BM25; each user turn gets the best chunks that fit a
+  is less than 800, so that a turn can still take two) and indexed with BM25; each user turn gets the best chunks that fit a
   quarter of `usable`, less what whole files take that turn, skipping chunks still in the
   context from an earlier turn.
 Everything is counted with the caller's token counter: the model's own tokenizer.
@@ -55,7 +55,8 @@ class Sizing:
 
     @property
     def chunk_max(self) -> int:
-        return max(MIN_CHUNK_TOKENS, min(MAX_TOKENS, self.turn_budget))
+        """400, or less when a small context could not take two chunks and their labels in a turn."""
+        return max(MIN_CHUNK_TOKENS, min(MAX_TOKENS, self.turn_budget // 2))
 
     @property
     def chunk_min(self) -> int:
@@ -152,13 +153,15 @@ class AttachmentSet:
                 chosen.append((entry, plan.chunks[0].text))
         fixed = len(chosen)
         cost = self.count_tokens(render(chosen))
+        texts = {text for _, text in chosen}
         for scored in self.index().search(question, SEARCH_LIMIT):
             entry = _entry(scored.chunk, scored.score)
-            if entry.key in placed:
-                continue
+            if entry.key in placed or scored.chunk.text in texts:
+                continue  # already in the context, or the same text from another file (a licence header)
             extra = entry.tokens + self.count_tokens(entry.label()) + 2
             if cost + extra <= budget:
                 chosen.append((entry, scored.chunk.text))
+                texts.add(scored.chunk.text)
                 cost += extra
         if not chosen:
             return None

@@ -33,7 +33,7 @@ def test_sizing_is_a_quarter_of_the_context_after_the_reply_reserve():
     assert (sizing.usable, sizing.whole_limit, sizing.turn_budget) == (3584, 896, 896)
     assert (sizing.chunk_min, sizing.chunk_max) == (200, 400)
     small = Sizing(n_ctx=1024, reserve=256)
-    assert (small.turn_budget, small.chunk_min, small.chunk_max) == (192, 96, 192)
+    assert (small.turn_budget, small.chunk_min, small.chunk_max) == (192, 48, 96)
 
 
 def test_small_files_go_in_whole_while_together_they_fit_a_quarter(count_tokens, tmp_path):
@@ -151,3 +151,21 @@ def test_the_prompt_the_model_sees_holds_the_block_before_the_question(default_m
         assert abs(sum(mask) - count_tokens(context.text)) <= 1  # a token may straddle the block's end
     finally:
         runtime.close()
+
+
+def test_the_same_text_in_two_files_is_placed_once(count_tokens, tmp_path):
+    licence = ("Licensed under the Apache License, Version 2.0; you may not use these files except in "
+               "compliance with the License. They are distributed on an AS IS basis, without warranties "
+               "or conditions of any kind, either express or implied. " * 3)
+    for name, topic in (("parser.md", "tokens"), ("printer.md", "pages")):
+        body = "\n\n".join(f"The {topic} handler number {i} keeps every non-empty item it is given."
+                           for i in range(25))
+        (tmp_path / name).write_text(f"# Licence\n\n{licence}\n\n# Handlers\n\n{body}\n")
+    attachments = AttachmentSet(count_tokens, n_ctx=2048, reserve=256)
+    attachments.attach(tmp_path)
+    assert not any(p.whole for p in attachments.plans)
+    first, second = (p.chunks[0] for p in attachments.plans)
+    assert first.text == second.text and 2 * first.tokens + 100 < attachments.sizing.turn_budget  # both fit
+    context = attachments.retrieve("Under which licence may I use these files?")
+    assert [e.section for e in context.entries][:1] == ["Licence"]
+    assert context.text.count(first.text) == 1
