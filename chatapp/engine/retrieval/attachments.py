@@ -5,9 +5,9 @@ Sizing, with `usable` = n_ctx minus the reply reserve of the full-context policy
   they were attached; a whole file is placed once, in the next user turn, and stays in the
   conversation from there (it is placed again only once that turn has left the context);
 - the others are cut into chunks of about 200-400 tokens (smaller when a quarter of `usable`
-  is less than 800, so that a turn can still take two) and indexed with BM25; each user turn gets the best chunks that fit a
-  quarter of `usable`, less what whole files take that turn, skipping chunks still in the
-  context from an earlier turn.
+  is under 800, so that a turn can still take two) and indexed with BM25; each user turn gets
+  the best chunks that fit a quarter of `usable` (labels included), less what whole files take
+  that turn, skipping chunks still in the context from an earlier turn and text already chosen.
 Everything is counted with the caller's token counter: the model's own tokenizer.
 
 One `AttachmentSet` belongs to one conversation on one model; use it from one thread at a

@@ -42,7 +42,8 @@ def make_pdf(pages: list[list[str]]) -> bytes:
         stream.set_data("\n".join(ops).encode("latin-1"))
         font = DictionaryObject({NameObject("/Type"): NameObject("/Font"), NameObject("/Subtype"): NameObject("/Type1"),
                                  NameObject("/BaseFont"): NameObject("/Helvetica")})
-        page[NameObject("/Resources")] = DictionaryObject({NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})})
+        fonts = DictionaryObject({NameObject("/F1"): font})
+        page[NameObject("/Resources")] = DictionaryObject({NameObject("/Font"): fonts})
         page.replace_contents(stream)
     out = io.BytesIO()
     writer.write(out)
