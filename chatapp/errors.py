@@ -42,3 +42,7 @@ class SessionError(ChatappError):
 
 class ThemeError(ChatappError):
     title = "Theme"
+
+
+class AttachmentError(ChatappError):
+    title = "Attachment"

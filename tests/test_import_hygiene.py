@@ -7,13 +7,14 @@ import sys
 import chatapp.engine
 
 ENGINE_MODULES = sorted(
-    f"chatapp.engine.{m.name}" for m in pkgutil.iter_modules(chatapp.engine.__path__)
+    m.name for m in pkgutil.walk_packages(chatapp.engine.__path__, prefix="chatapp.engine.")
 )
 
 
 def test_engine_modules_exist():
     assert {"chatapp.engine.llama", "chatapp.engine.engine", "chatapp.engine.backend", "chatapp.engine.local",
-            "chatapp.engine.conversation", "chatapp.engine.tokens"} <= set(ENGINE_MODULES)
+            "chatapp.engine.conversation", "chatapp.engine.tokens",
+            "chatapp.engine.retrieval.attachments"} <= set(ENGINE_MODULES)
 
 
 def test_engine_imports_neither_textual_nor_rich():

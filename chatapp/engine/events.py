@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from chatapp.engine.retrieval.context import RetrievedContext, message_content
 from chatapp.engine.stats import LiveDecode, TurnRecord
 
 if TYPE_CHECKING:
@@ -22,9 +23,11 @@ class Message:
     role: str
     content: str
     stopped: bool = False
+    context: RetrievedContext | None = None
+    """Attachment text placed before `content` in this user turn, exactly as the model saw it."""
 
     def as_template_input(self) -> dict[str, str]:
-        return {"role": self.role, "content": self.content}
+        return {"role": self.role, "content": message_content(self.content, self.context)[0]}
 
 
 @dataclass(frozen=True)

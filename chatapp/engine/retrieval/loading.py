@@ -1,0 +1,163 @@
+"""Reading attachments: a file, or a folder's text files, into text the model can be given.
+
+All or nothing: a path either yields its attachments or raises `AttachmentError` with one line
+that says why; nothing is attached half-way. Inside a folder, hidden entries are not visited,
+and files that cannot be read (binary, too large, undecodable, a PDF without text) are skipped
+with a notice; the folder is refused only when nothing in it is readable or it is too big.
+
+Encodings: text is read as strict UTF-8 (a UTF-8 or UTF-16 byte-order mark is honoured). Bytes
+that are not UTF-8 are read as Windows-1252 when every byte is defined there, with a notice that
+says so, because legacy Windows and Latin-1 files are the common non-UTF-8 text; anything else
+is refused rather than shown to the model with replacement characters. Line endings become
+"\\n", so line numbers match what an editor shows.
+
+A file is binary when its first 8 KiB hold a NUL byte, the test git and grep use. Sizes are
+checked before reading, so a 200 MB file costs a `stat`, not 200 MB of memory.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from chatapp.engine.retrieval import pdf
+from chatapp.engine.retrieval.document import Attachment
+from chatapp.errors import AttachmentError
+
+MAX_TEXT_BYTES = 8 * 2**20
+"""About two million tokens: far more than any context holds, so retrieval still has to choose."""
+MAX_PDF_BYTES = 32 * 2**20
+"""PDFs carry fonts and images; their text is a small part of their size."""
+MAX_FOLDER_FILES = 500
+MAX_FOLDER_TEXT_BYTES = 32 * 2**20
+SKIPPED_FOLDERS = frozenset({"__pycache__", "node_modules"})
+"""Never a person's documents, and node_modules alone can hold tens of thousands of files."""
+SNIFF_BYTES = 8192
+UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+
+
+class BinaryFileError(AttachmentError):
+    """A file that holds NUL bytes. In a folder these are skipped and only counted."""
+
+
+@dataclass(frozen=True)
+class Loaded:
+    attachments: tuple[Attachment, ...]
+    notices: tuple[str, ...] = ()
+    """One line each: an encoding fallback, or files of a folder that were skipped."""
+
+
+def load_path(path: str | Path) -> Loaded:
+    """Read a file or a folder (recursively). Raises AttachmentError; never attaches part of a file."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise AttachmentError(f"{path}: no such file or folder")
+    if path.is_dir():
+        return _load_folder(path)
+    if not path.is_file():
+        raise AttachmentError(f"{path}: not a regular file")
+    attachment, notices = read_file(path, path.name)
+    return Loaded((attachment,), tuple(notices))
+
+
+def read_file(path: Path, name: str) -> tuple[Attachment, list[str]]:
+    """One file as an Attachment called `name`, plus notices (an encoding fallback)."""
+    is_pdf = path.suffix.lower() == ".pdf"
+    limit = MAX_PDF_BYTES if is_pdf else MAX_TEXT_BYTES
+    try:
+        size = path.stat().st_size
+        if size > limit:
+            raise AttachmentError(f"{name} is {_mib(size)}; a {'PDF' if is_pdf else 'text file'} "
+                                  f"can be at most {_mib(limit)}")
+        with path.open("rb") as file:
+            data = file.read(limit + 1)  # the file may have grown since stat
+    except OSError as exc:
+        raise AttachmentError(f"{name}: cannot read it ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise AttachmentError(f"{name} is over {_mib(limit)}; attach a smaller file")
+    if not data:
+        raise AttachmentError(f"{name} is empty")
+    if is_pdf or data.startswith(b"%PDF-"):
+        text, page_starts = pdf.extract_text(name, data)
+        return Attachment.from_text(name, text, kind="pdf", page_starts=page_starts), []
+    text, notices = decode_text(name, data)
+    if not text.strip():
+        raise AttachmentError(f"{name} holds only whitespace")
+    return Attachment.from_text(name, text), notices
+
+
+def decode_text(name: str, data: bytes) -> tuple[str, list[str]]:
+    """Bytes to text with "\\n" line endings: UTF-8, else Windows-1252 with a notice, else refused."""
+    notices = []
+    if data.startswith(UTF16_BOMS):
+        text = _decode_or_refuse(name, data, "utf-16")
+    elif b"\x00" in data[:SNIFF_BYTES]:
+        raise BinaryFileError(f"{name} is a binary file; attach text, Markdown, source code or PDF")
+    else:
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            where = f"byte 0x{data[exc.start]:02X} at offset {exc.start}"
+            text = _decode_or_refuse(name, data, "cp1252", f"neither UTF-8 nor Windows-1252 ({where})")
+            notices.append(f"{name} is not UTF-8 ({where}); read as Windows-1252")
+    if "\x00" in text:
+        raise BinaryFileError(f"{name} is a binary file; attach text, Markdown, source code or PDF")
+    return text.replace("\r\n", "\n").replace("\r", "\n"), notices
+
+
+def _decode_or_refuse(name: str, data: bytes, codec: str, why: str = "") -> str:
+    try:
+        return data.decode(codec)
+    except UnicodeDecodeError as exc:
+        why = why or f"invalid {codec} at offset {exc.start}"
+        raise AttachmentError(f"{name} is not readable text: {why}") from None
+
+
+def _load_folder(folder: Path) -> Loaded:
+    files = _folder_files(folder)
+    attachments, notices, binary, total = [], [], 0, 0
+    for path in files:
+        name = f"{folder.name}/{path.relative_to(folder).as_posix()}"
+        try:
+            attachment, file_notices = read_file(path, name)
+        except BinaryFileError:
+            binary += 1
+            continue
+        except AttachmentError as exc:
+            notices.append(f"skipped {exc}")
+            continue
+        total += len(attachment.text.encode("utf-8"))
+        if total > MAX_FOLDER_TEXT_BYTES:
+            raise AttachmentError(f"{folder} holds more than {_mib(MAX_FOLDER_TEXT_BYTES)} of text; "
+                                  f"attach a smaller folder")
+        attachments.append(attachment)
+        notices.extend(file_notices)
+    if binary:
+        notices.append(f"skipped {binary} binary file{'s' if binary != 1 else ''} in {folder.name}")
+    if not attachments:
+        why = f" ({'; '.join(notices)})" if notices else ""
+        raise AttachmentError(f"{folder} has no readable text files{why}")
+    return Loaded(tuple(attachments), tuple(notices))
+
+
+def _folder_files(folder: Path) -> list[Path]:
+    """The folder's visible regular files, in a stable order, refused above MAX_FOLDER_FILES."""
+    found: list[Path] = []
+    # followlinks=False: a symlink loop cannot make the walk endless.
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIPPED_FOLDERS)
+        for name in sorted(names):
+            path = Path(root) / name
+            if name.startswith(".") or not path.is_file():
+                continue
+            found.append(path)
+            if len(found) > MAX_FOLDER_FILES:
+                raise AttachmentError(f"{folder} holds more than {MAX_FOLDER_FILES} files; "
+                                      f"attach a smaller folder")
+    return found
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.0f} MiB" if size >= 2**20 else f"{size / 1024:.0f} KiB"
