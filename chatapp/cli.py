@@ -6,8 +6,9 @@ import sys
 
 import typer
 
+from chatapp.config import exposed_key_warning
 from chatapp.errors import ChatappError
-from chatapp.private import start_notices
+from chatapp.private import tighten_install
 
 app = typer.Typer(
     name="chatapp",
@@ -20,8 +21,10 @@ app = typer.Typer(
 
 def _register_subcommands() -> None:
     from chatapp.commands import config as config_cmd
+    from chatapp.commands import core
     from chatapp.commands import models as models_cmd
 
+    core.register(app)
     app.add_typer(models_cmd.app, name="models", help="List, inspect and pull GGUF models.")
     app.add_typer(config_cmd.app, name="config", help="Where the config file lives and what it holds.")
     for optional in ("themes", "sessions"):
@@ -32,6 +35,13 @@ def _register_subcommands() -> None:
         app.add_typer(module.app, name=optional)
 
 
+def start_notices() -> list[str]:
+    """What the CLI says, one line each, before a command runs: permissions it tightened, and
+    an API key in a config file that others can read."""
+    notices = [tighten_install().notice(), exposed_key_warning()]
+    return [notice for notice in notices if notice]
+
+
 def fail(message: str, code: int = 2) -> None:
     """Print one clear line on stderr and exit."""
     print(f"chatapp: {message}", file=sys.stderr)
@@ -40,7 +50,6 @@ def fail(message: str, code: int = 2) -> None:
 
 def main() -> None:
     _register_subcommands()
-    from chatapp.commands import core  # noqa: F401  (registers chat, ask, tokenize)
 
     try:
         for notice in start_notices():  # files made private, a key others can read

@@ -6,14 +6,15 @@ There is no module-level instance: callers load settings when they need them.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import re
 import stat
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Literal, get_args
+
+import tomlkit
+from tomlkit.exceptions import TOMLKitError
 
 from chatapp import paths
 from chatapp.errors import ConfigError
@@ -120,22 +121,18 @@ def from_table(raw: dict, path: Path) -> Settings:
 
 
 def toml_value(value: str | float | bool) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        # JSON string escapes are TOML basic-string escapes, except that TOML
-        # also forbids a raw DEL.
-        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
-    return repr(value)
+    """A value as TOML writes it (tomlkit escapes strings the way TOML wants)."""
+    return tomlkit.item(value).as_string()
 
 
 def save_setting(key: str, value: str | float | bool, path: Path | None = None) -> Path:
-    """Set one key in the config file and leave the rest of it, comments included, as it was.
+    """Set one key in the config file and leave the rest of it, comments and order included,
+    as it was (tomlkit edits the document rather than rewriting it).
 
     The edited text must read back as the old table with just that key changed, or nothing
     is written: a file the edit can't safely touch stays the user's to fix.
     """
-    from chatapp.engine.sessions.files import atomic_write  # noqa: PLC0415 - it imports chatapp.config
+    from chatapp.private import atomic_write  # noqa: PLC0415
 
     path = path or paths.config_file()
     if key not in {f.name for f in fields(Settings)}:
@@ -146,15 +143,13 @@ def save_setting(key: str, value: str | float | bool, path: Path | None = None) 
         text = ""
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from None
-    line = f"{key} = {toml_value(value)}"
-    edited, replaced = re.subn(rf"^[ \t]*{re.escape(key)}[ \t]*=.*$", lambda _match: line, text, count=1,
-                               flags=re.MULTILINE)
-    if not replaced:
-        edited = text + ("\n" if text and not text.endswith("\n") else "") + line + "\n"
     try:
+        document = tomlkit.parse(text)
+        document[key] = value
+        edited = tomlkit.dumps(document)
         table = tomllib.loads(edited)
         ok = table == {**tomllib.loads(text), key: value}
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, TOMLKitError):
         ok = False
     if not ok:
         raise ConfigError(f"cannot set {key} in {path} without changing other settings; edit it by hand")

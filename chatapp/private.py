@@ -11,6 +11,10 @@ run at the start of each CLI command, fixes that. It looks at the data and cache
 what they hold and what their folders hold (a few dozen stats), and walks a tree only when
 one of them is open to others; the KV states inside states/ are reached only by that walk.
 
+Files are written whole (`atomic_write`): to a private temp file in the target's folder,
+fsynced, then os.replace()d over the target, and the folder fsynced. A kill at any moment
+leaves the old file or the new one, plus at most a temp file.
+
 Nothing here runs at import time.
 """
 
@@ -18,7 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -192,10 +198,45 @@ def tighten_install(roots: list[Path] | None = None) -> Tightened:
     return result
 
 
-def start_notices() -> list[str]:
-    """What the CLI says, one line each, before a command runs: permissions it tightened, and
-    an API key in a config file that others can read."""
-    from chatapp.config import exposed_key_warning  # noqa: PLC0415 - chatapp.config imports this module
+TEMP_SUFFIX = ".tmp"
 
-    notices = [tighten_install().notice(), exposed_key_warning()]
-    return [notice for notice in notices if notice]
+
+def fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # some platforms can't open a folder; the rename is still atomic
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def temp_path(target: Path) -> Path:
+    """`.NAME.PID.RANDOM.tmp` next to the target: the PID tells cleanup whether its writer lives."""
+    return target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
+
+
+def atomic_write(target: Path, chunks: Iterable[bytes | memoryview]) -> int:
+    """Replace `target` with the chunks' bytes, all or nothing. Returns the size written.
+
+    The file is 0600 from its creation as a temp file on: it may be a conversation's KV state
+    or a config holding an API key. A symlink at `target` is replaced, never followed."""
+    tmp = temp_path(target)
+    size = 0
+    try:
+        with open_private(tmp) as out:
+            for chunk in chunks:
+                out.write(chunk)
+                size += len(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    fsync_dir(target.parent)
+    return size

@@ -91,13 +91,23 @@ def test_save_setting_changes_one_key_and_keeps_the_rest_of_the_file(tmp_path):
     assert load_settings(path).max_tokens == 64
 
 
-@pytest.mark.parametrize("text", ['theme = "unclosed\n', 'system_prompt = """\ntheme = "x"\n"""\n'])
+@pytest.mark.parametrize("text", ['theme = "unclosed\n', 'theme = "a"\ntheme = "b"\n'])
 def test_save_setting_leaves_a_file_it_cannot_edit_safely_alone(tmp_path, text):
     path = tmp_path / "config.toml"
     path.write_text(text, encoding="utf-8")
     with pytest.raises(ConfigError):
         save_setting("theme", "chatapp-light", path)
     assert path.read_text(encoding="utf-8") == text
+
+
+def test_save_setting_edits_the_document_not_lines_that_look_like_keys(tmp_path):
+    """A `theme = ...` line inside a multi-line string is text, not the setting (a line-based
+    edit broke the string); the edit goes to the document's own key."""
+    path = tmp_path / "config.toml"
+    path.write_text('system_prompt = """\ntheme = "x"\n"""\n', encoding="utf-8")
+    save_setting("theme", "chatapp-light", path)
+    settings = load_settings(path)
+    assert settings.theme == "chatapp-light" and settings.system_prompt == 'theme = "x"\n'
 
 
 def test_save_setting_refuses_unknown_keys_and_bad_values(tmp_path):

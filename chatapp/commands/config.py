@@ -52,7 +52,7 @@ def init(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing config file."),
 ) -> None:
     """Write the default settings to the config file (readable by you alone)."""
-    from chatapp.engine.sessions.files import atomic_write
+    from chatapp.private import atomic_write
     from chatapp.private import make_private_dir
 
     path = paths.config_file()

@@ -1,16 +1,17 @@
-"""chat, ask, tokenize and --version: the commands that load a model."""
+"""chat, ask, tokenize and --version: the commands that load a model.
+
+chatapp.cli registers these on its typer app (`register`), so this layer never imports it.
+"""
 
 from __future__ import annotations
 
 import json
-import sys
 from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from chatapp.cli import app
 from chatapp.config import Settings, load_settings
 from chatapp.errors import InputError
 
@@ -31,7 +32,6 @@ def _version(value: bool) -> None:
     raise typer.Exit()
 
 
-@app.callback(invoke_without_command=True)
 def root(
     ctx: typer.Context,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
@@ -54,7 +54,6 @@ def open_engine(settings: Settings, model: str | None, console: Console | None =
         return Engine.open(settings, model, progress=progress)
 
 
-@app.command()
 def chat(
     model: ModelOpt = None,
     theme: Annotated[Optional[str], typer.Option("--theme", help="Theme name (see chatapp themes list).")] = None,
@@ -62,13 +61,12 @@ def chat(
     session: Annotated[Optional[str], typer.Option("--session", help="Open or create a saved session.")] = None,
 ) -> None:
     """Open the chat TUI."""
-    from chatapp.ui.launch import run_app
+    from chatapp.commands.tui import run_app
 
     settings = settings_with(theme=theme, n_ctx=n_ctx)
     run_app(settings, model=model, session=session)
 
 
-@app.command()
 def ask(
     prompts: Annotated[list[str], typer.Argument(help="One user turn each, in order, in one conversation.")],
     model: ModelOpt = None,
@@ -93,7 +91,6 @@ def ask(
     run_ask(settings, model, prompts, as_json=as_json, session=session)
 
 
-@app.command()
 def tokenize(
     text: Annotated[str, typer.Argument(help="Text to cut into tokens with the model's tokenizer.")],
     model: ModelOpt = None,
@@ -118,6 +115,8 @@ def tokenize(
     out.print(f"[bold]{len(tokens)}[/] tokens · ids: {' '.join(str(t.id) for t in tokens)}", highlight=False)
 
 
-def write(text: str) -> None:
-    sys.stdout.write(text)
-    sys.stdout.flush()
+def register(app: typer.Typer) -> None:
+    """Put the root callback (--version, bare `chatapp`) and chat, ask, tokenize on `app`."""
+    app.callback(invoke_without_command=True)(root)
+    for command in (chat, ask, tokenize):
+        app.command()(command)

@@ -1,65 +1,24 @@
-"""Atomic file writes, leftover temp files, and the size cap on saved states.
+"""Leftover temp files and the size cap on saved states.
 
-A write goes to a temp file in the target's folder, is fsynced, then os.replace()d over the
-target, and the folder is fsynced. A kill at any moment leaves either the old file or the new
-one, plus at most a temp file, which `clean_temp_files` removes once its writer is gone.
+Writes are atomic (chatapp.private.atomic_write): a kill at any moment leaves either the old
+file or the new one, plus at most a temp file, which `clean_temp_files` removes once its
+writer is gone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from chatapp.private import open_private
+from chatapp.private import TEMP_SUFFIX, atomic_write, fsync_dir, temp_path
 
-TEMP_SUFFIX = ".tmp"
+__all__ = ["TEMP_SUFFIX", "atomic_write", "clean_temp_files", "evict_lru", "fsync_dir", "list_states", "temp_path",
+           "touch"]
+
 STALE_AFTER_S = 3600
-
-
-def fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # some platforms can't open a folder; the rename is still atomic
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def temp_path(target: Path) -> Path:
-    """`.NAME.PID.RANDOM.tmp` next to the target: the PID tells cleanup whether its writer lives."""
-    return target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
-
-
-def atomic_write(target: Path, chunks: Iterable[bytes | memoryview]) -> int:
-    """Replace `target` with the chunks' bytes, all or nothing. Returns the size written.
-
-    The file is 0600 from its creation as a temp file on: it may be a conversation's KV state
-    or a config holding an API key. A symlink at `target` is replaced, never followed."""
-    tmp = temp_path(target)
-    size = 0
-    try:
-        with open_private(tmp) as out:
-            for chunk in chunks:
-                out.write(chunk)
-                size += len(chunk)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    fsync_dir(target.parent)
-    return size
 
 
 def _writer_alive(name: str) -> bool:
