@@ -54,7 +54,7 @@ async def test_twenty_kilobytes_of_typed_keys_go_in_whole_and_in_a_few_edits():
         assert not app.sent
 
 
-async def test_an_enter_inside_a_burst_is_a_pasted_line_break_and_a_typed_enter_sends():
+async def test_an_enter_inside_a_burst_is_a_pasted_line_break_and_one_that_ends_it_sends():
     app = Host()
     async with app.run_test() as pilot:
         composer = app.query_one(Composer)
@@ -65,6 +65,10 @@ async def test_an_enter_inside_a_burst_is_a_pasted_line_break_and_a_typed_enter_
         await pilot.pause(0.3)  # a person's pause: the next Enter is typed, not pasted
         await pilot.press("enter")
         await wait_until(pilot, lambda: app.sent == ["first line\nsecond line"])
+        composer.clear()
+        burst(app, "a scripted question\n")  # text and Enter at once, as `tmux send-keys 'q' Enter`
+        await wait_until(pilot, lambda: len(app.sent) == 2)
+        assert app.sent[1] == "a scripted question"
 
 
 async def test_keys_typed_one_by_one_appear_at_once_and_edit_keys_see_them():

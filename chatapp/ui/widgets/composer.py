@@ -3,7 +3,9 @@
 Keys that arrive in a burst (a paste from a terminal without bracketed paste: every
 character is a key event) are inserted as one edit. TextArea re-wraps the line it edits on
 every insert, so 20 KB typed into one line took 25 s one key at a time (O(n^2)); gathered,
-it is one edit. An Enter inside such a burst is a line break of the pasted text, not a send.
+it is one edit. An Enter inside such a burst (more text follows it) is a line break of the
+pasted text; an Enter that ends a burst sends, as it does when typed (`tmux send-keys 'hi'
+Enter`, expect scripts).
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ class Composer(TextArea):
         """Characters typed but not yet inserted: they go in together once the burst is read."""
         self._burst_until = 0.0
         """Until then, keys are gathered for BURST_FLUSH_S (the last insert took several keys)."""
+        self._enter_ends_burst = False
+        """The last key gathered was an Enter: if nothing follows it, it sends."""
 
     def on_key(self, event: Key) -> None:
         burst = bool(self._typed)
@@ -66,16 +70,18 @@ class Composer(TextArea):
             event.stop()
             event.prevent_default()
             self._typed.append(event.character)
+            self._enter_ends_burst = False
             if not burst:
                 if time.monotonic() < self._burst_until:
                     self.set_timer(BURST_FLUSH_S, self.flush_typed)
                 else:
                     self.call_later(self.flush_typed)  # after the key events already queued
             return
-        if event.key in self.SUBMIT_KEYS and burst:  # a pasted line break
+        if event.key in self.SUBMIT_KEYS and burst:  # a pasted line break, or the end of a burst
             event.stop()
             event.prevent_default()
             self._typed.append("\n")
+            self._enter_ends_burst = True
             return
         self.flush_typed()  # anything else acts on the text as typed so far
         if event.key in self.SUBMIT_KEYS or event.key in self.NEWLINE_KEYS:
@@ -84,14 +90,21 @@ class Composer(TextArea):
             self.action_submit() if event.key in self.SUBMIT_KEYS else self.action_newline()
 
     def flush_typed(self) -> None:
-        """Insert the characters gathered from a burst of key events, as one edit."""
-        if self._typed:
-            text, self._typed = "".join(self._typed), []
-            if len(text) > 1:  # faster than anyone types: keep gathering for a while
-                self._burst_until = time.monotonic() + 2 * BURST_FLUSH_S
-            self.insert(text)
-            # The box may grow with the text; once laid out at its new size, keep the cursor in view.
-            self.call_after_refresh(self.scroll_cursor_visible)
+        """Insert the characters gathered from a burst of key events, as one edit; an Enter
+        that ended the burst then sends."""
+        if not self._typed:
+            return
+        text, self._typed = "".join(self._typed), []
+        send, self._enter_ends_burst = self._enter_ends_burst, False
+        if send:
+            text = text[:-1]
+        if len(text) > 1:  # faster than anyone types: keep gathering for a while
+            self._burst_until = time.monotonic() + 2 * BURST_FLUSH_S
+        self.insert(text)
+        # The box may grow with the text; once laid out at its new size, keep the cursor in view.
+        self.call_after_refresh(self.scroll_cursor_visible)
+        if send:
+            self.action_submit()
 
     def action_submit(self) -> None:
         self.flush_typed()
