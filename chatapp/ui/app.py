@@ -218,7 +218,7 @@ class ChatApp(SessionControl, App[None]):
                 events = engine.regenerate() if regenerate else engine.send(text)
                 with decode_gets_the_gil():
                     stream_turn(engine, events, self.post_message, cancelled=lambda: worker.is_cancelled,
-                                finish=autosave)
+                                annotate=live.annotate if live is not None else None, finish=autosave)
             except ChatappError as exc:
                 refused = isinstance(exc, (ContextFullError, InputError))
                 self.post_message(TurnFailed(exc.one_line(), text, refused=refused))

@@ -195,17 +195,16 @@ class SessionControl:
             except Exception as exc:  # noqa: BLE001 - the app must not stay "opening session"
                 self.post_message(SessionFailed(f"Session: {type(exc).__name__}: {exc}"))
 
-    def _autosave(self, live: LiveSession, record: TurnRecord) -> TurnRecord:
-        """On the turn's worker, before TurnFinished: save the turn; the record comes back annotated."""
+    def _autosave(self, live: LiveSession, record: TurnRecord) -> None:
+        """On the turn's worker, right after TurnFinished: save the turn (its record annotated)."""
         try:
             saved = live.save_turn(record)
         except (ChatappError, OSError) as exc:
             error = exc.one_line() if isinstance(exc, ChatappError) else str(exc)
             self.post_message(SessionSaved(live.name, [], f"session {live.name} not saved: {error}"))
-            return record
+            return
         if saved.notices:
             self.post_message(SessionSaved(live.name, saved.notices))
-        return saved.record or record
 
     def save_on_quit(self) -> list[str]:
         """Save the open session as it stands (call with the turn lock held). Returns problems, in words."""

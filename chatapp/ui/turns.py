@@ -3,8 +3,9 @@
 Runs on a worker thread: it iterates the generator, which is where llama.cpp does its work,
 and only ever calls `post`, which is thread-safe. Reply text is coalesced: at most one
 ReplyProgress per `interval` seconds, and always the last one before TurnFinished.
-`finish`, when given, gets the turn's record on this thread before TurnFinished is posted
-(the app autosaves there) and returns the record to post.
+`annotate`, when given, turns the record into the one to post (the session's name and
+restore figures); `finish` then gets it on this thread after TurnFinished is posted (the
+app autosaves there), so the screen shows the end of a turn without waiting for the disk.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ def decode_gets_the_gil(interval: float = DECODE_SWITCH_INTERVAL):
 def stream_turn(engine, events: Iterator[Event], post: Callable[[Message], object], *,
                 cancelled: Callable[[], bool] = lambda: False, interval: float = PROGRESS_INTERVAL,
                 clock: Callable[[], float] = time.monotonic,
-                finish: Callable[[TurnRecord], TurnRecord] | None = None) -> None:
+                annotate: Callable[[TurnRecord], TurnRecord] | None = None,
+                finish: Callable[[TurnRecord], object] | None = None) -> None:
     text, live, last_post, pending = "", None, float("-inf"), False
     for event in events:
         if cancelled():
@@ -70,5 +72,7 @@ def stream_turn(engine, events: Iterator[Event], post: Callable[[Message], objec
         elif isinstance(event, TurnDone):
             if pending and live is not None:
                 post(ReplyProgress(text, live))
-            record = event.record if finish is None else finish(event.record)
+            record = event.record if annotate is None else annotate(event.record)
             post(TurnFinished(record, event.view))
+            if finish is not None:
+                finish(record)

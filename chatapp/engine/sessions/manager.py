@@ -170,6 +170,8 @@ class LiveSession:
         """The resume figures, until the first turn's record carries them."""
         self._fingerprint: dict | None = None
         self._lock = threading.Lock()
+        self._saved: tuple | None = None
+        """What the last save wrote (name, messages, window, cache size), to skip a repeat."""
 
     @property
     def fingerprint(self) -> dict:
@@ -195,12 +197,20 @@ class LiveSession:
         return self._save(record)
 
     def save_now(self) -> SaveReport:
-        """Save the transcript and KV state as they are (on quit, after a stop, or any time)."""
+        """Save the transcript and KV state as they are (on quit, after a stop, or any time).
+        Nothing is written when both are as this session last saved them: quitting right
+        after a turn's autosave costs no second KV-state write."""
         return self._save(None)
+
+    def _what_is_saved(self) -> tuple:
+        engine = self.engine
+        return self.name, tuple(engine.messages), engine.window_start, engine.kv_used()
 
     def _save(self, record: TurnRecord | None) -> SaveReport:
         with self._lock:
             started = time.perf_counter()
+            if record is None and self._saved == self._what_is_saved():
+                return SaveReport(None)
             engine = self.engine
             summary, messages = engine.summary, engine.messages
             fingerprint = self.fingerprint
@@ -217,4 +227,5 @@ class LiveSession:
             snapshot = Snapshot(self.name, identity, list(messages), engine.window_start, engine.kv_used())
             key = self.manager.store.save(snapshot, turn)
             state = self.manager.write_state(key, engine, fingerprint)
+            self._saved = self._what_is_saved()
             return replace(state, record=record, save_ms=(time.perf_counter() - started) * 1000)
