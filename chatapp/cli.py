@@ -39,7 +39,7 @@ def fail(message: str, code: int = 2) -> None:
 
 def main() -> None:
     _register_subcommands()
-    from chatapp.commands import core  # noqa: F401  (registers chat, ask, tokenize)
+    from chatapp.commands import core, neighbours  # noqa: F401  (register chat, ask, tokenize, neighbours)
 
     try:
         app(standalone_mode=True)
