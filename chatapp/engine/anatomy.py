@@ -169,7 +169,9 @@ class _Keys:
         key = template.format(arch=self.arch)
         value = self.metadata.get(key)
         if isinstance(value, ArraySummary):
-            self.notes.append(f"{key} is an array of {value.length}; its values were not read")
+            note = f"{key} is an array of {value.length}; its values were not read"
+            if note not in self.notes:
+                self.notes.append(note)
             return None
         return value
 
@@ -182,6 +184,21 @@ class _Keys:
         if isinstance(value, list):
             return [int(v) for v in value]
         return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class _Heads:
+    """What the file says about attention heads, for the KV-cache derivation."""
+
+    n_head: int | None
+    per_layer: list[int] | None
+    """Query heads per layer, when they vary."""
+    kv: list[int] | int | None
+    """K/V heads: one number, one per layer, or None when the file gives none."""
+    k_len: int | None
+    v_len: int | None
+    steps: list[str]
+    """How the head sizes were found."""
 
 
 def _uniform(value: list[int] | int | None) -> tuple[int | None, list[int] | None]:
@@ -257,7 +274,7 @@ def anatomy_from_header(path: Path, header: GGUFHeader, kv_type: str = "f16") ->
     tokens = header.metadata.get(Keys.Tokenizer.LIST)
     n_vocab = (tokens.length if isinstance(tokens, ArraySummary) else len(tokens) if isinstance(tokens, list)
                else keys.number(Keys.LLM.VOCAB_SIZE))
-    kv = kv_cost(keys, kv_type, n_layer, (n_head, heads_per_layer, head_dim, value_dim, head_steps), kv_raw)
+    kv = kv_cost(keys, kv_type, n_layer, _Heads(n_head, heads_per_layer, kv_raw, head_dim, value_dim, head_steps))
     return Anatomy(
         path=str(path), name=info.name, arch=arch, file_type=info.file_type,
         context_length=keys.number(Keys.LLM.CONTEXT_LENGTH), n_vocab=n_vocab, n_embd=n_embd, n_layer=n_layer,
@@ -295,12 +312,9 @@ def _head_sizes(keys: _Keys, n_embd, n_head, heads_per_layer) -> tuple[int | Non
     return k_len, v_len, steps
 
 
-def kv_cost(keys: _Keys, kv_type: str, n_layer: int | None, heads: tuple, kv_raw) -> KVCost:
-    """The KV cache's bytes per token, derived the way llama.cpp sizes its cache, step by step.
-
-    `heads` is (n_head, heads per layer or None, key length, value length, how those were found).
-    """
-    n_head, heads_per_layer, k_len, v_len, head_steps = heads
+def kv_cost(keys: _Keys, kv_type: str, n_layer: int | None, heads: _Heads) -> KVCost:
+    """The KV cache's bytes per token, derived the way llama.cpp sizes its cache, step by step."""
+    kv_raw, k_len, v_len = heads.kv, heads.k_len, heads.v_len
     block, type_size = GGML_QUANT_SIZES[KV_GGML_TYPES[kv_type]]
     per_element = type_size / block
     steps: list[str] = []
@@ -317,7 +331,7 @@ def kv_cost(keys: _Keys, kv_type: str, n_layer: int | None, heads: tuple, kv_raw
         return unknown
     steps.append(f"layers: {n_layer} (block_count)")
     if kv_raw is None:
-        kv_raw = heads_per_layer if heads_per_layer else n_head
+        kv_raw = heads.per_layer or heads.n_head
         if kv_raw is None:
             steps.append("unknown: the file gives neither attention.head_count_kv nor attention.head_count")
             return unknown
@@ -328,7 +342,7 @@ def kv_cost(keys: _Keys, kv_type: str, n_layer: int | None, heads: tuple, kv_raw
                      f"({sum(1 for h in kv_raw if h)} layers have attention; attention.head_count_kv)")
     else:
         steps.append(f"K/V heads per layer: {kv_raw} (attention.head_count_kv)")
-    steps += head_steps
+    steps += heads.steps
     if k_len is None or v_len is None:
         return unknown
     if isinstance(kv_raw, list):

@@ -171,3 +171,23 @@ def test_unknown_keys_stay_unknown(tmp_path):
 def test_tensor_families_follow_gguf_names(name, family):
     assert family_of(tensor_kind(name)) == family
     assert family in FAMILIES
+
+
+def test_per_layer_kv_heads_are_summed(tmp_path):
+    """SYNTHETIC: three blocks whose middle one has no K/V heads (as hybrid models' recurrent layers)."""
+    path = tmp_path / "hybrid.gguf"
+    writer = GGUFWriter(path, "llama")
+    writer.add_block_count(3)
+    writer.add_embedding_length(32)
+    writer.add_head_count(4)
+    writer.add_head_count_kv([2, 0, 2])
+    writer.add_tensor("token_embd.weight", np.zeros((10, 32), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    a = anatomy(path, "q8_0")
+    assert (a.n_head_kv, a.n_head_kv_per_layer, a.gqa_ratio, a.head_dim) == (2, [2, 0, 2], None, 8)
+    assert a.kv.elements_per_token == 4 * (8 + 8) and a.kv.bytes_per_token == 64 // 32 * 34
+    assert "K/V heads, summed over the 3 layers: 4 (2 layers have attention; attention.head_count_kv)" in a.kv.steps
+    assert "heads vary by layer, so there is no single GQA ratio" in a.notes
