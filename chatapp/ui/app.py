@@ -382,6 +382,7 @@ class ChatApp(SessionControl, InsideControl, App[None]):
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen([("In the composer", Composer.BINDINGS), ("Anywhere", self.BINDINGS),
+                                         ("In the Tokens panel (or click a token)", TokensPanel.BINDINGS),
                                          ("In the sessions list (F6)", SessionsScreen.BINDINGS)]))
 
     # --- panels ------------------------------------------------------------------------------
