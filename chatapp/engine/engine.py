@@ -109,6 +109,10 @@ class Engine:
     def tokenize(self, text: str) -> list[Token]:
         return self._backend.tokenize(text)
 
+    def describe(self, ids: Sequence[int]) -> list[Token]:
+        """Token ids as the model's vocabulary spells them, special ones marked."""
+        return self._backend.describe(ids)
+
     # --- turns -------------------------------------------------------------------------------
     def send(self, text: str) -> Iterator[Event]:
         if not text.strip():

@@ -79,7 +79,8 @@ def _file_type_name(value) -> str:
         return "unknown"
 
 
-def _type_name(ggml_type: int) -> str:
+def ggml_type_name(ggml_type: int) -> str:
+    """A ggml type number's name, e.g. "Q4_1"; "typeN" for one this gguf package does not know."""
     try:
         return GGMLQuantizationType(ggml_type).name
     except ValueError:
@@ -109,7 +110,7 @@ def info_from_header(path: Path, header: GGUFHeader) -> ModelInfo:
     mix: dict[str, list] = {}
     for tensor in header.tensors:
         n_bytes = tensor_nbytes(tensor)
-        stats = mix.setdefault(_type_name(tensor.ggml_type), [0, 0, 0, tensor.name, 0])
+        stats = mix.setdefault(ggml_type_name(tensor.ggml_type), [0, 0, 0, tensor.name, 0])
         stats[0] += 1
         stats[1] += math.prod(tensor.shape)
         stats[2] += n_bytes

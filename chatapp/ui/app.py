@@ -27,6 +27,7 @@ from chatapp.config import Settings, save_setting
 from chatapp.engine.sessions import LiveSession, SessionManager
 from chatapp.errors import ChatappError, ConfigError, ContextFullError, InputError
 from chatapp.ui.commands import ChatCommands, ThemePicker
+from chatapp.ui.inside_control import InsideControl
 from chatapp.ui.pacing import UpdatePacer
 from chatapp.ui.messages import (
     ComposerTokenized, ModelInfoReady, ModelSwitched, ModelSwitchFailed, PrefillFinished, PrefillProgressed,
@@ -58,7 +59,7 @@ QUIT_WINDOW = 2.0
 PANELS = ("tokens", "kv", "speed", "quant")
 
 
-class ChatApp(SessionControl, App[None]):
+class ChatApp(SessionControl, InsideControl, App[None]):
     CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "chatapp"
     COMMANDS = App.COMMANDS | {ChatCommands}
@@ -87,6 +88,8 @@ class ChatApp(SessionControl, App[None]):
         Binding("f5", "copy_reply", "Copy", show=False, tooltip="Copy the last reply to the clipboard"),
         Binding("f6", "sessions", "Sessions", show=False, priority=True,  # the composer binds F6 too
                 tooltip="Saved sessions: open, new, save this chat as, rename, delete"),
+        Binding("f7", "anatomy", "Anatomy", show=False, priority=True,  # the composer binds F7 too
+                tooltip="The model's anatomy: blocks, heads, experts, bytes per tensor family, KV cost per token"),
         Binding("ctrl+p", "command_palette", "Palette", show=False,
                 tooltip="Command palette: every action, and the theme picker"),
     ]
@@ -388,6 +391,7 @@ class ChatApp(SessionControl, App[None]):
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen([("In the composer", Composer.BINDINGS), ("Anywhere", self.BINDINGS),
+                                         ("In the Tokens panel (or click a token)", TokensPanel.BINDINGS),
                                          ("In the sessions list (F6)", SessionsScreen.BINDINGS)]))
 
     # --- panels ------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Sessions: open, new, rename, delete", "Saved conversations with their KV cache (F6)", "sessions"),
     ("Save chat as session", "Save this chat under a name; it is saved after every turn from then on",
      "save_session"),
+    ("Model anatomy", "Blocks, heads, experts, bytes per tensor family, KV cost per token (F7)", "anatomy"),
     ("Copy last reply", "Copy the last assistant reply to the clipboard", "copy_reply"),
     ("Toggle panels", "Show or hide the Tokens / KV / Speed / Quant panels", "toggle_panels"),
     ("Next panel", "Show the next panel", "next_panel"),

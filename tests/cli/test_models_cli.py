@@ -124,3 +124,43 @@ def test_installed_script_info(chatapp_exe, default_model_path):
     result = chatapp_exe("models", "info", str(default_model_path))
     assert result.returncode == 0, result.stderr
     assert "Q4_1" in result.stdout and "llama" in result.stdout
+
+
+ANATOMY_KEYS = {"arch", "n_vocab", "n_embd", "n_layer", "n_head", "n_head_kv", "gqa_ratio", "head_dim", "n_ff",
+                "expert_count", "expert_used_count", "params_total", "params_active", "kv_bytes_per_token",
+                "tensors"}
+
+
+def test_anatomy_json_of_the_configured_model(invoke):
+    result = invoke("models", "anatomy", "--json")
+    assert result.exit_code == 0, result.output
+    facts = json.loads(result.output)
+    assert ANATOMY_KEYS <= set(facts)
+    assert (facts["arch"], facts["n_layer"], facts["head_dim"], facts["gqa_ratio"]) == ("llama", 30, 64, 3.0)
+    assert facts["kv_bytes_per_token"] == 23040 and facts["kv_type"] == "f16"
+    assert facts["params_active"] == facts["params_total"] == 134515008
+    assert facts["tensors"]["attention"]["tensors"] == 120
+    assert sum(f["bytes"] for f in facts["tensors"].values()) == facts["weight_bytes"]
+
+
+def test_anatomy_text_of_gemma(invoke, gemma_path):
+    result = invoke("models", "anatomy", str(gemma_path), "--kv-type", "q8_0")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    for expected in ("gemma3", "4 query, 1 key/value", "sliding window", "512 tokens",
+                     "tied to the embedding", "2 × 18 × 1 × 256 = 9,216", "9,792 B", "per token (q8_0)"):
+        assert expected in out, expected
+
+
+def test_anatomy_rejects_a_bad_kv_type(invoke):
+    result = invoke("models", "anatomy", "--kv-type", "q3")
+    assert isinstance(result.exception, InputError)
+
+
+def test_anatomy_of_a_broken_file_is_one_line(chatapp_exe, tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + bytes(30))
+    result = chatapp_exe("models", "anatomy", str(bad))
+    assert result.returncode == 2
+    assert result.stderr.startswith("chatapp: Model: ") and "unsupported GGUF version 0" in result.stderr
+    assert len(result.stderr.splitlines()) == 1

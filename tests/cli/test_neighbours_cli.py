@@ -1,0 +1,43 @@
+"""`chatapp neighbours` end to end through the installed script, on the real default model."""
+
+import json
+
+WEEKDAYS = {"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"}
+
+
+def test_json_lists_id_piece_and_score(chatapp_exe):
+    out = chatapp_exe("neighbours", "Monday", "--k", "6", "--json")
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout)
+    assert len(found) == 6 and all(set(n) == {"id", "piece", "score"} for n in found)
+    assert {n["piece"].strip() for n in found} & (WEEKDAYS - {"Monday"})
+    assert out.stderr == ""  # one token: nothing to explain
+
+
+def test_several_tokens_say_which_one_is_shown(chatapp_exe):
+    out = chatapp_exe("neighbours", " 7", "--k", "5", "--json")
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.strip() == "the text is 2 tokens (1:'·' 2:'7'); showing token 2; --token N picks another"
+    assert sum(n["piece"].isdigit() for n in json.loads(out.stdout)) >= 4
+    picked = chatapp_exe("neighbours", " 7", "--token", "1", "--k", "5", "--json")
+    assert picked.returncode == 0 and "showing token 1" in picked.stderr
+    assert json.loads(picked.stdout) != json.loads(out.stdout)
+
+
+def test_table_output(chatapp_exe):
+    out = chatapp_exe("neighbours", "January", "--k", "3")
+    assert out.returncode == 0, out.stderr
+    assert "Nearest to 'January'" in out.stdout and "cosine" in out.stdout and "February" in out.stdout
+
+
+def test_bad_input_is_one_line_with_exit_2(chatapp_exe):
+    for args, message in [
+        (("neighbours", ""), "chatapp: Input: the text is empty"),
+        (("neighbours", "x", "--k", "0"), "chatapp: Input: --k must be between 1 and 1000, got 0"),
+        (("neighbours", " 7", "--token", "3"), "chatapp: Input: --token must be between 1 and 2"),
+        (("neighbours", "x", "--model", "nope"), "chatapp: Model: unknown model 'nope'"),
+    ]:
+        result = chatapp_exe(*args)
+        assert result.returncode == 2, result
+        assert message in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -1,0 +1,100 @@
+"""Nearest tokens in the real default model's input embeddings: meaning, the cache, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gguf import GGUFReader
+from gguf.quants import dequantize
+
+from chatapp.engine.filecache import file_sha256
+from chatapp.engine.neighbours import EmbeddingIndex, cache_file, cached_unit_rows
+from chatapp.engine.tokens import describe, tokenize_text
+from chatapp.errors import InputError, ModelError
+
+WEEKDAYS = {"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"}
+
+
+@pytest.fixture(scope="module")
+def index(default_model_path, tmp_path_factory):
+    # Module-wide, so the matrix is built once here; the tests of the cache build their own.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+        return EmbeddingIndex.open(default_model_path)
+
+
+def only_token(runtime, text: str) -> int:
+    tokens = tokenize_text(runtime, text)
+    assert len(tokens) == 1, tokens
+    return tokens[0].id
+
+
+@pytest.mark.parametrize("day", [" Monday", "Friday"])
+def test_a_weekdays_neighbours_are_weekdays(index, runtime, day):
+    found = index.nearest(lambda ids: describe(runtime, ids), only_token(runtime, day), k=5)
+    days = [n.piece.strip() for n in found if n.piece.strip() in WEEKDAYS - {day.strip()}]
+    assert len(days) >= 3, found
+    assert all(-1.0 <= n.score <= 1.0 for n in found)
+    assert [n.score for n in found] == sorted((n.score for n in found), reverse=True)
+
+
+@pytest.mark.parametrize("digit", ["3", "7"])
+def test_a_digits_neighbours_are_digits(index, runtime, digit):
+    found = index.nearest(lambda ids: describe(runtime, ids), only_token(runtime, digit), k=5)
+    assert sum(n.piece.isdigit() and len(n.piece) == 1 for n in found) >= 4, found
+    assert digit not in [n.piece for n in found]  # the token itself is left out
+
+
+def test_an_unrelated_word_is_not_a_neighbour(index, runtime):
+    found = index.nearest(lambda ids: describe(runtime, ids), only_token(runtime, " Monday"), k=20)
+    assert not {" banana", " oxygen", " guitar"} & {n.piece for n in found}  # each one token
+
+
+def test_scores_are_cosines_of_the_dequantized_rows(index, default_model_path):
+    """Two rows read independently, with gguf's own reader, give the score the index reports."""
+    tensor = next(t for t in GGUFReader(default_model_path).tensors if t.name == "token_embd.weight")
+    a, b = 12397, 14801  # " Monday", " Tuesday"
+    rows = dequantize(np.asarray(tensor.data[[a, b]]), tensor.tensor_type)
+    expected = float(rows[0] @ rows[1] / np.linalg.norm(rows[0]) / np.linalg.norm(rows[1]))
+    score = dict(index.nearest_ids(a, k=50))[b]
+    assert score == pytest.approx(expected, abs=2e-3)  # float16 storage
+
+
+def test_the_cache_is_keyed_by_sha256_and_memory_mapped(default_model_path):
+    target = cache_file(file_sha256(default_model_path))
+    assert not target.exists()
+    built = cached_unit_rows(default_model_path)
+    assert target.is_file() and built.dtype == np.float16 and built.shape == (49152, 576)
+    loaded = cached_unit_rows(default_model_path)
+    assert isinstance(loaded, np.memmap) and np.array_equal(loaded[:100], built[:100])
+
+
+def test_a_damaged_cache_is_rebuilt(default_model_path):
+    target = cache_file(file_sha256(default_model_path))
+    first = cached_unit_rows(default_model_path)
+    target.write_bytes(target.read_bytes()[:1000])
+    again = cached_unit_rows(default_model_path)
+    assert np.array_equal(again[-5:], first[-5:]) and target.stat().st_size > 1000
+
+
+def test_bad_queries(index):
+    with pytest.raises(InputError, match="outside the vocabulary"):
+        index.nearest_ids(49152)
+    with pytest.raises(InputError, match="k must be at least 1"):
+        index.nearest_ids(5, k=0)
+    assert len(index.nearest_ids(5, k=100_000)) == index.n_vocab - 1
+
+
+def test_a_file_without_embeddings(tmp_path):
+    """SYNTHETIC: a GGUF with one tensor and no token_embd."""
+    from gguf import GGUFWriter
+
+    path = tmp_path / "no-embd.gguf"
+    writer = GGUFWriter(path, "llama")
+    writer.add_tensor("output.weight", np.zeros((4, 32), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    with pytest.raises(ModelError, match="no 2-D token_embd.weight"):
+        EmbeddingIndex.open(path)
