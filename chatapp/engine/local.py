@@ -64,7 +64,7 @@ class LocalBackend:
         policy.look(force=True)
         options = LoadOptions(n_ctx=settings.n_ctx, n_threads=policy.decode_threads(),
                               n_threads_batch=policy.prefill_threads(), n_gpu_layers=settings.gpu_layers,
-                              kv_type=settings.kv_type)
+                              kv_type=settings.kv_type, flash_attn=settings.flash_attn)
         return cls(LlamaRuntime(path, options), threads=policy)
 
     # --- template and tokens -------------------------------------------------------------

@@ -43,6 +43,7 @@ def main() -> None:
     while int(times) == 0 or n < int(times):
         n += 1
         print(f"begin {n}", flush=True)
+        live._saved = None  # noqa: SLF001 - write again even though nothing changed: that is the test
         report = live.save_now()
         print(f"saved {n} {report.state_bytes} {' | '.join(report.notices)}", flush=True)
 

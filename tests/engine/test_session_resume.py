@@ -168,7 +168,7 @@ def reforged(saved, **changes) -> bytes:
     ({"kv_type": "q8_0"}, "other KV type (state q8_0, now f16)"),
     ({"llama_cpp": "ggml 0.0.1 (0000000)"}, "other llama.cpp build"),
     ({"llama_cpp_python": "0.2.0"}, "other llama-cpp-python version"),
-    ({"flash_attn": True}, "other flash-attention setting"),
+    ({"flash_attn": False}, "other flash-attention setting"),
     ({"model_sha256": "0" * 64, "model": "Other 7B", "quant": "Q8_0"}, "other model or quant (Other 7B Q8_0)"),
 ])
 def test_a_state_from_another_setup_falls_back(manager, engine, saved, changes, reason):
