@@ -40,6 +40,8 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
 
         validate_name(session)
         manager = SessionManager.open(settings)  # before loading the model: a bad database fails fast
+        for notice in manager.notices:
+            err.print(f"[yellow]sessions: {escape(notice)}[/]")
     engine = open_engine(settings, model, err)
     summary = engine.summary
     try:
@@ -48,6 +50,10 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
             err.print(f"[dim]session {escape(session)}: {escape(live.report.notice)}[/]")
         for number, prompt in enumerate(prompts, 1):
             record = None
+            if live is not None and number > 1 and (changed := live.changed_elsewhere()):
+                # Another process saved between two of our prompts: go on from what it saved.
+                live = manager.resume(live.name, engine)
+                err.print(f"[yellow]{escape(changed)}; reloaded it before prompt {number}[/]")
             for event in engine.send(prompt):
                 if isinstance(event, ContextTrimmed):
                     err.print(f"[yellow]context full: dropped the oldest {event.dropped_turns} turn(s) "
@@ -61,7 +67,7 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
                         saved = live.save_turn(record)
                         record = saved.record
                         for notice in saved.notices:
-                            err.print(f"[yellow]session {escape(session)}: {escape(notice)}[/]")
+                            err.print(f"[yellow]session {escape(live.name)}: {escape(notice)}[/]")
                     if as_json:
                         data = record.to_json()
                         data.update(model=summary.name, quant=summary.quant, backend=summary.backend,

@@ -56,11 +56,12 @@ def list_sessions() -> None:
         return
     table = Table(title="Sessions", title_justify="left", box=box.SIMPLE_HEAD,
                   caption=f"{manager.store.directory}", caption_justify="left")
-    table.add_column("name", no_wrap=True)
-    table.add_column("model")
+    # A long name (up to 64 characters) wraps within its share rather than push the other columns out.
+    table.add_column("name", overflow="fold", max_width=max(16, console.width // 4))
+    table.add_column("model", overflow="fold")
     for column in ("turns", "tokens", "state"):
-        table.add_column(column, justify="right")
-    table.add_column("last used", no_wrap=True)
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("last used", no_wrap=True, min_width=len(_when(0)))
     for s in summaries:
         size = manager.state_size(s.state_key)
         state = human_bytes(size) if size is not None else "[dim]none[/dim]"

@@ -180,7 +180,7 @@ class ChatApp(SessionControl, App[None]):
     # --- sending ---------------------------------------------------------------------------
     @on(Composer.Submitted)
     def _submit(self, message: Composer.Submitted) -> None:
-        if self._busy("send"):
+        if self._busy("send") or self.session_changed_elsewhere():
             return
         message.composer.clear()
         self._start_turn(message.text)
@@ -342,7 +342,7 @@ class ChatApp(SessionControl, App[None]):
                         timeout=5, markup=False)
 
     def action_regenerate(self) -> None:
-        if self._busy("regenerate"):
+        if self._busy("regenerate") or self.session_changed_elsewhere():
             return
         users = [m for m in self.engine.chat.messages if m.role == "user"]
         if not users:
@@ -495,7 +495,7 @@ class ChatApp(SessionControl, App[None]):
         new.chat.load_messages(old.chat.messages, old.chat.window_start)
         self.engine = new
         if self.live is not None:  # the session goes on with the new model, saved from the next turn
-            self.live = LiveSession(self.live.manager, self.live.name, new)
+            self.live = self.live.moved_to(new)
         self.close_engine(old)
         self.loading_model = False
         self.query_one(AppHeader).status = ""

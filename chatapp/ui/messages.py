@@ -150,8 +150,11 @@ class SessionFailed(Message):
 class SessionSaved(Message):
     """An autosave finished: notices are warnings (the transcript is saved), error means nothing was."""
 
-    def __init__(self, name: str, notices: list[str], error: str | None = None) -> None:
+    def __init__(self, name: str, notices: list[str], error: str | None = None,
+                 conflict: str | None = None) -> None:
         super().__init__()
         self.name = name
         self.notices = notices
         self.error = error
+        self.conflict = conflict
+        """Set when another process changed or removed the session (SessionConflict's message)."""

@@ -20,6 +20,7 @@ from chatapp.engine.sessions import SessionManager
 from chatapp.engine.sessions.fingerprint import of_engine
 from chatapp.engine.sessions.manager import MIB, LiveSession
 from chatapp.engine.sessions.statefile import StateFile, encode_state, parse_state
+from chatapp.engine.sessions.store import Saved
 
 from .session_helpers import SETTINGS, open_engine, prefill_history, run_turn, synthetic_history
 
@@ -70,6 +71,12 @@ def manager(saved, tmp_path):
 
 def state_path(manager):
     return manager.state_path(manager.store.get("s").state_key)
+
+
+def stored_as_saved(manager) -> Saved:
+    """Session "s" as the save that wrote it would describe it."""
+    stored = manager.store.get("s")
+    return Saved(stored.name, stored.state_key, stored.revision)
 
 
 def write_state(manager, data: bytes) -> None:
@@ -190,8 +197,7 @@ def test_a_state_from_another_n_ctx_falls_back(manager, engine, saved, default_m
     small = open_engine(default_model_path, n_ctx=512)
     try:
         prefill_history(small, saved["messages"])
-        key = manager.store.get("s").state_key
-        manager.write_state(key, small, of_engine(small))
+        manager.write_state(stored_as_saved(manager), small, of_engine(small))
     finally:
         small.close()
     live, record = resume_and_answer(manager, engine, saved)
@@ -206,7 +212,7 @@ def test_a_state_from_gemma_falls_back(manager, engine, saved, gemma_path):
         gemma_state = parse_state(b"".join(bytes(c) for c in encode_state(
             StateFile(gemma_fingerprint, gemma.runtime.kv_tokens, len(gemma.runtime.kv_tokens),
                       gemma.runtime.seq_state()))))
-        manager.write_state(manager.store.get("s").state_key, gemma, gemma_fingerprint)
+        manager.write_state(stored_as_saved(manager), gemma, gemma_fingerprint)
     finally:
         gemma.close()
     live, record = resume_and_answer(manager, engine, saved)
