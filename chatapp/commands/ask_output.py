@@ -43,6 +43,8 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
         for notice in manager.notices:
             err.print(f"[yellow]sessions: {escape(notice)}[/]")
     engine = open_engine(settings, model, err)
+    for notice in engine.load_notices:
+        err.print(f"[yellow]{escape(notice)}[/]")
     summary = engine.summary
     try:
         live = manager.resume(session, engine) if manager is not None else None

@@ -46,6 +46,8 @@ class Engine:
         self.model_path = Path(model_path)
         self.settings = settings
         self.chat = Chat(runtime, settings.system_prompt, generation_settings(settings))
+        self.load_notices: list[str] = []
+        """Warnings from loading (an n_ctx above the model's training context), one line each."""
         info = runtime.info
         self.summary = ModelSummary(
             name=display_name(self.model_path),
@@ -70,11 +72,16 @@ class Engine:
     @classmethod
     def load(cls, settings: Settings, path: Path) -> "Engine":
         """Load a model file already resolved and checked (see `resolve_model`)."""
-        from chatapp.engine.llama import LlamaRuntime, LoadOptions  # noqa: PLC0415 - heavy import
+        from chatapp.engine.llama import LlamaRuntime, LoadOptions, gpu_offload_supported  # noqa: PLC0415
+        from chatapp.engine.memory_check import check_load  # noqa: PLC0415
 
+        # Refuse what can't fit (or exceeds the training context) before llama.cpp allocates it.
+        notices = check_load(settings, path, offloaded=settings.gpu_layers != 0 and gpu_offload_supported())
         options = LoadOptions(n_ctx=settings.n_ctx, n_threads=settings.threads,
                               n_gpu_layers=settings.gpu_layers, kv_type=settings.kv_type)
-        return cls(LlamaRuntime(path, options), path, settings)
+        engine = cls(LlamaRuntime(path, options), path, settings)
+        engine.load_notices = notices
+        return engine
 
     def send(self, text: str) -> Iterator[Event]:
         return self.chat.send(text)

@@ -111,7 +111,8 @@ class ChatApp(SessionControl, App[None]):
         super().__init__()
         register_themes(self, self.theme_result)
         wanted = self.settings.theme or DEFAULT_THEME
-        self._theme_problem = None if wanted in self.available_themes else wanted
+        # Only chatapp's themes, as the picker and `chatapp themes list` offer (not Textual's built-ins).
+        self._theme_problem = None if wanted in self.theme_result.names() else wanted
         self.theme = wanted if self._theme_problem is None else DEFAULT_THEME
         self._turn_lock = threading.Lock()
         """Held by whichever thread is using the engine for a turn; closing waits for it."""
@@ -154,6 +155,8 @@ class ChatApp(SessionControl, App[None]):
         for failure in self.theme_result.failures:
             self.notify(f"skipped theme file {failure}", title="Theme", severity="warning", timeout=10,
                         markup=False)
+        for notice in getattr(self.engine, "load_notices", []):
+            self.notify(notice, title="Model", severity="warning", timeout=10, markup=False)
         if self._theme_problem:
             self.notify(f"theme {self._theme_problem!r} is not available; using {DEFAULT_THEME}",
                         title="Theme", severity="warning", timeout=10, markup=False)
@@ -528,7 +531,7 @@ class ChatApp(SessionControl, App[None]):
             return
         hit = getattr(event.highlighted_event.option, "hit", None)
         name = getattr(hit, "text", None)
-        if name in self.available_themes:
+        if name in self.theme_result.names():
             self.theme = name
 
     @on(CommandPalette.Closed)
