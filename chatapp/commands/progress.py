@@ -37,4 +37,4 @@ def tidy_models_dir(console: Console) -> None:
     from chatapp.engine.pull_leftovers import clean_pull_leftovers
 
     for notice in clean_pull_leftovers(paths.models_dir()).notices():
-        console.print(f"[yellow]{escape(notice)}[/]")
+        console.print(f"[yellow]{escape(notice)}[/]", soft_wrap=True)
