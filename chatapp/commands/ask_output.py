@@ -11,6 +11,7 @@ from rich.markup import escape
 from chatapp.config import Settings
 from chatapp.engine.events import ContextTrimmed, TextDelta, TurnDone
 from chatapp.engine.stats import TurnRecord
+from chatapp.errors import OutputError
 
 
 def stats_line(record: TurnRecord) -> str:
@@ -29,11 +30,32 @@ def stats_line(record: TurnRecord) -> str:
     return " · ".join(parts)
 
 
+class TurnOutput:
+    """stdout for replies. When it fails (a full disk, a reader that went away), the turns still
+    run to the end and are saved; the failure is raised once they are."""
+
+    def __init__(self) -> None:
+        self.failed: OutputError | None = None
+
+    def write(self, text: str) -> None:
+        if self.failed is None:
+            try:
+                sys.stdout.write(text)
+                sys.stdout.flush()
+            except OutputError as exc:
+                self.failed = exc
+
+    def raise_if_failed(self) -> None:
+        if self.failed is not None:
+            raise self.failed
+
+
 def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_json: bool,
             session: str | None = None) -> None:
     from chatapp.commands.core import open_engine
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
+    out = TurnOutput()
     manager = None
     if session is not None:
         from chatapp.engine.sessions import SessionManager, validate_name
@@ -61,10 +83,11 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
                     err.print(f"[yellow]context full: dropped the oldest {event.dropped_turns} turn(s) "
                               f"({len(event.dropped)} messages) to fit this one[/]")
                 elif isinstance(event, TextDelta) and not as_json:
-                    sys.stdout.write(event.text)
-                    sys.stdout.flush()
+                    out.write(event.text)
                 elif isinstance(event, TurnDone):
                     record = event.record
+                    if not as_json:
+                        out.write("\n")  # the reply's line ends before anything about its save
                     if live is not None:
                         saved = live.save_turn(record)
                         record = saved.record
@@ -74,9 +97,8 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
                         data = record.to_json()
                         data.update(model=summary.name, quant=summary.quant, backend=summary.backend,
                                     layers_offloaded=summary.layers_offloaded)
-                        print(json.dumps(data, ensure_ascii=False), flush=True)
+                        out.write(json.dumps(data, ensure_ascii=False) + "\n")
                     else:
-                        sys.stdout.write("\n")
                         err.print(f"[dim]{stats_line(record)}[/]")
             if record is not None and record.finish_reason == "stopped":
                 if number < len(prompts):
@@ -84,3 +106,4 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
                 break
     finally:
         engine.close()
+    out.raise_if_failed()

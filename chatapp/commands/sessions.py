@@ -111,7 +111,8 @@ def _fmt(value, spec: str) -> str:
 
 @app.command("rm")
 def remove(name: NameArg) -> None:
-    """Delete a session: its transcript, its turn records and its KV state."""
+    """Delete a session: its transcript, its turn records and its KV state (if the state file
+    can't be removed, the session is kept and the reason given)."""
     _manager().delete(_checked(name))
     Console(stderr=True).print(f"removed session {escape(name)}")
 

@@ -239,8 +239,8 @@ class SessionControl:
                 live = manager.resume(name, engine)
                 if action != "open":
                     notices += live.save_now().notices
-                live.manager.notices, opening = [], live.manager.notices
-                notices = opening + notices
+                notices = live.manager.notices + notices  # what opening the database tidied, said once
+                live.manager.notices = []
                 self.post_message(SessionOpened(live, replaced=action != "save_as", notices=notices,
                                                 other_model=other_model(stored, live)))
             except ChatappError as exc:

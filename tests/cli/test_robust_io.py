@@ -58,6 +58,20 @@ def test_a_full_stdout_is_one_line_exit_1(env, args):
     assert one_error_line(out.stderr) == "chatapp: Output: cannot write to standard output (No space left on device)"
 
 
+def test_a_reply_to_a_full_stdout_is_still_saved(env):
+    with open("/dev/full", "w") as full:
+        out = subprocess.run([str(EXE), "ask", "--session", "s", "Name a colour.", "--temperature", "0",
+                              "--max-tokens", "8", "--ctx", "512"], stdout=full, stderr=subprocess.PIPE, text=True,
+                             env=env, timeout=300)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines()[-1] == ("chatapp: Output: cannot write to standard output "
+                                                   "(No space left on device)")
+    from chatapp.engine.sessions.store import SessionStore
+
+    saved = SessionStore.open(paths.sessions_dir(), create=False).get("s").messages
+    assert [m.role for m in saved] == ["system", "user", "assistant"] and saved[-1].content
+
+
 @pytest.mark.parametrize("args", [("sessions", "list"), ("sessions", "export", "work"), ("--version",)])
 def test_a_reader_that_went_away_ends_quietly(env, args):
     """`chatapp sessions list | head -1` where head has already exited: no traceback, no message."""
