@@ -49,6 +49,10 @@ class SessionConflict(SessionError):
     exit_code = 1
 
 
+class SessionRemoved(SessionConflict):
+    """Another process removed the session this one was saving into."""
+
+
 class OutputError(ChatappError):
     """Standard output could not be written: a full disk, a closed stream or a closed pipe."""
 

@@ -77,7 +77,7 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
             if live is not None and number > 1 and (changed := live.changed_elsewhere()):
                 # Another process saved between two of our prompts: go on from what it saved.
                 live = manager.resume(live.name, engine)
-                err.print(f"[yellow]{escape(changed)}; reloaded it before prompt {number}[/]")
+                err.print(f"[yellow]{escape(changed.message)}; reloaded it before prompt {number}[/]")
             for event in engine.send(prompt):
                 if isinstance(event, ContextTrimmed):
                     err.print(f"[yellow]context full: dropped the oldest {event.dropped_turns} turn(s) "

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from chatapp.engine.engine import Engine
     from chatapp.engine.quant import ModelInfo
     from chatapp.engine.sessions import LiveSession
+    from chatapp.errors import SessionConflict
 
 
 def dropped_after_exit(handler: Callable) -> Callable:
@@ -151,10 +152,10 @@ class SessionSaved(Message):
     """An autosave finished: notices are warnings (the transcript is saved), error means nothing was."""
 
     def __init__(self, name: str, notices: list[str], error: str | None = None,
-                 conflict: str | None = None) -> None:
+                 conflict: SessionConflict | None = None) -> None:
         super().__init__()
         self.name = name
         self.notices = notices
         self.error = error
         self.conflict = conflict
-        """Set when another process changed or removed the session (SessionConflict's message)."""
+        """Set when another process changed (or removed: SessionRemoved) the session."""

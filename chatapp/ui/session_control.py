@@ -17,7 +17,7 @@ from chatapp.engine.events import Message as ChatMessage
 from chatapp.engine.sessions import LiveSession, SessionManager, validate_name
 from chatapp.engine.sessions.store import StoredSession
 from chatapp.engine.stats import TurnRecord
-from chatapp.errors import ChatappError, SessionConflict, SessionError
+from chatapp.errors import ChatappError, SessionConflict, SessionError, SessionRemoved
 from chatapp.ui.messages import SessionFailed, SessionOpened, SessionSaved, dropped_after_exit
 from chatapp.ui.screens.session_changed import KEEP, RELOAD, SessionChangedScreen
 from chatapp.ui.screens.sessions import NameScreen, SessionsScreen
@@ -177,12 +177,12 @@ class SessionControl:
                         timeout=5, markup=False)
         if what is None:
             return False
-        if what.endswith("was removed by another process"):
+        if isinstance(what, SessionRemoved):
             self._detach_session()
-            self.notify(f"{what}; this chat is no longer saved (F6 → save as keeps it)", title="Session",
+            self.notify(f"{what.message}; this chat is no longer saved (F6 → save as keeps it)", title="Session",
                         severity="warning", timeout=10, markup=False)
             return False
-        self._offer_reload(what)
+        self._offer_reload(what.message)
         return True
 
     def _offer_reload(self, what: str, unsaved_turn: bool = False) -> None:
@@ -255,7 +255,7 @@ class SessionControl:
         except (ChatappError, OSError) as exc:
             error = exc.one_line() if isinstance(exc, ChatappError) else str(exc)
             self.post_message(SessionSaved(live.name, [], f"session {live.name} not saved: {error}",
-                                           conflict=exc.message if isinstance(exc, SessionConflict) else None))
+                                           conflict=exc if isinstance(exc, SessionConflict) else None))
             return record
         if saved.notices:
             self.post_message(SessionSaved(live.name, saved.notices))
@@ -320,7 +320,7 @@ class SessionControl:
         if self.live is not None:  # the save follows a rename made in another process
             self.query_one(AppHeader).session = self.live.name
         if message.conflict and self.live is not None:
-            if message.conflict.startswith(f"session {self.live.name!r} was removed"):
+            if isinstance(message.conflict, SessionRemoved):
                 self._detach_session()
             else:
                 self._offer_reload(f"session {self.live.name!r} was changed by another process",

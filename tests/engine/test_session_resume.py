@@ -20,7 +20,8 @@ from chatapp.engine.sessions import SessionManager
 from chatapp.engine.sessions.fingerprint import of_engine
 from chatapp.engine.sessions.manager import MIB, LiveSession
 from chatapp.engine.sessions.statefile import StateFile, encode_state, parse_state
-from chatapp.engine.sessions.store import Saved
+from chatapp.engine.events import Message
+from chatapp.engine.sessions.store import Saved, Snapshot
 
 from .session_helpers import SETTINGS, open_engine, prefill_history, run_turn, synthetic_history
 
@@ -271,3 +272,20 @@ def test_saving_an_empty_cache_removes_a_stale_state(manager, engine, saved):
     live.save_now()
     assert not state_path(manager).exists()
     assert manager.store.get("s").messages == saved["messages"]
+
+
+def test_a_state_is_not_put_over_a_newer_transcript_from_another_process(manager, engine, saved):
+    """The transcript is saved first and the state after it: if another process saved the
+    session in between, this process's state (of the older transcript) is not put in place."""
+    live = manager.resume("s", engine)
+    record = live.annotate(run_turn(engine, P2))
+    before = state_path(manager).read_bytes()
+    ours = manager.store.save(Snapshot("s", manager.store.get("s").model, list(engine.chat.messages),
+                                       engine.chat.window_start, 0), base=live.revision)
+    others = manager.store.get("s").messages + [Message("user", "Elsewhere?"), Message("assistant", "Yes.")]
+    manager.store.save(Snapshot("s", manager.store.get("s").model, others, 1, 0), base=ours.revision)
+    report = manager.write_state(ours, engine, of_engine(engine))
+    assert report.notices == ["KV state not saved: another process saved the session meanwhile"]
+    assert report.state_bytes == 0 and state_path(manager).read_bytes() == before
+    assert record.reply
+    assert not [p for p in state_path(manager).parent.iterdir() if p.name.startswith(".")]  # no temp left

@@ -23,7 +23,7 @@ from chatapp.ui.screens.session_changed import SessionChangedScreen
 from chatapp.ui.screens.sessions import ConfirmScreen, SessionsScreen
 from chatapp.ui.themes import load_themes
 from chatapp.ui.widgets.composer import Composer
-from chatapp.ui.widgets.transcript import Transcript, UserMessage
+from chatapp.ui.widgets.transcript import UserMessage
 from tests.ui._helpers import notified, wait_until
 from tests.ui.test_app import NARROW, TURN_TIMEOUT, WIDE, send
 from tests.ui.test_app_sessions import header, make_app, opened, store, texts  # noqa: F401 - make_app is a fixture

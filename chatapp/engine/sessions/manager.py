@@ -41,7 +41,7 @@ from chatapp.engine.sessions.store import (
     ModelIdentity, Revision, Saved, SessionStore, Snapshot, StoredSession, TurnRow, disk_problem,
 )
 from chatapp.engine.stats import TurnRecord
-from chatapp.errors import SessionError
+from chatapp.errors import SessionConflict, SessionError, SessionRemoved
 
 MIB = 1024 * 1024
 STATES_DIR = "states"
@@ -240,15 +240,16 @@ class LiveSession:
         """The same session, continued with another engine (after a model switch)."""
         return LiveSession(self.manager, self.name, engine, self.revision)
 
-    def changed_elsewhere(self) -> str | None:
+    def changed_elsewhere(self) -> SessionConflict | None:
         """What another process did to this session that would make the next save refuse (it
-        saved turns this chat doesn't hold, or removed the session), in words; None when the
-        next save can go ahead. A rename in another process is followed here."""
+        saved turns this chat doesn't hold: SessionConflict; it removed the session:
+        SessionRemoved), not raised; None when the next save can go ahead. A rename in another
+        process is followed here."""
         store = self.manager.store
         if self.revision is not None:
             now = store.current(self.revision.session_id)
             if now is None:
-                return f"session {self.name!r} was removed by another process"
+                return SessionRemoved(f"session {self.name!r} was removed by another process")
             self.name = now[0]
             if now[1] == self.revision.number:
                 return None
@@ -256,7 +257,7 @@ class LiveSession:
         messages = self.engine.chat.messages
         if stored is None or stored.messages == messages[:len(stored.messages)]:
             return None
-        return f"session {self.name!r} was changed by another process"
+        return SessionConflict(f"session {self.name!r} was changed by another process")
 
     @property
     def fingerprint(self) -> dict:

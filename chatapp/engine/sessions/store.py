@@ -31,7 +31,7 @@ from pathlib import Path
 
 from chatapp.engine.events import Message
 from chatapp.engine.sessions.schema import SCHEMA_VERSION, check_not_newer, migrate, user_version
-from chatapp.errors import SessionConflict, SessionError
+from chatapp.errors import SessionConflict, SessionError, SessionRemoved
 
 DB_NAME = "sessions.db"
 BUSY_TIMEOUT_S = 30.0
@@ -124,8 +124,8 @@ def changed_elsewhere(name: str) -> SessionConflict:
                            "so this run's new turns were not saved")
 
 
-def removed_elsewhere(name: str) -> SessionConflict:
-    return SessionConflict(f"session {name!r} was removed by another process; this run's new turns were not saved")
+def removed_elsewhere(name: str) -> SessionRemoved:
+    return SessionRemoved(f"session {name!r} was removed by another process; this run's new turns were not saved")
 
 
 def disk_problem(directory: Path) -> str | None:
