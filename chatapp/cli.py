@@ -3,15 +3,71 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 
 import typer
+from typer.core import TyperGroup
 
 from chatapp.config import exposed_key_warning
-from chatapp.errors import ChatappError
+from chatapp.errors import ChatappError, InputError, OutputError
 from chatapp.private import tighten_install
+
+
+def reject_undecodable(args: Sequence[str]) -> None:
+    """Python hands over argv bytes that are not UTF-8 as lone surrogates; they would fail
+    later, deep in the tokenizer or SQLite, as a UnicodeEncodeError traceback."""
+    for number, arg in enumerate(args, 1):
+        bad = next((ch for ch in arg if "\udc80" <= ch <= "\udcff"), None)
+        if bad is not None:
+            raise InputError(f"argument {number} is not valid UTF-8 (it holds the byte 0x{ord(bad) - 0xDC00:02x}); "
+                             "pass text in UTF-8")
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+class ChatappGroup(TyperGroup):
+    """The root command: every failure ends here as one line on stderr and an exit status
+    (0 ok, 1 the work could not be done, 2 bad input), for the real CLI and CliRunner alike."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True, **extra):
+        from chatapp.streams import flush_stdout  # noqa: PLC0415
+
+        try:
+            reject_undecodable(sys.argv[1:] if args is None else args)
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            code = result if isinstance(result, int) else 0
+            flush_stdout()
+        except typer.TyperException as exc:  # typer's own click: its errors are only public as this base
+            if type(exc).__name__ == "NoArgsIsHelpError":  # `chatapp sessions`: the help is the answer
+                exc.show()
+                code = exc.exit_code
+            else:
+                code = report(f"Input: {exc.format_message()}", exc.exit_code)
+        except typer.Abort:
+            code = report("interrupted", 130)
+        except OutputError as exc:
+            code = exc.exit_code if exc.broken_pipe else report(exc.one_line(), exc.exit_code)
+        except ChatappError as exc:
+            code = report(exc.one_line(), exc.exit_code)
+        except KeyboardInterrupt:
+            code = report("interrupted", 130)
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+def report(message: str, code: int) -> int:
+    """Print one clear line on stderr; returns the exit status to use."""
+    print(f"chatapp: {one_line(message)}", file=sys.stderr)
+    return code
+
 
 app = typer.Typer(
     name="chatapp",
+    cls=ChatappGroup,
     help="Chat with local LLMs in the terminal and watch how inference works.",
     no_args_is_help=False,
     add_completion=False,
@@ -45,18 +101,14 @@ def start_notices() -> list[str]:
 
 def fail(message: str, code: int = 2) -> None:
     """Print one clear line on stderr and exit."""
-    print(f"chatapp: {message}", file=sys.stderr)
-    raise SystemExit(code)
+    raise SystemExit(report(message, code))
 
 
 def main() -> None:
-    _register_subcommands()
+    from chatapp.streams import guard_standard_streams  # noqa: PLC0415
 
-    try:
-        for notice in start_notices():  # files made private, a key others can read
-            print(f"chatapp: {notice}", file=sys.stderr)
-        app(standalone_mode=True)
-    except ChatappError as exc:
-        fail(exc.one_line())
-    except KeyboardInterrupt:
-        fail("interrupted", code=130)
+    guard_standard_streams()
+    _register_subcommands()
+    for notice in start_notices():  # files made private, a key others can read
+        print(f"chatapp: {notice}", file=sys.stderr)
+    app()

@@ -6,6 +6,7 @@ There is no module-level instance: callers load settings when they need them.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import stat
 import tomllib
@@ -34,7 +35,9 @@ class Settings:
     model: str = "smollm2-135m-instruct"
     """A catalog name or a path to a GGUF file."""
     n_ctx: int = 4096
-    """Context window in tokens: the KV cache's capacity."""
+    """Context window in tokens: the KV cache's capacity (rounded up to a multiple of 256)."""
+    allow_long_ctx: bool = False
+    """Allow an n_ctx above the model's training context (quality may degrade past it)."""
     threads: int = 0
     """CPU threads; 0 means the number of physical cores."""
     gpu_layers: int = -1
@@ -46,15 +49,18 @@ class Settings:
     decode +6% at 1,700 tokens), and a verify batch then gives exactly a step's logits."""
     temperature: float = 0.7
     top_p: float = 0.95
+    """0 to 1; 1 turns it off."""
     top_k: int = 40
+    """0 turns it off."""
     min_p: float = 0.05
+    """0 to 1; 0 turns it off."""
     max_tokens: int = 512
     seed: int = -1
     """-1 picks a random seed per run."""
     system_prompt: str = "You are a helpful assistant."
     theme: str = "chatapp-dark"
     state_cap_mb: int = 2048
-    """Cap on the total size of saved KV-cache states; least recently used go first."""
+    """Cap on the total size of saved KV-cache states; least recently used go first. 0 keeps none."""
     server: str = ""
     """URL of a llama-server to run the model on (http:// or https://); empty runs llama.cpp
     in this process. $CHATAPP_SERVER overrides it."""
@@ -67,20 +73,70 @@ class Settings:
         return validate(dataclasses.replace(self, **clean))
 
 
+MAX_TEMPERATURE = 5.0
+MAX_TOKENS = 1 << 20
+MAX_TOP_K = 1_000_000
+"""More than any vocabulary: top_k is a count of candidate tokens."""
+MAX_GPU_LAYERS = 100_000
+MAX_SEED = 2**32 - 1
+MAX_STATE_CAP_MB = 1 << 30
+CTX_STEP = 256
+"""llama.cpp sizes the context in steps of this many tokens."""
+
+
+def _in_range(name: str, value: float, low: float, high: float, what: str = "") -> None:
+    finite = math.isfinite(value) if isinstance(value, float) else True  # a huge int is fine to compare
+    if not (finite and low <= value <= high):
+        raise ConfigError(f"{name} must be {what or f'{low:,g} to {high:,g}'}, got {value!r}")
+
+
 def validate(settings: Settings) -> Settings:
+    """Refuse settings that make no sense, with one line naming the setting and its range. The
+    CLI options, the config file and the TUI's sampling screen all come through here."""
     if settings.n_ctx < 16:
         raise ConfigError(f"n_ctx must be at least 16, got {settings.n_ctx}")
+    # No ceiling here: chatapp.engine.memory_check weighs n_ctx against the machine when a model loads.
     if settings.kv_type not in KV_TYPES:
         raise ConfigError(f"kv_type must be one of {', '.join(KV_TYPES)}, got {settings.kv_type!r}")
     if settings.threads < 0:
         raise ConfigError(f"threads must be 0 (auto) or more, got {settings.threads}")
+    _in_range("gpu_layers", settings.gpu_layers, -1, MAX_GPU_LAYERS, f"-1 (all) or 0 to {MAX_GPU_LAYERS:,}")
     if settings.max_tokens < 1:
         raise ConfigError(f"max_tokens must be at least 1, got {settings.max_tokens}")
+    _in_range("max_tokens", settings.max_tokens, 1, MAX_TOKENS)
     if settings.temperature < 0:
         raise ConfigError(f"temperature must be 0 or more, got {settings.temperature}")
     if settings.server and not settings.server.startswith(("http://", "https://")):
         raise ConfigError("server must be an http:// or https:// URL (or empty to run in-process)")
+    _in_range("temperature", settings.temperature, 0.0, MAX_TEMPERATURE, f"0 (greedy) to {MAX_TEMPERATURE:g}")
+    _in_range("top_p", settings.top_p, 0.0, 1.0)
+    _in_range("min_p", settings.min_p, 0.0, 1.0)
+    _in_range("top_k", settings.top_k, 0, MAX_TOP_K, f"0 (off) to {MAX_TOP_K:,}")
+    _in_range("seed", settings.seed, -1, MAX_SEED, f"-1 (random) or 0 to {MAX_SEED:,}")
+    _in_range("state_cap_mb", settings.state_cap_mb, 0, MAX_STATE_CAP_MB, f"0 (keep no KV states) to {MAX_STATE_CAP_MB:,}")
+    if not settings.model.strip():
+        raise ConfigError("model is empty; leave the setting out to use the default model")
     return settings
+
+
+def adjusted(settings: Settings) -> tuple[Settings, list[str]]:
+    """The settings as they will run, and what that changes, in one line each: threads beyond
+    this machine's logical CPUs are capped, n_ctx is rounded up to llama.cpp's step, and a
+    state cap of 0 keeps no KV states."""
+    settings = validate(settings)
+    notices = []
+    cpus = os.cpu_count() or 1
+    if settings.threads > cpus:
+        notices.append(f"threads {settings.threads:,} is more than this machine's {cpus} logical CPUs; using {cpus}")
+        settings = dataclasses.replace(settings, threads=cpus)
+    if settings.n_ctx % CTX_STEP:
+        padded = -(-settings.n_ctx // CTX_STEP) * CTX_STEP
+        notices.append(f"n_ctx {settings.n_ctx:,} is rounded up to {padded:,}: llama.cpp sizes the context "
+                       f"in steps of {CTX_STEP} tokens")
+        settings = dataclasses.replace(settings, n_ctx=padded)
+    if settings.state_cap_mb == 0:
+        notices.append("state_cap_mb is 0: no KV states are kept, so resumed sessions re-prefill")
+    return settings, notices
 
 
 def read_table(path: Path) -> dict | None:

@@ -15,6 +15,7 @@ from rich.markup import escape
 from chatapp.config import Settings
 from chatapp.engine.events import ContextTrimmed, TextDelta, TurnDone
 from chatapp.engine.stats import TurnRecord
+from chatapp.errors import OutputError
 
 
 def stats_line(record: TurnRecord) -> str:
@@ -31,6 +32,26 @@ def stats_line(record: TurnRecord) -> str:
         parts.append({"length": "hit --max-tokens", "context": "context full",
                       "stopped": "stopped"}.get(record.finish_reason, record.finish_reason))
     return " · ".join(parts)
+
+
+class TurnOutput:
+    """stdout for replies. When it fails (a full disk, a reader that went away), the turns still
+    run to the end and are saved; the failure is raised once they are."""
+
+    def __init__(self) -> None:
+        self.failed: OutputError | None = None
+
+    def write(self, text: str) -> None:
+        if self.failed is None:
+            try:
+                sys.stdout.write(text)
+                sys.stdout.flush()
+            except OutputError as exc:
+                self.failed = exc
+
+    def raise_if_failed(self) -> None:
+        if self.failed is not None:
+            raise self.failed
 
 
 @contextlib.contextmanager
@@ -66,49 +87,59 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
     from chatapp.commands.core import open_engine
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
+    out = TurnOutput()
     manager = None
     if session is not None:
         from chatapp.engine.sessions import SessionManager, validate_name
 
         validate_name(session)
         manager = SessionManager.open(settings)  # before loading the model: a bad database fails fast
+        for notice in manager.notices:
+            err.print(f"[yellow]sessions: {escape(notice)}[/]")
     engine = open_engine(settings, model, err)
-    summary = engine.summary
+    for notice in engine.load_notices:
+        err.print(f"[yellow]{escape(notice)}[/]")
     try:
         with ctrl_c_stops(engine):
-            _ask(engine, summary, manager, session, prompts, as_json, err)
+            _ask(engine, manager, session, prompts, as_json, err, out)
     finally:
         engine.close()
+    out.raise_if_failed()
 
 
-def _ask(engine, summary, manager, session: str | None, prompts: list[str], as_json: bool,
-         err: Console) -> None:
+def _ask(engine, manager, session: str | None, prompts: list[str], as_json: bool, err: Console,
+         out: TurnOutput) -> None:
+    summary = engine.summary
     live = manager.resume(session, engine) if manager is not None else None
     if live is not None and live.report.notice:
         err.print(f"[dim]session {escape(session)}: {escape(live.report.notice)}[/]")
     for number, prompt in enumerate(prompts, 1):
         record = None
+        if live is not None and number > 1 and (changed := live.changed_elsewhere()):
+            # Another process saved between two of our prompts: go on from what it saved.
+            live = manager.resume(live.name, engine)
+            err.print(f"[yellow]{escape(changed.message)}; reloaded it before prompt {number}[/]")
         for event in engine.send(prompt):
             if isinstance(event, ContextTrimmed):
                 err.print(f"[yellow]context full: dropped the oldest {event.dropped_turns} turn(s) "
                           f"({len(event.dropped)} messages) to fit this one[/]")
             elif isinstance(event, TextDelta) and not as_json:
-                sys.stdout.write(event.text)
-                sys.stdout.flush()
+                out.write(event.text)
             elif isinstance(event, TurnDone):
                 record = event.record
+                if not as_json:
+                    out.write("\n")  # the reply's line ends before anything about its save
                 if live is not None:
                     saved = live.save_turn(record)
                     record = saved.record
                     for notice in saved.notices:
-                        err.print(f"[yellow]session {escape(session)}: {escape(notice)}[/]")
+                        err.print(f"[yellow]session {escape(live.name)}: {escape(notice)}[/]")
                 if as_json:
                     data = record.to_json()
                     data.update(model=summary.name, quant=summary.quant, backend=summary.backend,
                                 layers_offloaded=summary.layers_offloaded)
-                    print(json.dumps(data, ensure_ascii=False), flush=True)
+                    out.write(json.dumps(data, ensure_ascii=False) + "\n")
                 else:
-                    sys.stdout.write("\n")
                     err.print(f"[dim]{stats_line(record)}[/]")
         if record is not None and record.finish_reason == "stopped":
             if number < len(prompts):

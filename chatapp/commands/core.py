@@ -6,17 +6,19 @@ chatapp.cli registers these on its typer app (`register`), so this layer never i
 from __future__ import annotations
 
 import json
+import sys
 from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from chatapp.config import Settings, load_settings
+from chatapp.config import Settings, adjusted, load_settings
 from chatapp.errors import InputError
 
 ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="A GGUF path or a catalog name.")]
 CtxOpt = Annotated[Optional[int], typer.Option("--ctx", help="Context window in tokens.")]
+LongCtxOpt = Annotated[bool, typer.Option("--allow-long-ctx", help="Allow --ctx above the model's training context.")]
 
 
 def _version(value: bool) -> None:
@@ -39,18 +41,25 @@ def root(
 ) -> None:
     """Chat with a local model in the terminal and watch how inference works."""
     if ctx.invoked_subcommand is None:
-        chat(model=None, theme=None, n_ctx=None, session=None)
+        chat(model=None, theme=None, n_ctx=None, session=None, allow_long_ctx=False)
 
 
 def settings_with(**overrides) -> Settings:
-    return load_settings().replace(**overrides)
+    """The config file's settings with the command line's on top, as they will run; what that
+    adjusts (threads capped, n_ctx rounded up) is said in one line on stderr."""
+    settings, notices = adjusted(load_settings().replace(**overrides))
+    if notices:
+        print(f"chatapp: note: {'; '.join(notices)}", file=sys.stderr)
+    return settings
 
 
 def open_engine(settings: Settings, model: str | None, console: Console | None = None):
-    from chatapp.commands.progress import pull_progress
+    from chatapp.commands.progress import pull_progress, tidy_models_dir
     from chatapp.engine.engine import Engine
 
-    with pull_progress(console or Console(stderr=True)) as progress:
+    console = console or Console(stderr=True)
+    tidy_models_dir(console)
+    with pull_progress(console) as progress:
         return Engine.open(settings, model, progress=progress)
 
 
@@ -59,11 +68,12 @@ def chat(
     theme: Annotated[Optional[str], typer.Option("--theme", help="Theme name (see chatapp themes list).")] = None,
     n_ctx: CtxOpt = None,
     session: Annotated[Optional[str], typer.Option("--session", help="Open or create a saved session.")] = None,
+    allow_long_ctx: LongCtxOpt = False,
 ) -> None:
     """Open the chat TUI."""
     from chatapp.commands.tui import run_app
 
-    settings = settings_with(theme=theme, n_ctx=n_ctx)
+    settings = settings_with(theme=theme, n_ctx=n_ctx, allow_long_ctx=allow_long_ctx or None)
     run_app(settings, model=model, session=session)
 
 
@@ -80,12 +90,14 @@ def ask(
     gpu_layers: Annotated[Optional[int], typer.Option("--gpu-layers")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per turn per line.")] = False,
     session: Annotated[Optional[str], typer.Option("--session", help="Create or continue a saved session.")] = None,
+    allow_long_ctx: LongCtxOpt = False,
 ) -> None:
     """Ask one or more questions in one conversation; print replies and per-turn stats."""
     if not prompts or any(not p.strip() for p in prompts):
         raise InputError("the prompt is empty")
     settings = settings_with(system_prompt=system, max_tokens=max_tokens, temperature=temperature, seed=seed,
-                             n_ctx=n_ctx, kv_type=kv_type, threads=threads, gpu_layers=gpu_layers)
+                             n_ctx=n_ctx, kv_type=kv_type, threads=threads, gpu_layers=gpu_layers,
+                             allow_long_ctx=allow_long_ctx or None)
     from chatapp.commands.ask_output import run_ask
 
     run_ask(settings, model, prompts, as_json=as_json, session=session)
@@ -99,7 +111,7 @@ def tokenize(
     """Show how the model's own tokenizer cuts TEXT into tokens."""
     if not text:
         raise InputError("the text is empty")
-    engine = open_engine(load_settings().replace(n_ctx=256), model)
+    engine = open_engine(settings_with(n_ctx=256), model)
     tokens = engine.tokenize(text)
     if as_json:
         print(json.dumps([t.to_json() for t in tokens], ensure_ascii=False))

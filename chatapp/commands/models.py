@@ -190,11 +190,16 @@ def pull(
     from chatapp.engine.pull import find_local
     from chatapp.engine.pull import pull as pull_model
 
+    from chatapp.commands.progress import tidy_models_dir
+
     if force and if_missing:
         raise InputError("--force and --if-missing contradict each other")
+    if name is not None and not name.strip():
+        raise InputError("the model name is empty; leave it out to pull the default model")
     catalog = load_catalog()
     entry = catalog.get(name or catalog.default)
     err = Console(stderr=True)
+    tidy_models_dir(err)
     if if_missing and (found := find_local(entry)) is not None:
         err.print(f"{entry.name} is present")
         typer.echo(found)

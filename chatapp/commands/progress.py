@@ -1,4 +1,5 @@
-"""A rich progress bar fed by the engine's plain (phase, done, total) callbacks."""
+"""A rich progress bar fed by the engine's plain (phase, done, total) callbacks, and the
+tidying of the models folder that comes before a pull or a model load."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 
@@ -27,3 +29,12 @@ def pull_progress(console: Console) -> Iterator[Callable[[str, int, int], None]]
     finally:
         if progress.live.is_started:
             progress.stop()
+
+
+def tidy_models_dir(console: Console) -> None:
+    """Remove what killed pulls left in the models folder; say what was removed and what could not be."""
+    from chatapp import paths
+    from chatapp.engine.pull_leftovers import clean_pull_leftovers
+
+    for notice in clean_pull_leftovers(paths.models_dir()).notices():
+        console.print(f"[yellow]{escape(notice)}[/]", soft_wrap=True)

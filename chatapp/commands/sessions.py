@@ -57,11 +57,12 @@ def list_sessions() -> None:
         return
     table = Table(title="Sessions", title_justify="left", box=box.SIMPLE_HEAD,
                   caption=f"{manager.store.directory}", caption_justify="left")
-    table.add_column("name", no_wrap=True)
-    table.add_column("model")
+    # A long name (up to 64 characters) wraps within its share rather than push the other columns out.
+    table.add_column("name", overflow="fold", max_width=max(16, console.width // 4))
+    table.add_column("model", overflow="fold")
     for column in ("turns", "tokens", "state"):
-        table.add_column(column, justify="right")
-    table.add_column("last used", no_wrap=True)
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("last used", no_wrap=True, min_width=len(_when(0)))
     for s in summaries:
         size = manager.state_size(s.state_key)
         state = human_bytes(size) if size is not None else "[dim]none[/dim]"
@@ -111,7 +112,8 @@ def _fmt(value, spec: str) -> str:
 
 @app.command("rm")
 def remove(name: NameArg) -> None:
-    """Delete a session: its transcript, its turn records and its KV state."""
+    """Delete a session: its transcript, its turn records and its KV state (if the state file
+    can't be removed, the session is kept and the reason given)."""
     _manager().delete(_checked(name))
     Console(stderr=True).print(f"removed session {escape(name)}")
 

@@ -45,6 +45,9 @@ def run_app(settings: Settings, *, model: str | None = None, session: str | None
 
         validate_name(session)
         sessions = SessionManager.open(settings)  # before loading the model: a bad database fails fast
+    from chatapp.commands.progress import tidy_models_dir  # noqa: PLC0415
+
+    tidy_models_dir(err)
     with pull_progress(err) as progress:
         path = resolve_model(model, settings, progress=progress)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatapp-load") as pool:

@@ -38,6 +38,8 @@ class Engine:
         self._last_reuse: int | None = None
         """How much cached prefix the last turn reused: regenerate reuses no more, so that it
         prefills the same tokens as one batch again and a greedy reply comes out the same."""
+        self.load_notices: list[str] = []
+        """Warnings from loading (an n_ctx above the model's training context), one line each."""
 
     # --- opening -------------------------------------------------------------------------
     @classmethod
@@ -50,10 +52,17 @@ class Engine:
 
     @classmethod
     def load(cls, settings: Settings, path: Path) -> "Engine":
-        """The in-process backend on a model file already resolved and checked."""
-        from chatapp.engine.local import LocalBackend  # noqa: PLC0415 - loads llama_cpp
+        """The in-process backend on a model file already resolved and checked. What can't fit in
+        memory (or exceeds the training context without allow_long_ctx) is refused before
+        llama.cpp allocates it."""
+        from chatapp.engine.llama import gpu_offload_supported  # noqa: PLC0415 - loads llama_cpp
+        from chatapp.engine.local import LocalBackend  # noqa: PLC0415
+        from chatapp.engine.memory_check import check_load  # noqa: PLC0415
 
-        return cls(LocalBackend.load(path, settings), settings)
+        notices = check_load(settings, path, offloaded=settings.gpu_layers != 0 and gpu_offload_supported())
+        engine = cls(LocalBackend.load(path, settings), settings)
+        engine.load_notices = notices
+        return engine
 
     # --- what is loaded ------------------------------------------------------------------
     @property

@@ -2,7 +2,8 @@
 
 A file's identity is its resolved path, size and mtime_ns: touching or replacing the file
 invalidates what was cached about it. Each cache is one JSON file under paths.cache_dir(),
-holding one entry per path, written atomically. A damaged cache file is treated as empty.
+holding one entry per path, written atomically. A damaged or unreadable cache file is treated
+as empty, and one that can't be written is skipped: every cache problem means "not cached".
 """
 
 from __future__ import annotations
@@ -52,20 +53,30 @@ class FileCache:
             return entry.get("value")
         return None
 
-    def put(self, path: Path, value) -> None:
+    def put(self, path: Path, value) -> bool:
+        """Remember `value` for this file. A cache is only a shortcut: when it can't be written (a
+        folder where the file should be, a full disk, no permission) this returns False and the
+        caller goes on with the value it has."""
         key, size, mtime_ns = self.identity(path)
         entries = {k: v for k, v in self._load().items() if os.path.exists(k)}
         entries[key] = {"size": size, "mtime_ns": mtime_ns, "value": value}
         target = self.path
-        make_private_dir(target.parent)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")  # 0600
+        try:
+            make_private_dir(target.parent)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")  # 0600
+        except OSError:
+            return False
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 json.dump({"format": FORMAT, "entries": entries}, out, indent=1)
             os.replace(tmp, target)
+        except OSError:
+            Path(tmp).unlink(missing_ok=True)
+            return False
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        return True
 
 
 def sha256_cache() -> FileCache:

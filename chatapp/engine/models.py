@@ -7,7 +7,9 @@ settings.model, then the catalog's default.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,10 +34,31 @@ class ModelNotDownloadedError(ModelError):
         self.name = name
 
 
+FILE_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket",
+              stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
+
+
+def file_problem(path: Path) -> str | None:
+    """Why `path` can't be a model file, from its metadata alone (nothing is opened: reading
+    a named pipe would wait forever), in one line; None for a regular file."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return f"model file not found: {path}"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return f"{path} is a symlink loop (too many levels of symbolic links)"
+        return f"cannot read {path}: {exc.strerror or exc}"
+    if stat.S_ISREG(mode):
+        return None
+    return f"{path} is {FILE_KINDS.get(stat.S_IFMT(mode), 'not a regular file')}, not a GGUF file"
+
+
 def check_gguf(path: Path) -> GGUFHeader:
     """Read the header cheaply and check the file holds all its declared tensor data."""
-    if path.is_dir():
-        raise ModelError(f"{path} is a directory, not a GGUF file")
+    problem = file_problem(path)
+    if problem is not None:
+        raise ModelError(problem)
     try:
         header = read_header(path)
     except NotGGUFError as exc:
@@ -76,6 +99,8 @@ def resolve_model(spec: str | None = None, settings: Settings | None = None, *, 
     (and `pull_default` is on); others raise ModelNotDownloadedError.
     """
     catalog = catalog or load_catalog()
+    if spec is not None and not spec.strip():
+        raise ModelError("the model name is empty; leave --model out to use the configured or default model")
     choice = model_spec(spec, settings, catalog)
     entry = catalog.find(choice)
     if entry is not None:
@@ -88,7 +113,7 @@ def resolve_model(spec: str | None = None, settings: Settings | None = None, *, 
         path = Path(choice).expanduser()
         if not path.exists() and os.sep not in choice and "/" not in choice:
             path = _in_search_dirs(choice) or path
-        if not path.exists():
+        if not os.path.lexists(path):
             if _looks_like_path(choice):
                 raise ModelError(f"model file not found: {path}")
             raise ModelError(f"unknown model {choice!r}; known models: {', '.join(catalog.names())} "

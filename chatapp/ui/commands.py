@@ -45,11 +45,13 @@ class ChatCommands(Provider):
 
 
 class ThemePicker(Provider):
-    """Every registered theme. Each hit's text is the theme name, so the app can preview
-    the highlighted one (it watches CommandPalette.OptionHighlighted)."""
+    """chatapp's themes (shipped and the user's), the same list `chatapp themes list` shows:
+    Textual's built-in themes lack the panels' colours and are not offered. Each hit's text is
+    the theme name, so the app can preview the highlighted one (it watches
+    CommandPalette.OptionHighlighted)."""
 
     def _themes(self) -> list[str]:
-        return sorted(self.app.available_themes)
+        return sorted(self.app.theme_result.names())
 
     def _choose(self, name: str) -> None:
         self.app.theme = name

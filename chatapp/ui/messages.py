@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from chatapp.engine.engine import Engine
     from chatapp.engine.quant import ModelInfo
     from chatapp.engine.sessions import LiveSession
+    from chatapp.errors import SessionConflict
 
 
 def dropped_after_exit(handler: Callable) -> Callable:
@@ -161,8 +162,11 @@ class SessionFailed(Message):
 class SessionSaved(Message):
     """An autosave finished: notices are warnings (the transcript is saved), error means nothing was."""
 
-    def __init__(self, name: str, notices: list[str], error: str | None = None) -> None:
+    def __init__(self, name: str, notices: list[str], error: str | None = None,
+                 conflict: SessionConflict | None = None) -> None:
         super().__init__()
         self.name = name
         self.notices = notices
         self.error = error
+        self.conflict = conflict
+        """Set when another process changed (or removed: SessionRemoved) the session."""

@@ -17,16 +17,19 @@ from chatapp.engine.events import Message as ChatMessage
 from chatapp.engine.sessions import LiveSession, SessionManager, validate_name
 from chatapp.engine.sessions.store import StoredSession
 from chatapp.engine.stats import TurnRecord
-from chatapp.errors import ChatappError, SessionError
+from chatapp.errors import ChatappError, SessionConflict, SessionError, SessionRemoved
 from chatapp.ui.messages import SessionFailed, SessionOpened, SessionSaved, dropped_after_exit
+from chatapp.ui.screens.session_changed import KEEP, RELOAD, SessionChangedScreen
 from chatapp.ui.screens.sessions import NameScreen, SessionsScreen
 from chatapp.ui.widgets.header import AppHeader
 from chatapp.ui.widgets.kv_panel import KVPanel
 from chatapp.ui.widgets.tokens_panel import TokensPanel
 from chatapp.ui.widgets.transcript import FINISH_NOTES, Notice, Reply, Transcript, UserMessage
 
-STATUS = {"open": "opening session…", "new": "starting session…", "save_as": "saving session…"}
-WHAT = {"open": "open a session", "new": "start a new session", "save_as": "save this chat as a session"}
+STATUS = {"open": "opening session…", "new": "starting session…", "save_as": "saving session…",
+          "reload": "reloading session…"}
+WHAT = {"open": "open a session", "new": "start a new session", "save_as": "save this chat as a session",
+        "reload": "reload the session"}
 
 
 async def show_conversation(transcript: Transcript, messages: Sequence[ChatMessage], window_start: int) -> None:
@@ -155,6 +158,50 @@ class SessionControl:
             screen.current = self.live.name if self.live is not None else None
             screen.reload(select=new_name)
 
+    # --- another process changed the open session ------------------------------------------------
+    def session_changed_elsewhere(self) -> bool:
+        """Call before a turn. When another process saved turns this chat doesn't hold (or removed
+        the session), say so and offer to reload; True means the turn should wait. A rename in
+        another process is followed."""
+        live = self.live
+        if live is None:
+            return False
+        before = live.name
+        try:
+            what = live.changed_elsewhere()
+        except SessionError:
+            return False  # the database can't be read now; the autosave will say what is wrong
+        if live.name != before:
+            self.query_one(AppHeader).session = live.name
+            self.notify(f"session {before} was renamed to {live.name} by another process", title="Session",
+                        timeout=5, markup=False)
+        if what is None:
+            return False
+        if isinstance(what, SessionRemoved):
+            self._detach_session()
+            self.notify(f"{what.message}; this chat is no longer saved (F6 → save as keeps it)", title="Session",
+                        severity="warning", timeout=10, markup=False)
+            return False
+        self._offer_reload(what.message)
+        return True
+
+    def _offer_reload(self, what: str, unsaved_turn: bool = False) -> None:
+        if isinstance(self.screen, SessionChangedScreen):
+            return
+        live = self.live
+
+        def answered(choice: str | None) -> None:
+            if live is not self.live:
+                return  # the app moved on meanwhile (another session opened, a new chat)
+            if choice == RELOAD and not self._busy(WHAT["reload"]):
+                self._start_session_work("reload", live.name)
+            elif choice == KEEP:
+                left = self._detach_session()
+                self.notify(f"this chat is no longer saved into session {left} (F6 → save as keeps it)",
+                            title="Session", timeout=6, markup=False)
+
+        self.push_screen(SessionChangedScreen(what, unsaved_turn=unsaved_turn), answered)
+
     def _detach_session(self) -> str | None:
         """A new chat leaves the open session as it was saved, rather than overwriting it."""
         live, self.live = self.live, None
@@ -173,21 +220,27 @@ class SessionControl:
     def session_worker(self, action: str, name: str) -> None:
         """open: save the open session, then resume `name` into the engine (transcript and KV cache).
         new: save the open session, then start `name` from an empty chat. save_as: keep this chat,
-        saved from now on as `name`."""
+        saved from now on as `name`. reload: resume the open session `name` again, as another
+        process saved it, without saving this chat over it."""
         manager = self.sessions
         with self._turn_lock:
             if self._released:
                 return
             engine, notices = self.engine, []
             try:
-                if action != "save_as" and self.live is not None:
-                    notices += self.live.save_now().notices
+                if action not in ("save_as", "reload") and self.live is not None:
+                    try:
+                        notices += self.live.save_now().notices
+                    except SessionConflict as exc:  # what this chat added is not saved; it says so
+                        notices.append(exc.message)
                 if action == "new":
                     engine.new_chat()
                 stored = manager.store.load(name) if action == "open" else None
                 live = manager.resume(name, engine)
                 if action != "open":
                     notices += live.save_now().notices
+                notices = live.manager.notices + notices  # what opening the database tidied, said once
+                live.manager.notices = []
                 self.post_message(SessionOpened(live, replaced=action != "save_as", notices=notices,
                                                 other_model=other_model(stored, live)))
             except ChatappError as exc:
@@ -201,7 +254,8 @@ class SessionControl:
             saved = live.save_turn(record)
         except (ChatappError, OSError) as exc:
             error = exc.one_line() if isinstance(exc, ChatappError) else str(exc)
-            self.post_message(SessionSaved(live.name, [], f"session {live.name} not saved: {error}"))
+            self.post_message(SessionSaved(live.name, [], f"session {live.name} not saved: {error}",
+                                           conflict=exc if isinstance(exc, SessionConflict) else None))
             return
         if saved.notices:
             self.post_message(SessionSaved(live.name, saved.notices))
@@ -262,6 +316,14 @@ class SessionControl:
 
     @dropped_after_exit
     def on_session_saved(self, message: SessionSaved) -> None:
+        if self.live is not None:  # the save follows a rename made in another process
+            self.query_one(AppHeader).session = self.live.name
+        if message.conflict and self.live is not None:
+            if isinstance(message.conflict, SessionRemoved):
+                self._detach_session()
+            else:
+                self._offer_reload(f"session {self.live.name!r} was changed by another process",
+                                   unsaved_turn=True)
         if message.error:
             self.notify(message.error, title="Session", severity="error", timeout=10, markup=False)
         for notice in message.notices:

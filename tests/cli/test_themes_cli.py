@@ -52,7 +52,8 @@ def test_list_warns_when_the_configured_theme_is_missing(invoke):
 def test_list_with_a_broken_config_is_a_config_error(invoke):
     paths.config_dir().mkdir(parents=True, exist_ok=True)
     paths.config_file().write_text("theme = \n")
-    assert isinstance(invoke("themes", "list").exception, ConfigError)
+    result = invoke("themes", "list")
+    assert result.exit_code == 2 and result.stderr.startswith(f"chatapp: {ConfigError.title}: ")
 
 
 def test_list_end_to_end(chatapp_exe):

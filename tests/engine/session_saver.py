@@ -3,7 +3,8 @@
     python session_saver.py SESSIONS_DIR NAME TAG PAIRS TIMES [SLOW_MS]
 
 It prefills a synthetic history tagged TAG, then saves it TIMES times (0: until killed),
-printing "begin N" before and "saved N" after each save. With SLOW_MS, the state file is
+printing "begin N" before and "saved N" after each save, or "refused N REASON" when another
+process's turns are in the way. With SLOW_MS, the state file is
 written in 256 KiB pieces with that pause between them, so a kill lands mid-write.
 """
 
@@ -19,6 +20,7 @@ from chatapp.engine.models import resolve_model  # noqa: E402
 from chatapp.engine.sessions import manager as manager_module  # noqa: E402
 from chatapp.engine.sessions import SessionManager  # noqa: E402
 from chatapp.engine.sessions.manager import LiveSession  # noqa: E402
+from chatapp.errors import SessionConflict  # noqa: E402
 from tests.engine.session_helpers import SETTINGS, open_engine, prefill_history, synthetic_history  # noqa: E402
 
 
@@ -44,7 +46,11 @@ def main() -> None:
         n += 1
         print(f"begin {n}", flush=True)
         live._saved = None  # noqa: SLF001 - write again even though nothing changed: that is the test
-        report = live.save_now()
+        try:
+            report = live.save_now()
+        except SessionConflict as exc:
+            print(f"refused {n} {exc}", flush=True)
+            continue
         print(f"saved {n} {report.state_bytes} {' | '.join(report.notices)}", flush=True)
 
 

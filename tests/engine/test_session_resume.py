@@ -18,6 +18,8 @@ from chatapp.config import Settings
 from chatapp.engine.sessions import SessionManager
 from chatapp.engine.sessions.manager import MIB, LiveSession
 from chatapp.engine.sessions.statefile import StateFile, encode_state, parse_state
+from chatapp.engine.events import Message
+from chatapp.engine.sessions.store import Saved, Snapshot
 
 from tests.private_helpers import give_away
 
@@ -64,6 +66,12 @@ def manager(saved, tmp_path):
 
 def state_path(manager):
     return manager.state_path(manager.store.get("s").state_key)
+
+
+def stored_as_saved(manager) -> Saved:
+    """Session "s" as the save that wrote it would describe it."""
+    stored = manager.store.get("s")
+    return Saved(stored.name, stored.state_key, stored.revision)
 
 
 def write_state(manager, data: bytes) -> None:
@@ -190,8 +198,7 @@ def test_a_state_from_another_n_ctx_falls_back(manager, engine, saved, default_m
     small = open_engine(default_model_path, n_ctx=512)
     try:
         prefill_history(small, saved["messages"])
-        key = manager.store.get("s").state_key
-        manager.write_state(key, small, small.fingerprint())
+        manager.write_state(stored_as_saved(manager), small, small.fingerprint())
     finally:
         small.close()
     live, record = resume_and_answer(manager, engine, saved)
@@ -206,7 +213,7 @@ def test_a_state_from_gemma_falls_back(manager, engine, saved, gemma_path):
         gemma_state = parse_state(b"".join(bytes(c) for c in encode_state(
             StateFile(gemma_fingerprint, runtime_of(gemma).kv_tokens, len(runtime_of(gemma).kv_tokens),
                       runtime_of(gemma).seq_state()))))
-        manager.write_state(manager.store.get("s").state_key, gemma, gemma_fingerprint)
+        manager.write_state(stored_as_saved(manager), gemma, gemma_fingerprint)
     finally:
         gemma.close()
     live, record = resume_and_answer(manager, engine, saved)
@@ -265,3 +272,20 @@ def test_saving_an_empty_cache_removes_a_stale_state(manager, engine, saved):
     live.save_now()
     assert not state_path(manager).exists()
     assert manager.store.get("s").messages == saved["messages"]
+
+
+def test_a_state_is_not_put_over_a_newer_transcript_from_another_process(manager, engine, saved):
+    """The transcript is saved first and the state after it: if another process saved the
+    session in between, this process's state (of the older transcript) is not put in place."""
+    live = manager.resume("s", engine)
+    record = live.annotate(run_turn(engine, P2))
+    before = state_path(manager).read_bytes()
+    ours = manager.store.save(Snapshot("s", manager.store.get("s").model, list(engine.messages),
+                                       engine.window_start, 0), base=live.revision)
+    others = manager.store.get("s").messages + [Message("user", "Elsewhere?"), Message("assistant", "Yes.")]
+    manager.store.save(Snapshot("s", manager.store.get("s").model, others, 1, 0), base=ours.revision)
+    report = manager.write_state(ours, engine, engine.fingerprint())
+    assert report.notices == ["KV state not saved: another process saved the session meanwhile"]
+    assert report.state_bytes == 0 and state_path(manager).read_bytes() == before
+    assert record.reply
+    assert not [p for p in state_path(manager).parent.iterdir() if p.name.startswith(".")]  # no temp left

@@ -13,7 +13,7 @@ from chatapp.engine.sessions.files import atomic_write, clean_temp_files, evict_
 from chatapp.engine.sessions.names import validate_name
 from chatapp.engine.sessions.schema import SCHEMA_VERSION
 from chatapp.engine.sessions.store import DB_NAME, ModelIdentity, SessionStore, Snapshot, TurnRow
-from chatapp.errors import SessionError
+from chatapp.errors import SessionConflict, SessionError
 
 MODEL = ModelIdentity("m", "/models/m.gguf", "ab" * 32, "Q4_1")
 
@@ -68,27 +68,29 @@ def test_a_damaged_database_is_a_session_error(tmp_path):
 def test_save_and_load_round_trip(tmp_path):
     store = SessionStore.open(tmp_path)
     snap = snapshot("a", "hi", "hello", "more?", "sure")
-    key = store.save(snap, turn(4))
+    saved = store.save(snap, turn(4))
     loaded = store.get("a")
-    assert loaded.messages == snap.messages and loaded.state_key == key
+    assert loaded.messages == snap.messages and loaded.state_key == saved.state_key
+    assert loaded.revision == saved.revision and saved.revision.number == 1
     assert loaded.system_prompt == "Be brief." and loaded.model == MODEL and loaded.window_start == 1
-    assert store.save(snapshot("a", "hi", "hello", "more?", "sure")) == key  # the key is stable
+    again = store.save(snapshot("a", "hi", "hello", "more?", "sure"), base=saved.revision)
+    assert again.state_key == saved.state_key and again.revision.number == 2  # the key is stable
     [summary] = store.summaries()
     assert (summary.name, summary.turns, summary.kv_tokens) == ("a", 2, 40)
 
 
 def test_a_diverging_transcript_replaces_the_tail_and_its_turn_records(tmp_path):
     store = SessionStore.open(tmp_path)
-    store.save(snapshot("a", "q1", "a1"), turn(2))
-    store.save(snapshot("a", "q1", "a1", "q2", "a2"), turn(4))
+    base = store.save(snapshot("a", "q1", "a1"), turn(2)).revision
+    base = store.save(snapshot("a", "q1", "a1", "q2", "a2"), turn(4), base=base).revision
     regenerated = snapshot("a", "q1", "a1", "q2", "a2 again")
     regenerated.messages[-1] = Message("assistant", "a2 again", stopped=True)
-    store.save(regenerated, turn(4, 7))
+    base = store.save(regenerated, turn(4, 7), base=base).revision
     loaded = store.get("a")
     assert [m.content for m in loaded.messages] == ["Be brief.", "q1", "a1", "q2", "a2 again"]
     assert loaded.messages[-1].stopped
     assert [(i, r["prefill_tokens"]) for i, r in store.turn_records("a")] == [(2, 100), (4, 7)]
-    store.save(snapshot("a", "other"))
+    store.save(snapshot("a", "other"), base=base)
     assert store.turn_records("a") == []
 
 
@@ -96,7 +98,7 @@ def test_prefill_speed_from_recent_turns(tmp_path):
     store = SessionStore.open(tmp_path)
     assert store.prefill_speed(MODEL.sha256, "CPU") is None
     store.save(snapshot("a", "q", "a"), turn(2, 1000, 500.0))
-    store.save(snapshot("a", "q", "a", "q", "a"), turn(4, 3000, 1500.0))
+    store.save(snapshot("a", "q", "a", "q", "a"), turn(4, 3000, 1500.0))  # appends: it holds the stored turn
     store.save(snapshot("b", "q", "a"), turn(2, 4, 100.0))  # too small to count
     assert store.prefill_speed(MODEL.sha256, "CPU") == pytest.approx(2000.0)
     assert store.prefill_speed(MODEL.sha256, "CUDA") is None
@@ -117,25 +119,81 @@ def test_rename_and_delete(tmp_path):
         store.delete("c")
 
 
-def test_threads_saving_the_same_session_never_interleave(tmp_path):
+def test_threads_saving_the_same_session_never_interleave_or_lose_a_turn(tmp_path):
     store = SessionStore.open(tmp_path)
-    errors = []
+    outcomes: dict[str, list[str]] = {tag: [] for tag in "xyz"}
 
     def saver(tag: str) -> None:
-        try:
-            for i in range(15):
-                store.save(snapshot("shared", *(f"{tag}{i}-{j}" for j in range(6))), turn(6))
-        except Exception as exc:  # noqa: BLE001
-            errors.append(exc)
+        base = None
+        for i in range(15):
+            try:
+                base = store.save(snapshot("shared", *(f"{tag}{i}-{j}" for j in range(6))), turn(6),
+                                  base=base).revision
+                outcomes[tag].append("saved")
+            except SessionConflict:
+                outcomes[tag].append("refused")
+            except Exception as exc:  # noqa: BLE001
+                outcomes[tag].append(repr(exc))
 
     threads = [threading.Thread(target=saver, args=(tag,)) for tag in "xyz"]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert errors == []
+    assert {o for outcome in outcomes.values() for o in outcome} <= {"saved", "refused"}
     contents = [m.content for m in store.get("shared").messages[1:]]
     assert len(contents) == 6 and len({c.split("-")[0] for c in contents}) == 1
+    winner = contents[0][0]
+    # The first save created the session; after it, only its writer may replace its own turns.
+    assert outcomes[winner].count("saved") == 15
+    assert all(set(outcome) == {"refused"} for tag, outcome in outcomes.items() if tag != winner)
+
+
+def test_a_writer_that_has_not_seen_the_stored_turns_is_refused_and_writes_nothing(tmp_path):
+    store = SessionStore.open(tmp_path)
+    base = store.save(snapshot("s", "q1", "a1"), turn(2)).revision
+    other = store.save(snapshot("s", "q1", "a1", "other q", "other a"), turn(4), base=base)  # another process
+    with pytest.raises(SessionConflict, match="session changed by another process"):
+        store.save(snapshot("s", "q1", "a1", "my q", "my a"), turn(4), base=base)
+    assert [m.content for m in store.get("s").messages][3:] == ["other q", "other a"]
+    assert store.get("s").revision == other.revision
+    assert SessionConflict.exit_code == 1
+
+
+def test_a_writer_whose_transcript_holds_the_stored_one_appends_after_it(tmp_path):
+    store = SessionStore.open(tmp_path)
+    base = store.save(snapshot("s", "q1", "a1"), turn(2)).revision
+    store.save(snapshot("s", "q1", "a1"), base=base)  # another process saved the same (e.g. on quit)
+    saved = store.save(snapshot("s", "q1", "a1", "q2", "a2"), turn(4), base=base)
+    assert saved.appended and saved.revision.number == 3
+    assert [m.content for m in store.get("s").messages][1:] == ["q1", "a1", "q2", "a2"]
+    assert [i for i, _ in store.turn_records("s")] == [2, 4]
+    # A new session created meanwhile by another process is appended to in the same way.
+    store.save(snapshot("t"))
+    assert store.save(snapshot("t", "q", "a"), turn(2)).appended
+
+
+def test_a_removed_session_is_not_resurrected_and_a_renamed_one_is_followed(tmp_path):
+    store = SessionStore.open(tmp_path)
+    base = store.save(snapshot("gone", "q1", "a1"), turn(2)).revision
+    store.delete("gone")
+    with pytest.raises(SessionConflict, match="'gone' was removed by another process"):
+        store.save(snapshot("gone", "q1", "a1", "q2", "a2"), turn(4), base=base)
+    assert store.summaries() == []
+    base = store.save(snapshot("old", "q1", "a1"), turn(2)).revision
+    store.rename("old", "new")
+    saved = store.save(snapshot("old", "q1", "a1", "q2", "a2"), turn(4), base=base)
+    assert saved.name == "new" and [s.name for s in store.summaries()] == ["new"]
+    assert len(store.get("new").messages) == 5
+
+
+def test_if_current_runs_only_at_the_revision_it_was_given(tmp_path):
+    store = SessionStore.open(tmp_path)
+    first = store.save(snapshot("s", "q1", "a1")).revision
+    ran = []
+    assert store.if_current(first, lambda: ran.append(1)) and ran == [1]
+    store.save(snapshot("s", "q1", "a1", "q2", "a2"), base=first)
+    assert not store.if_current(first, lambda: ran.append(2)) and ran == [1]
 
 
 @pytest.mark.parametrize("name", ["work", "Projet été 2", "a.b_c-d", "x+y@z=1", "7"])

@@ -68,13 +68,20 @@ async def send(pilot, app: ChatApp, seen: Messages, text: str) -> TurnFinished |
     await pilot.press("enter")
     await wait_until(pilot, lambda: seen.count(TurnFinished) + seen.count(TurnFailed) > done, TURN_TIMEOUT)
     await wait_until(pilot, lambda: not app.generating)
+    await turn_worker_done(pilot, app)
     return [m for m in seen if isinstance(m, (TurnFinished, TurnFailed))][-1]
+
+
+async def turn_worker_done(pilot, app: ChatApp) -> None:
+    """The turn's worker goes on after TurnFinished to autosave the session: wait for it."""
+    await wait_until(pilot, lambda: not any(w.group == "turn" and w.is_running for w in app.workers), TURN_TIMEOUT)
 
 
 async def finished(pilot, app: ChatApp, seen: Messages, turns: int = 1) -> TurnFinished:
     """Wait for the n-th TurnFinished and for its handler to finish (the hook sees it first)."""
     await wait_until(pilot, lambda: seen.count(TurnFinished) >= turns, TURN_TIMEOUT)
     await wait_until(pilot, lambda: not app.generating)
+    await turn_worker_done(pilot, app)
     return seen.of(TurnFinished)[turns - 1]
 
 

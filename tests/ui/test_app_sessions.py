@@ -112,7 +112,7 @@ async def test_a_turn_is_saved_and_a_new_app_resumes_it_with_its_kv_cache(make_a
 
 
 async def test_a_stopped_turn_is_saved_and_quitting_saves_the_rest(make_app):
-    app, seen = make_app(session="long", max_tokens=400)
+    app, seen = make_app(session="long", max_tokens=1000, n_ctx=2048)  # still streaming when Esc comes
     async with app.run_test(size=NARROW, message_hook=seen) as pilot:
         await opened(pilot, seen)
         app.query_one("#composer").load_text("Write a long story about a dragon who learns to fly.")
@@ -123,10 +123,12 @@ async def test_a_stopped_turn_is_saved_and_quitting_saves_the_rest(make_app):
         await notified(pilot, seen, lambda n: "cannot start a new session while a reply is being written"
                        in n.message)
         await wait_until(pilot, lambda: seen.count(ReplyProgress), TURN_TIMEOUT)
+        assert app.generating
         await pilot.press("escape")
         record = (await finished(pilot, app, seen)).record
         assert record.finish_reason == "stopped"
-        assert store().store.get("long").messages[-1].stopped
+        # The autosave follows TurnFinished on the turn's worker.
+        await wait_until(pilot, lambda: store().store.get("long").messages[-1].stopped)
 
         app.engine.set_system_prompt("You answer briefly.")  # not a turn: only quitting saves it
         await pilot.press("ctrl+q")

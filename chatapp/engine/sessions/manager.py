@@ -10,14 +10,23 @@
 The manager talks to the `Engine` only (conversation, prompt ids, cache save and restore), so
 sessions work the same on every backend.
 
-The transcript is written first, in one transaction; the state file after it. A state that is
-missing, damaged, from another model/context/build, or that doesn't match the transcript
-token for token is not loaded: the cache is cleared and the next turn re-prefills.
+The transcript is written first, in one transaction; the state file after it, and only while
+the session is still at the revision that save wrote (so a state never lands on another
+process's newer transcript). A state that is missing, damaged, from another model/context/
+build, or that doesn't match the transcript token for token is not loaded: the cache is
+cleared and the next turn re-prefills.
+
+Several processes may hold one session. A save that finds turns it has not seen is refused
+with SessionConflict ("session changed by another process", exit 1) and writes nothing;
+`LiveSession.changed_elsewhere()` lets a caller check before it runs a turn. A session
+removed by another process stays removed; one renamed by another process is saved under
+its new name (see chatapp.engine.sessions.store).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from dataclasses import replace
@@ -28,13 +37,16 @@ from chatapp.config import Settings
 from chatapp.engine.backend import CacheState
 from chatapp.engine.conversation import common_prefix
 from chatapp.engine.engine import Engine
-from chatapp.engine.sessions.files import atomic_write, clean_temp_files, evict_lru, touch
+from chatapp.engine.sessions.files import atomic_write, clean_temp_files, evict_lru, list_states, temp_path, touch
 from chatapp.engine.sessions.fingerprint import mismatch, model_id
 from chatapp.engine.sessions.names import validate_name
 from chatapp.engine.sessions.reports import ResumeReport, SaveReport, reprefill_estimate
 from chatapp.engine.sessions.statefile import SUFFIX, StateFile, StateRejected, encode_state, read_state
-from chatapp.engine.sessions.store import ModelIdentity, SessionStore, Snapshot, StoredSession, TurnRow
+from chatapp.engine.sessions.store import (
+    ModelIdentity, Revision, Saved, SessionStore, Snapshot, StoredSession, TurnRow, disk_problem,
+)
 from chatapp.engine.stats import TurnRecord
+from chatapp.errors import SessionConflict, SessionError, SessionRemoved
 from chatapp.private import make_private_dir
 
 MIB = 1024 * 1024
@@ -46,6 +58,8 @@ class SessionManager:
         self.store = store
         self.cap_bytes = cap_bytes
         self.states_dir = store.directory / STATES_DIR
+        self.notices: list[str] = []
+        """What opening found and tidied (an empty database, orphaned state files), in words."""
 
     @classmethod
     def open(cls, settings: Settings, directory: Path | None = None, *, create: bool = True) -> "SessionManager":
@@ -56,7 +70,34 @@ class SessionManager:
         manager = cls(store, settings.state_cap_mb * MIB)
         if create:
             clean_temp_files(manager.states_dir)
+            if store.was_empty:
+                manager.notices.append(f"the session database {store.path} was empty (0 bytes); started a new one")
+            manager.notices += manager.clean_orphans()
         return manager
+
+    def clean_orphans(self) -> list[str]:
+        """Remove state files no session refers to (left by an emptied or replaced database, or a
+        crash between removing a session and its state). Returns what it did, in words."""
+        removed: list[str] = []
+        failed: list[str] = []
+
+        def clean(keys: set[str]) -> None:
+            for state in list_states(self.states_dir, SUFFIX):
+                if state.path.name.removesuffix(SUFFIX) in keys:
+                    continue
+                try:
+                    state.path.unlink()
+                    removed.append(state.path.name)
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    failed.append(f"{state.path} ({exc.strerror or exc})")
+
+        if list_states(self.states_dir, SUFFIX):
+            self.store.with_state_keys(clean)
+        notices = [f"removed {len(removed)} KV state file(s) that no saved session refers to"] if removed else []
+        notices += [f"cannot remove the orphaned KV state file {problem}" for problem in failed]
+        return notices
 
     def state_path(self, state_key: str) -> Path:
         return self.states_dir / f"{state_key}{SUFFIX}"
@@ -68,9 +109,19 @@ class SessionManager:
             return None
 
     def delete(self, name: str) -> None:
-        key = self.store.delete(name)
-        with contextlib.suppress(OSError):
-            self.state_path(key).unlink()
+        """Remove the session and its state file together: if the file can't be removed, the
+        session stays and SessionError says why."""
+        def remove_state(key: str) -> None:
+            path = self.state_path(key)
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise SessionError(f"cannot remove the KV state file {path} ({exc.strerror or exc}); "
+                                   f"session {name!r} was kept") from None
+
+        self.store.delete(name, remove_state)
 
     def rename(self, old: str, new: str) -> None:
         self.store.rename(old, validate_name(new))
@@ -87,7 +138,7 @@ class SessionManager:
         session from the chat as it stands; it is written on the first save."""
         validate_name(name)
         stored = self.store.load(name)
-        live = LiveSession(self, name, engine)
+        live = LiveSession(self, name, engine, stored.revision if stored else None)
         if stored is None:  # a new session starts from the chat as it is (and its cache)
             live.report = ResumeReport(name, created=True, messages=len(engine.messages))
             return live
@@ -135,36 +186,50 @@ class SessionManager:
         return valid, ""
 
     # --- save ------------------------------------------------------------------------
-    def write_state(self, key: str, engine: Engine, fingerprint: dict) -> SaveReport:
-        """Write the engine's KV cache as the state of the session whose state key is `key`."""
-        path = self.state_path(key)
+    def write_state(self, saved: Saved, engine: Engine, fingerprint: dict) -> SaveReport:
+        """Write the engine's KV cache as the state of the session `saved` wrote, if the session
+        is still at that revision when the file is put in place."""
+        path = self.state_path(saved.state_key)
         kv = engine.cached_tokens()
-        if not kv:  # nothing cached: an older state would only mislead
+        if not kv or self.cap_bytes <= 0:  # nothing cached (an older state would only mislead), or none kept
             with contextlib.suppress(OSError):
-                path.unlink()
-            return SaveReport(None)
+                self.store.if_current(saved.revision, lambda: path.unlink(missing_ok=True))
+            return SaveReport(None, notices=[] if not kv else ["KV state not kept: state_cap_mb is 0"])
         valid = common_prefix(kv, engine.prompt_ids())
+        staged = temp_path(path)
         try:
             make_private_dir(self.states_dir)
-            cache = engine.save_cache(key)
+            cache = engine.save_cache(saved.state_key)
             meta = {**fingerprint, **cache.meta}
-            size = atomic_write(path, encode_state(StateFile(meta, cache.tokens, valid, cache.payload)))
-            evicted = evict_lru(self.states_dir, SUFFIX, self.cap_bytes)
+            size = atomic_write(staged, encode_state(StateFile(meta, cache.tokens, valid, cache.payload)))
+            installed = self.store.if_current(saved.revision, lambda: os.replace(staged, path))
+            evicted = evict_lru(self.states_dir, SUFFIX, self.cap_bytes) if installed else []
         except OSError as exc:
-            return SaveReport(None, notices=[f"KV state not saved ({exc.strerror or exc}); the transcript is saved"])
+            problem = disk_problem(self.states_dir) or exc.strerror or str(exc)
+            return SaveReport(None, notices=[f"KV state not saved ({problem}); the transcript is saved"])
+        finally:
+            with contextlib.suppress(OSError):
+                staged.unlink(missing_ok=True)
+        if not installed:
+            return SaveReport(None, notices=["KV state not saved: another process saved the session meanwhile"])
         if path in evicted:
             return SaveReport(None, notices=[f"KV state not kept: {size / MIB:,.1f} MiB is over the "
                                              f"{self.cap_bytes / MIB:,.0f} MiB state cap (state_cap_mb)"])
-        return SaveReport(None, state_bytes=size, state_tokens=valid)
+        notices = [f"removed {len(evicted)} other session(s)' KV state to stay under state_cap_mb "
+                   f"({self.cap_bytes / MIB:,.0f} MiB)"] if evicted else []
+        return SaveReport(None, state_bytes=size, state_tokens=valid, notices=notices)
 
 
 class LiveSession:
     """One open session bound to one engine. Safe to save from a worker thread."""
 
-    def __init__(self, manager: SessionManager, name: str, engine: Engine):
+    def __init__(self, manager: SessionManager, name: str, engine: Engine, revision: Revision | None = None):
         self.manager = manager
         self.name = name
         self.engine = engine
+        self.revision = revision
+        """The session's row and revision as this process last read or wrote it; None until the
+        first save of a session that didn't exist."""
         self.report: ResumeReport = ResumeReport(name, created=True, messages=0)
         self.pending: ResumeReport | None = None
         """The resume figures, until the first turn's record carries them."""
@@ -172,6 +237,29 @@ class LiveSession:
         self._lock = threading.Lock()
         self._saved: tuple | None = None
         """What the last save wrote (name, messages, window, cache size), to skip a repeat."""
+
+    def moved_to(self, engine: Engine) -> "LiveSession":
+        """The same session, continued with another engine (after a model switch)."""
+        return LiveSession(self.manager, self.name, engine, self.revision)
+
+    def changed_elsewhere(self) -> SessionConflict | None:
+        """What another process did to this session that would make the next save refuse (it
+        saved turns this chat doesn't hold: SessionConflict; it removed the session:
+        SessionRemoved), not raised; None when the next save can go ahead. A rename in another
+        process is followed here."""
+        store = self.manager.store
+        if self.revision is not None:
+            now = store.current(self.revision.session_id)
+            if now is None:
+                return SessionRemoved(f"session {self.name!r} was removed by another process")
+            self.name = now[0]
+            if now[1] == self.revision.number:
+                return None
+        stored = store.load(self.name)
+        messages = self.engine.messages
+        if stored is None or stored.messages == messages[:len(stored.messages)]:
+            return None
+        return SessionConflict(f"session {self.name!r} was changed by another process")
 
     @property
     def fingerprint(self) -> dict:
@@ -225,7 +313,14 @@ class LiveSession:
                 last = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
                 turn = TurnRow(last, summary.backend, record.prefill_tokens, record.prefill_ms, data)
             snapshot = Snapshot(self.name, identity, list(messages), engine.window_start, engine.kv_used())
-            key = self.manager.store.save(snapshot, turn)
-            state = self.manager.write_state(key, engine, fingerprint)
+            saved = self.manager.store.save(snapshot, turn, base=self.revision)
+            self.revision = saved.revision
+            notices = []
+            if saved.name != self.name:
+                notices.append(f"session {self.name!r} was renamed to {saved.name!r} by another process; "
+                               "saved under the new name")
+                self.name = saved.name
+            state = self.manager.write_state(saved, engine, fingerprint)
             self._saved = self._what_is_saved()
-            return replace(state, record=record, save_ms=(time.perf_counter() - started) * 1000)
+            return replace(state, record=record, notices=notices + state.notices,
+                           save_ms=(time.perf_counter() - started) * 1000)

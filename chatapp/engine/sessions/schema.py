@@ -45,6 +45,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (session_id, message_idx))""",
         "CREATE INDEX turns_by_model ON turns (model_sha256, backend, created_at)",
     ),
+    (  # 2: a revision per session, raised by every save, so a writer can tell that another process saved
+        "ALTER TABLE sessions ADD COLUMN revision INTEGER NOT NULL DEFAULT 0",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

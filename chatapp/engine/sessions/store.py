@@ -1,28 +1,44 @@
 """Session transcripts in SQLite: the source of truth for every saved conversation.
 
 One connection per operation (safe from any thread); WAL and a busy timeout let several
-processes save the same session: each save is one IMMEDIATE transaction, so the last writer
-wins whole and nothing interleaves.
+processes use the same database. Each save is one IMMEDIATE transaction and raises the
+session's revision. A writer passes the revision it last read or wrote (`base`):
+
+- the session is still at that revision: the writer's transcript replaces the stored one
+  from the first message that differs (a regenerated reply replaces the old one);
+- another process saved since, but only messages this writer's transcript already starts
+  with: the writer's new messages are appended after them;
+- anything else (turns the writer has not seen, or the session was removed): the save is
+  refused with SessionConflict and nothing is written. No save ever drops another's turns.
+
+A session is followed by its row id, so a rename in another process is followed (the save
+lands under the new name) and a removal is final (a running turn cannot resurrect it).
+Reads open the database read-only, so listing and exporting work on a full disk or a
+read-only folder.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from chatapp.engine.events import Message
-from chatapp.engine.sessions.schema import migrate
-from chatapp.errors import SessionError
+from chatapp.engine.sessions.schema import SCHEMA_VERSION, check_not_newer, migrate, user_version
+from chatapp.errors import SessionConflict, SessionError, SessionRemoved
 from chatapp.private import make_private_dir, owner_problem, precreate_private
 
 DB_NAME = "sessions.db"
 BUSY_TIMEOUT_S = 30.0
+_CANNOT_WRITE = {8, 10, 14}
+"""SQLite's primary result codes READONLY, IOERR and CANTOPEN: what a read-only folder or a
+full disk gives a reader that tries to set up the WAL's shared-memory file."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +58,26 @@ class Snapshot:
     messages: list[Message]
     window_start: int
     kv_tokens: int
+
+
+@dataclass(frozen=True)
+class Revision:
+    """Where a writer stands: the session's row id and the revision it last read or wrote."""
+
+    session_id: int
+    number: int
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What a save wrote to."""
+
+    name: str
+    """The session's name now: another process may have renamed it since the writer read it."""
+    state_key: str
+    revision: Revision
+    appended: bool = False
+    """Another process had saved in between; this writer's new messages went after its."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +101,7 @@ class StoredSession:
     kv_tokens: int
     created_at: float
     updated_at: float
+    revision: Revision | None = None
 
 
 @dataclass(frozen=True)
@@ -83,10 +120,37 @@ def unknown(name: str) -> SessionError:
     return SessionError(f"no session named {name!r}; see: chatapp sessions list")
 
 
+def changed_elsewhere(name: str) -> SessionConflict:
+    return SessionConflict(f"session changed by another process: {name!r} has turns this run has not seen, "
+                           "so this run's new turns were not saved")
+
+
+def removed_elsewhere(name: str) -> SessionRemoved:
+    return SessionRemoved(f"session {name!r} was removed by another process; this run's new turns were not saved")
+
+
+def disk_problem(directory: Path) -> str | None:
+    """Why the folder can't take a write, when the file system says so: read-only, or full."""
+    try:
+        stat = os.statvfs(directory)
+    except (OSError, AttributeError):
+        return None
+    if stat.f_flag & getattr(os, "ST_RDONLY", 1):
+        return f"{directory} is on a read-only file system"
+    free = (stat.f_bfree if os.geteuid() == 0 else stat.f_bavail) * stat.f_frsize
+    if free < 1 << 20:
+        return f"the disk holding {directory} is full ({free // 1024:,} KiB free)"
+    if not os.access(directory, os.W_OK):
+        return f"{directory} is not writable"
+    return None
+
+
 class SessionStore:
     def __init__(self, directory: Path):
         self.directory = Path(directory)
         self.path = self.directory / DB_NAME
+        self.was_empty = False
+        """The database file existed but held nothing (zero bytes, or no tables yet)."""
 
     @classmethod
     def open(cls, directory: Path, *, create: bool = True) -> "SessionStore":
@@ -94,6 +158,8 @@ class SessionStore:
         database reads as empty and nothing is written."""
         store = cls(directory)
         if create:
+            with contextlib.suppress(OSError):  # an emptied database (0 bytes), before we create one
+                store.was_empty = store.path.stat().st_size == 0
             try:
                 make_private_dir(store.directory)
                 precreate_private(store.path)  # 0600, and SQLite gives its -wal and -shm the same mode
@@ -102,15 +168,24 @@ class SessionStore:
                                    f"{exc.strerror or exc}") from None
         if problem := owner_problem(store.path):
             raise SessionError(f"the session database {store.path} is not opened: {problem}")
-        if create or store.path.exists():
+        if create:
             with store._connect() as conn:
                 migrate(conn)
+        elif store.path.exists():
+            with store._connect(readonly=True) as conn:
+                version = user_version(conn)
+            check_not_newer(version)
+            store.was_empty = version == 0
+            if 0 < version < SCHEMA_VERSION:  # an older chatapp's database: upgraded once, then read
+                with store._connect() as conn:
+                    migrate(conn)
         return store
 
     @contextlib.contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
+    def _connect(self, readonly: bool = False) -> Iterator[sqlite3.Connection]:
         try:
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            conn = self._open_readonly() if readonly else sqlite3.connect(
+                self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
             try:
                 conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
                 conn.execute("PRAGMA foreign_keys = ON")
@@ -119,7 +194,24 @@ class SessionStore:
             finally:
                 conn.close()
         except sqlite3.Error as exc:
-            raise SessionError(f"session database {self.path}: {exc}") from None
+            problem = disk_problem(self.directory) if isinstance(exc, sqlite3.OperationalError) else None
+            raise SessionError(f"session database {self.path}: {exc}" + (f" ({problem})" if problem else "")) from None
+
+    def _open_readonly(self) -> sqlite3.Connection:
+        """A connection that writes nothing. A WAL database normally needs its -shm file, which
+        a read-only folder or a full disk can't create; then, if no -wal holds changes not yet
+        in the database file, the file is read as it is (immutable)."""
+        uri = self.path.absolute().as_uri()
+        conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            conn.execute("PRAGMA schema_version").fetchone()  # the -shm is opened here, not at connect
+            return conn
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            wal = self.path.with_name(self.path.name + "-wal")
+            if exc.sqlite_errorcode & 0xFF not in _CANNOT_WRITE or (wal.exists() and wal.stat().st_size > 0):
+                raise
+            return sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, isolation_level=None)
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -134,39 +226,56 @@ class SessionStore:
                 raise
 
     def _readable(self) -> bool:
-        return self.path.exists()
+        return self.path.exists() and not (self.was_empty and not self._has_tables())
+
+    def _has_tables(self) -> bool:
+        with self._connect(readonly=True) as conn:
+            return user_version(conn) > 0
 
     # --- writes --------------------------------------------------------------------
-    def save(self, snap: Snapshot, turn: TurnRow | None = None) -> str:
-        """Write the transcript (and this turn's record) in one transaction. Returns the
-        session's state key, which names its KV-state file."""
+    def save(self, snap: Snapshot, turn: TurnRow | None = None, *, base: Revision | None = None) -> Saved:
+        """Write the transcript (and this turn's record) in one transaction; see the module's
+        docstring for how `base` decides between replacing, appending and refusing."""
         now = time.time()
         model = snap.model
         system = snap.messages[0].content if snap.messages and snap.messages[0].role == "system" else ""
+        appended = False
         with self._transaction() as conn:
-            row = conn.execute("SELECT id, state_key FROM sessions WHERE name = ?", (snap.name,)).fetchone()
-            if row is None:
-                key = uuid.uuid4().hex
-                cur = conn.execute(
-                    "INSERT INTO sessions (name, state_key, model, model_path, model_sha256, quant, system_prompt,"
-                    " window_start, kv_tokens, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    (snap.name, key, model.name, model.path, model.sha256, model.quant, system,
-                     snap.window_start, snap.kv_tokens, now, now))
-                session_id = cur.lastrowid
+            if base is not None:
+                row = conn.execute("SELECT id, name, state_key, revision FROM sessions WHERE id = ?",
+                                   (base.session_id,)).fetchone()
+                if row is None:
+                    raise removed_elsewhere(snap.name)
             else:
-                session_id, key = row
+                row = conn.execute("SELECT id, name, state_key, revision FROM sessions WHERE name = ?",
+                                   (snap.name,)).fetchone()
+            if row is None:
+                name, key, revision, same = snap.name, uuid.uuid4().hex, 1, 0
+                session_id = conn.execute(
+                    "INSERT INTO sessions (name, state_key, model, model_path, model_sha256, quant, system_prompt,"
+                    " window_start, kv_tokens, created_at, updated_at, revision) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (name, key, model.name, model.path, model.sha256, model.quant, system,
+                     snap.window_start, snap.kv_tokens, now, now, revision)).lastrowid
+            else:
+                session_id, name, key, revision = row
+                stored = [Message(role, content, bool(stopped)) for role, content, stopped in conn.execute(
+                    "SELECT role, content, stopped FROM messages WHERE session_id = ? ORDER BY idx", (session_id,))]
+                if base is not None and revision == base.number:  # nobody else saved: this writer's history
+                    same = 0
+                    while same < min(len(stored), len(snap.messages)) and stored[same] == snap.messages[same]:
+                        same += 1
+                elif stored == snap.messages[:len(stored)]:  # others saved only what this transcript holds
+                    same, appended = len(stored), True
+                else:
+                    raise changed_elsewhere(name)
+                revision += 1
                 conn.execute(
                     "UPDATE sessions SET model = ?, model_path = ?, model_sha256 = ?, quant = ?, system_prompt = ?,"
-                    " window_start = ?, kv_tokens = ?, updated_at = ? WHERE id = ?",
+                    " window_start = ?, kv_tokens = ?, updated_at = ?, revision = ? WHERE id = ?",
                     (model.name, model.path, model.sha256, model.quant, system, snap.window_start,
-                     snap.kv_tokens, now, session_id))
-            stored = [Message(role, content, bool(stopped)) for role, content, stopped in conn.execute(
-                "SELECT role, content, stopped FROM messages WHERE session_id = ? ORDER BY idx", (session_id,))]
-            same = 0
-            while same < min(len(stored), len(snap.messages)) and stored[same] == snap.messages[same]:
-                same += 1
-            conn.execute("DELETE FROM messages WHERE session_id = ? AND idx >= ?", (session_id, same))
-            conn.execute("DELETE FROM turns WHERE session_id = ? AND message_idx >= ?", (session_id, same))
+                     snap.kv_tokens, now, revision, session_id))
+                conn.execute("DELETE FROM messages WHERE session_id = ? AND idx >= ?", (session_id, same))
+                conn.execute("DELETE FROM turns WHERE session_id = ? AND message_idx >= ?", (session_id, same))
             conn.executemany(
                 "INSERT INTO messages (session_id, idx, role, content, stopped, created_at) VALUES (?,?,?,?,?,?)",
                 [(session_id, i, m.role, m.content, int(m.stopped), now)
@@ -177,16 +286,35 @@ class SessionStore:
                     " prefill_ms, record, created_at) VALUES (?,?,?,?,?,?,?,?)",
                     (session_id, turn.message_idx, model.sha256, turn.backend, turn.prefill_tokens,
                      turn.prefill_ms, json.dumps(turn.record, ensure_ascii=False), now))
-        return key
+        return Saved(name, key, Revision(session_id, revision), appended)
 
-    def delete(self, name: str) -> str:
-        """Forget a session; returns its state key so the caller can remove the state file."""
+    def if_current(self, revision: Revision, action: Callable[[], None]) -> bool:
+        """Run `action` (e.g. install the session's KV-state file) only while the session is still
+        at `revision`, holding the write lock so no save can come in between. False: it wasn't."""
+        with self._transaction() as conn:
+            row = conn.execute("SELECT revision FROM sessions WHERE id = ?", (revision.session_id,)).fetchone()
+            if row is None or row[0] != revision.number:
+                return False
+            action()
+            return True
+
+    def with_state_keys(self, action: Callable[[set[str]], None]) -> None:
+        """Run `action` with every session's state key, holding the write lock (no state file is
+        installed or deleted meanwhile)."""
+        with self._transaction() as conn:
+            action({key for (key,) in conn.execute("SELECT state_key FROM sessions")})
+
+    def delete(self, name: str, remove_state: Callable[[str], None] | None = None) -> str:
+        """Forget a session; returns its state key. `remove_state(key)` runs first, inside the
+        transaction: if it raises, the session stays (the state file is never left orphaned)."""
         if not self._readable():
             raise unknown(name)
         with self._transaction() as conn:
             row = conn.execute("SELECT id, state_key FROM sessions WHERE name = ?", (name,)).fetchone()
             if row is None:
                 raise unknown(name)
+            if remove_state is not None:
+                remove_state(row[1])
             conn.execute("DELETE FROM sessions WHERE id = ?", (row[0],))
         return row[1]
 
@@ -204,16 +332,24 @@ class SessionStore:
     def load(self, name: str) -> StoredSession | None:
         if not self._readable():
             return None
-        with self._connect() as conn:
+        with self._connect(readonly=True) as conn:
             row = conn.execute(
                 "SELECT id, state_key, model, model_path, model_sha256, quant, system_prompt, window_start,"
-                " kv_tokens, created_at, updated_at FROM sessions WHERE name = ?", (name,)).fetchone()
+                " kv_tokens, created_at, updated_at, revision FROM sessions WHERE name = ?", (name,)).fetchone()
             if row is None:
                 return None
             messages = [Message(role, content, bool(stopped)) for role, content, stopped in conn.execute(
                 "SELECT role, content, stopped FROM messages WHERE session_id = ? ORDER BY idx", (row[0],))]
         return StoredSession(name, row[1], ModelIdentity(row[2], row[3], row[4], row[5]), row[6], messages,
-                             row[7], row[8], row[9], row[10])
+                             row[7], row[8], row[9], row[10], Revision(row[0], row[11]))
+
+    def current(self, session_id: int) -> tuple[str, int] | None:
+        """The session's name and revision now, or None once it has been removed."""
+        if not self._readable():
+            return None
+        with self._connect(readonly=True) as conn:
+            row = conn.execute("SELECT name, revision FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        return (row[0], row[1]) if row else None
 
     def get(self, name: str) -> StoredSession:
         found = self.load(name)
@@ -224,7 +360,7 @@ class SessionStore:
     def summaries(self) -> list[SessionSummary]:
         if not self._readable():
             return []
-        with self._connect() as conn:
+        with self._connect(readonly=True) as conn:
             rows = conn.execute(
                 "SELECT s.name, s.state_key, s.model, s.quant,"
                 " (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id AND m.role = 'user'),"
@@ -235,7 +371,7 @@ class SessionStore:
         """(assistant message index, TurnRecord json) for each saved turn, in order."""
         if not self._readable():
             raise unknown(name)
-        with self._connect() as conn:
+        with self._connect(readonly=True) as conn:
             row = conn.execute("SELECT id FROM sessions WHERE name = ?", (name,)).fetchone()
             if row is None:
                 raise unknown(name)
@@ -254,7 +390,7 @@ class SessionStore:
         """Prefill tokens per second measured on this machine over recent turns, or None."""
         if not self._readable():
             return None
-        with self._connect() as conn:
+        with self._connect(readonly=True) as conn:
             tokens, ms = conn.execute(
                 "SELECT SUM(prefill_tokens), SUM(prefill_ms) FROM (SELECT prefill_tokens, prefill_ms FROM turns"
                 " WHERE model_sha256 = ? AND backend = ? AND prefill_tokens >= ? AND prefill_ms > 0"

@@ -1,4 +1,5 @@
-"""Temperature and max tokens, validated before they reach the engine."""
+"""Temperature and max tokens, validated (by chatapp.config.validate, as the CLI and the config
+file are) before they reach the engine."""
 
 from __future__ import annotations
 
@@ -8,11 +9,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.validation import Integer, Number
 from textual.widgets import Button, Input, Label
 
-MAX_TEMPERATURE = 5.0
-MAX_TOKENS = 32768
+from chatapp.config import MAX_TEMPERATURE, MAX_TOKENS, Settings
+from chatapp.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -44,11 +44,9 @@ class SamplingScreen(ModalScreen[Sampling | None]):
         with Vertical() as box:
             box.border_title = "Sampling"
             yield Label(f"Temperature (0 = greedy and repeatable, up to {MAX_TEMPERATURE:g})")
-            yield Input(f"{self.current.temperature:g}", id="temperature", type="number",
-                        validators=[Number(minimum=0.0, maximum=MAX_TEMPERATURE)])
+            yield Input(f"{self.current.temperature:g}", id="temperature", type="number")
             yield Label(f"Max tokens per reply (1 to {MAX_TOKENS:,})")
-            yield Input(str(self.current.max_tokens), id="max-tokens", type="integer",
-                        validators=[Integer(minimum=1, maximum=MAX_TOKENS)])
+            yield Input(str(self.current.max_tokens), id="max-tokens", type="integer")
             yield Label("", id="sampling-error")
             with Horizontal():
                 yield Button("Cancel", id="cancel")
@@ -68,16 +66,19 @@ class SamplingScreen(ModalScreen[Sampling | None]):
         self.apply()
 
     def apply(self) -> None:
-        problems = []
-        for input_id, name in (("#temperature", "temperature"), ("#max-tokens", "max tokens")):
-            result = self.query_one(input_id, Input).validate(self.query_one(input_id, Input).value)
-            if result is not None and not result.is_valid:
-                problems.append(f"{name}: {'; '.join(result.failure_descriptions)}")
-        if problems:
-            self.query_one("#sampling-error", Label).update("\n".join(problems))
+        temperature = self.query_one("#temperature", Input).value.strip()
+        max_tokens = self.query_one("#max-tokens", Input).value.strip()
+        try:
+            checked = Settings().replace(temperature=float(temperature), max_tokens=int(max_tokens))
+        except ValueError:
+            problem = f"temperature must be a number and max tokens a whole number, got {temperature!r} " \
+                      f"and {max_tokens!r}"
+        except ConfigError as exc:
+            problem = exc.message
+        else:
+            self.dismiss(Sampling(checked.temperature, checked.max_tokens))
             return
-        self.dismiss(Sampling(float(self.query_one("#temperature", Input).value),
-                              int(self.query_one("#max-tokens", Input).value)))
+        self.query_one("#sampling-error", Label).update(problem)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -21,6 +21,7 @@ from chatapp.errors import SessionError
 from chatapp.format import count, human_bytes
 
 COLUMNS = ("name", "model", "turns", "tokens", "state", "last used")
+EMPTY = "No saved sessions yet: n starts one, s saves this chat."
 
 
 def when(ts: float) -> str:
@@ -46,6 +47,7 @@ class SessionsScreen(ModalScreen[None]):
     SessionsScreen #sessions-keys { color: $text-muted; }
     SessionsScreen DataTable { height: auto; max-height: 20; margin-top: 1; }
     SessionsScreen #sessions-empty { color: $text-muted; text-style: italic; margin-top: 1; }
+    SessionsScreen #sessions-empty.-error { color: $error; text-style: bold; }
     """
 
     class Request(Message):
@@ -71,7 +73,7 @@ class SessionsScreen(ModalScreen[None]):
             yield Label("Enter/o open · n new · s save this chat as · r rename · d delete · Esc close",
                         id="sessions-keys")
             yield DataTable(id="sessions-table", cursor_type="row", zebra_stripes=True)
-            yield Static("No saved sessions yet: n starts one, s saves this chat.", id="sessions-empty")
+            yield Static(EMPTY, id="sessions-empty", markup=False)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -82,11 +84,15 @@ class SessionsScreen(ModalScreen[None]):
     def reload(self, select: str | None = None) -> None:
         """Read the list again, keeping the cursor on `select` (or the current session)."""
         table = self.query_one(DataTable)
+        empty = self.query_one("#sessions-empty", Static)
         try:
             summaries = self.manager.store.summaries()
-        except SessionError as exc:
-            self.notify(exc.one_line(), severity="error", markup=False)
-            summaries = []
+            problem = None
+        except SessionError as exc:  # say it here: "no saved sessions" would read as if they were gone
+            summaries, problem = [], exc.one_line()
+            self.notify(problem, severity="error", markup=False)
+        empty.update(f"Cannot read the saved sessions. {problem}" if problem else EMPTY)
+        empty.set_class(problem is not None, "-error")
         table.clear()
         self.names = [s.name for s in summaries]
         for s in summaries:
@@ -218,6 +224,7 @@ class ConfirmScreen(ModalScreen[bool]):
         width: 70%; max-width: 80; height: auto;
         border: round $warning; background: $surface; padding: 0 1;
     }
+    ConfirmScreen Label { width: 1fr; }
     ConfirmScreen Horizontal { height: auto; align-horizontal: right; }
     ConfirmScreen Button { margin-left: 1; }
     """
