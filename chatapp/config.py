@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import tomllib
 from dataclasses import dataclass, fields
@@ -44,6 +45,10 @@ class Settings:
     theme: str = "chatapp-dark"
     state_cap_mb: int = 2048
     """Cap on the total size of saved KV-cache states; least recently used go first."""
+    server: str = ""
+    """A llama-server URL (e.g. http://127.0.0.1:8080) to chat through instead of loading a model."""
+    api_key: str = ""
+    """The key of a llama-server started with --api-key."""
 
     def replace(self, **changes) -> "Settings":
         clean = {k: v for k, v in changes.items() if v is not None}
@@ -74,11 +79,17 @@ def read_table(path: Path) -> dict | None:
         raise ConfigError(f"cannot read {path}: {exc}") from None
 
 
+ENVIRONMENT = {"server": "CHATAPP_SERVER", "api_key": "CHATAPP_API_KEY"}
+"""Settings the environment may give; they beat the config file."""
+
+
 def load_settings(path: Path | None = None) -> Settings:
-    """Read the config file; a missing file gives the defaults."""
+    """Read the config file, then the environment (ENVIRONMENT); a missing file gives the defaults."""
     path = path or paths.config_file()
     table = read_table(path)
-    return Settings() if table is None else from_table(table, path)
+    settings = Settings() if table is None else from_table(table, path)
+    found = {key: os.environ[var] for key, var in ENVIRONMENT.items() if os.environ.get(var)}
+    return dataclasses.replace(settings, **found) if found else settings
 
 
 def from_table(raw: dict, path: Path) -> Settings:

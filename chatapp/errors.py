@@ -42,3 +42,9 @@ class SessionError(ChatappError):
 
 class ThemeError(ChatappError):
     title = "Theme"
+
+
+class ServerError(ChatappError):
+    """A llama-server could not be reached, refused us, or broke off."""
+
+    title = "Server"

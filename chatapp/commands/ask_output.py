@@ -11,6 +11,7 @@ from rich.markup import escape
 from chatapp.config import Settings
 from chatapp.engine.events import ContextTrimmed, TextDelta, TurnDone
 from chatapp.engine.stats import TurnRecord
+from chatapp.errors import ServerError
 
 
 def stats_line(record: TurnRecord) -> str:
@@ -65,11 +66,16 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
                     if as_json:
                         data = record.to_json()
                         data.update(model=summary.name, quant=summary.quant, backend=summary.backend,
-                                    layers_offloaded=summary.layers_offloaded)
+                                    layers_offloaded=summary.layers_offloaded, server=summary.server)
+                        if summary.kv_bytes_per_token is None:  # the backend cannot tell: not a zero
+                            data["kv_bytes_per_token"] = None
                         print(json.dumps(data, ensure_ascii=False), flush=True)
                     else:
                         sys.stdout.write("\n")
-                        err.print(f"[dim]{stats_line(record)}[/]")
+                        if not record.extra.get("server_error"):  # a broken turn gets its one line below
+                            err.print(f"[dim]{stats_line(record)}[/]")
+            if record is not None and record.extra.get("server_error"):
+                raise ServerError(str(record.extra["server_error"]))  # what was said is kept (and saved)
             if record is not None and record.finish_reason == "stopped":
                 if number < len(prompts):
                     err.print(f"[yellow]stopped; skipped the remaining {len(prompts) - number} prompt(s)[/]")

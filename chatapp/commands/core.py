@@ -16,6 +16,10 @@ from chatapp.errors import InputError
 
 ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="A GGUF path or a catalog name.")]
 CtxOpt = Annotated[Optional[int], typer.Option("--ctx", help="Context window in tokens.")]
+ServerOpt = Annotated[Optional[str], typer.Option(
+    "--server", help="Chat through the llama-server at this URL (also $CHATAPP_SERVER or `server` in the config).")]
+ApiKeyOpt = Annotated[Optional[str], typer.Option(
+    "--api-key", help="The key of a llama-server started with --api-key (also $CHATAPP_API_KEY).", show_default=False)]
 
 
 def _version(value: bool) -> None:
@@ -39,7 +43,7 @@ def root(
 ) -> None:
     """Chat with a local model in the terminal and watch how inference works."""
     if ctx.invoked_subcommand is None:
-        chat(model=None, theme=None, n_ctx=None, session=None)
+        chat(model=None, theme=None, n_ctx=None, session=None, server=None, api_key=None)
 
 
 def settings_with(**overrides) -> Settings:
@@ -47,11 +51,19 @@ def settings_with(**overrides) -> Settings:
 
 
 def open_engine(settings: Settings, model: str | None, console: Console | None = None):
-    from chatapp.commands.progress import pull_progress
+    """The engine the settings ask for: a local model (pulled if missing) or a llama-server."""
+    from chatapp.commands.progress import pull_progress, wait_progress
     from chatapp.engine.engine import Engine
 
-    with pull_progress(console or Console(stderr=True)) as progress:
-        return Engine.open(settings, model, progress=progress)
+    console = console or Console(stderr=True)
+    with pull_progress(console) as progress, wait_progress(console, loading_notice(settings)) as waiting:
+        return Engine.open(settings, model, progress=progress, waiting=waiting)
+
+
+def loading_notice(settings: Settings) -> str:
+    from chatapp.engine.server_http import display_url
+
+    return f"llama-server at {display_url(settings.server)} is loading its model" if settings.server else ""
 
 
 @app.command()
@@ -60,11 +72,13 @@ def chat(
     theme: Annotated[Optional[str], typer.Option("--theme", help="Theme name (see chatapp themes list).")] = None,
     n_ctx: CtxOpt = None,
     session: Annotated[Optional[str], typer.Option("--session", help="Open or create a saved session.")] = None,
+    server: ServerOpt = None,
+    api_key: ApiKeyOpt = None,
 ) -> None:
     """Open the chat TUI."""
     from chatapp.ui.launch import run_app
 
-    settings = settings_with(theme=theme, n_ctx=n_ctx)
+    settings = settings_with(theme=theme, n_ctx=n_ctx, server=server, api_key=api_key)
     run_app(settings, model=model, session=session)
 
 
@@ -82,12 +96,15 @@ def ask(
     gpu_layers: Annotated[Optional[int], typer.Option("--gpu-layers")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per turn per line.")] = False,
     session: Annotated[Optional[str], typer.Option("--session", help="Create or continue a saved session.")] = None,
+    server: ServerOpt = None,
+    api_key: ApiKeyOpt = None,
 ) -> None:
     """Ask one or more questions in one conversation; print replies and per-turn stats."""
     if not prompts or any(not p.strip() for p in prompts):
         raise InputError("the prompt is empty")
     settings = settings_with(system_prompt=system, max_tokens=max_tokens, temperature=temperature, seed=seed,
-                             n_ctx=n_ctx, kv_type=kv_type, threads=threads, gpu_layers=gpu_layers)
+                             n_ctx=n_ctx, kv_type=kv_type, threads=threads, gpu_layers=gpu_layers, server=server,
+                             api_key=api_key)
     from chatapp.commands.ask_output import run_ask
 
     run_ask(settings, model, prompts, as_json=as_json, session=session)

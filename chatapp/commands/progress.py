@@ -6,7 +6,10 @@ import contextlib
 from collections.abc import Callable, Iterator
 
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+from rich.progress import (
+    BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
+    TransferSpeedColumn,
+)
 
 
 @contextlib.contextmanager
@@ -21,6 +24,27 @@ def pull_progress(console: Console) -> Iterator[Callable[[str, int, int], None]]
         if phase not in tasks:
             tasks[phase] = progress.add_task(phase, total=total or None)
         progress.update(tasks[phase], completed=done, total=total or None)
+
+    try:
+        yield update
+    finally:
+        if progress.live.is_started:
+            progress.stop()
+
+
+@contextlib.contextmanager
+def wait_progress(console: Console, what: str) -> Iterator[Callable[[float], None]]:
+    """A line saying what is awaited, then a spinner with the time waited so far (terminals only)."""
+    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
+                        transient=True)
+    task: list[int] = []
+
+    def update(_elapsed: float) -> None:
+        if not task:
+            console.print(f"waiting: {what}", highlight=False, markup=False)
+            if console.is_terminal:
+                progress.start()
+            task.append(progress.add_task(what, total=None))
 
     try:
         yield update

@@ -20,7 +20,7 @@ from chatapp.errors import ChatappError
 def run_app(settings: Settings, *, model: str | None = None, session: str | None = None) -> None:
     """Load (pulling the default model if missing) before the TUI starts, then run it. A session
     is resumed once the TUI is up, and saved again when it closes."""
-    from chatapp.commands.progress import pull_progress  # noqa: PLC0415
+    from chatapp.commands.progress import pull_progress, wait_progress  # noqa: PLC0415
     from chatapp.engine.engine import Engine  # noqa: PLC0415
     from chatapp.engine.hardware import threads_beside_ui  # noqa: PLC0415
     from chatapp.engine.models import resolve_model  # noqa: PLC0415
@@ -32,15 +32,22 @@ def run_app(settings: Settings, *, model: str | None = None, session: str | None
 
         validate_name(session)
         sessions = SessionManager.open(settings)  # before loading the model: a bad database fails fast
-    if settings.threads == 0:  # auto: leave the UI a core of its own
-        settings = settings.replace(threads=threads_beside_ui())
-    with pull_progress(err) as progress:
-        path = resolve_model(model, settings, progress=progress)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatapp-load") as pool:
-        loading = pool.submit(Engine.load, settings, path)
-        from chatapp.ui.app import ChatApp  # noqa: PLC0415 - imported while the model loads
+    if settings.server:  # the server's model: no pull, no load; a model still loading is waited for here
+        from chatapp.engine.server_http import display_url  # noqa: PLC0415
 
-        engine = loading.result()
+        with wait_progress(err, f"llama-server at {display_url(settings.server)} is loading its model") as waiting:
+            engine = Engine.open(settings, model, waiting=waiting)
+        from chatapp.ui.app import ChatApp  # noqa: PLC0415
+    else:
+        if settings.threads == 0:  # auto: leave the UI a core of its own
+            settings = settings.replace(threads=threads_beside_ui())
+        with pull_progress(err) as progress:
+            path = resolve_model(model, settings, progress=progress)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatapp-load") as pool:
+            loading = pool.submit(Engine.load, settings, path)
+            from chatapp.ui.app import ChatApp  # noqa: PLC0415 - imported while the model loads
+
+            engine = loading.result()
     app = ChatApp(engine, settings=settings, session=session, sessions=sessions)
     try:
         app.run()
