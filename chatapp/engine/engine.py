@@ -201,8 +201,11 @@ class Engine:
         yield TurnDone(record, lambda: self._view(cache_ids, prompt_messages, record))
 
     def _view(self, cache_ids: list[int], prompt_messages: list[Message], record: TurnRecord):
-        return prompt_view.build(self._backend.describe(cache_ids), self.render, prompt_messages,
-                                 record.prompt_tokens, record.cached_tokens)
+        try:
+            return prompt_view.build(self._backend.describe(cache_ids), self.render, prompt_messages,
+                                     record.prompt_tokens, record.cached_tokens)
+        except ServerError:  # the server went away after the turn: the turn stands, without its view
+            return []
 
     # --- the cache, for sessions ---------------------------------------------------------------
     def cached_tokens(self) -> list[int]:

@@ -35,6 +35,7 @@ from chatapp.engine.sessions.reports import ResumeReport, SaveReport, reprefill_
 from chatapp.engine.sessions.statefile import SUFFIX, StateFile, StateRejected, encode_state, read_state
 from chatapp.engine.sessions.store import ModelIdentity, SessionStore, Snapshot, StoredSession, TurnRow
 from chatapp.engine.stats import TurnRecord
+from chatapp.errors import ServerError
 
 MIB = 1024 * 1024
 STATES_DIR = "states"
@@ -142,15 +143,16 @@ class SessionManager:
             with contextlib.suppress(OSError):
                 path.unlink()
             return SaveReport(None)
-        valid = common_prefix(kv, engine.prompt_ids())
         try:
+            valid = common_prefix(kv, engine.prompt_ids())
             self.states_dir.mkdir(parents=True, exist_ok=True)
             cache = engine.save_cache(key)
             meta = {**fingerprint, **cache.meta}
             size = atomic_write(path, encode_state(StateFile(meta, cache.tokens, valid, cache.payload)))
             evicted = evict_lru(self.states_dir, SUFFIX, self.cap_bytes)
-        except OSError as exc:
-            return SaveReport(None, notices=[f"KV state not saved ({exc.strerror or exc}); the transcript is saved"])
+        except (OSError, ServerError) as exc:  # a server can go away between the turn and its save
+            return SaveReport(None, notices=[f"KV state not saved ({getattr(exc, 'strerror', None) or exc}); "
+                                             "the transcript is saved"])
         if path in evicted:
             return SaveReport(None, notices=[f"KV state not kept: {size / MIB:,.1f} MiB is over the "
                                              f"{self.cap_bytes / MIB:,.0f} MiB state cap (state_cap_mb)"])
