@@ -52,18 +52,12 @@ def settings_with(**overrides) -> Settings:
 
 def open_engine(settings: Settings, model: str | None, console: Console | None = None):
     """The engine the settings ask for: a local model (pulled if missing) or a llama-server."""
-    from chatapp.commands.progress import pull_progress, wait_progress
+    from chatapp.commands.progress import pull_progress, server_loading
     from chatapp.engine.engine import Engine
 
     console = console or Console(stderr=True)
-    with pull_progress(console) as progress, wait_progress(console, loading_notice(settings)) as waiting:
+    with pull_progress(console) as progress, server_loading(console, settings.server) as waiting:
         return Engine.open(settings, model, progress=progress, waiting=waiting)
-
-
-def loading_notice(settings: Settings) -> str:
-    from chatapp.engine.server_http import display_url
-
-    return f"llama-server at {display_url(settings.server)} is loading its model" if settings.server else ""
 
 
 @app.command()

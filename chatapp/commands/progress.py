@@ -33,8 +33,12 @@ def pull_progress(console: Console) -> Iterator[Callable[[str, int, int], None]]
 
 
 @contextlib.contextmanager
-def wait_progress(console: Console, what: str) -> Iterator[Callable[[float], None]]:
-    """A line saying what is awaited, then a spinner with the time waited so far (terminals only)."""
+def server_loading(console: Console, url: str) -> Iterator[Callable[[float], None]]:
+    """For a llama-server still loading its model: a line saying so, then a spinner with the
+    time waited so far (terminals only)."""
+    from chatapp.engine.server_http import display_url
+
+    what = f"llama-server at {display_url(url)} is loading its model"
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
                         transient=True)
     task: list[int] = []

@@ -20,7 +20,7 @@ from chatapp.errors import ChatappError
 def run_app(settings: Settings, *, model: str | None = None, session: str | None = None) -> None:
     """Load (pulling the default model if missing) before the TUI starts, then run it. A session
     is resumed once the TUI is up, and saved again when it closes."""
-    from chatapp.commands.progress import pull_progress, wait_progress  # noqa: PLC0415
+    from chatapp.commands.progress import pull_progress, server_loading  # noqa: PLC0415
     from chatapp.engine.engine import Engine  # noqa: PLC0415
     from chatapp.engine.hardware import threads_beside_ui  # noqa: PLC0415
     from chatapp.engine.models import resolve_model  # noqa: PLC0415
@@ -33,9 +33,7 @@ def run_app(settings: Settings, *, model: str | None = None, session: str | None
         validate_name(session)
         sessions = SessionManager.open(settings)  # before loading the model: a bad database fails fast
     if settings.server:  # the server's model: no pull, no load; a model still loading is waited for here
-        from chatapp.engine.server_http import display_url  # noqa: PLC0415
-
-        with wait_progress(err, f"llama-server at {display_url(settings.server)} is loading its model") as waiting:
+        with server_loading(err, settings.server) as waiting:
             engine = Engine.open(settings, model, waiting=waiting)
         from chatapp.ui.app import ChatApp  # noqa: PLC0415
     else:
