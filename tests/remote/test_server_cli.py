@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import httpx
-import pytest
 
 from tests.cli.test_core_cli import ASK_KEYS
 

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from pathlib import Path
 
 import httpx
 import pytest
 
-from chatapp.config import Settings
-from chatapp.engine.backend import NOT_REPORTED, Backend, GenerationSettings
+from chatapp.engine.backend import NOT_REPORTED, Backend
 from chatapp.engine.engine import Engine
 from chatapp.engine.events import ContextTrimmed, Message, PrefillProgress, TextDelta, TurnDone
 from chatapp.engine.llama import LlamaRuntime, LoadOptions
