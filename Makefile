@@ -30,6 +30,7 @@ bench: model
 	$(PY) benchmarks/tui_speed.py
 	$(PY) benchmarks/tui_long_chat.py
 	$(PY) benchmarks/session_resume.py
+	$(PY) benchmarks/remote_speed.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -71,3 +71,9 @@ class ThemeError(ChatappError):
 
 class AttachmentError(ChatappError):
     title = "Attachment"
+
+
+class ServerError(ChatappError):
+    """A llama-server could not be reached, refused us, or broke off."""
+
+    title = "Server"

@@ -15,7 +15,7 @@ from rich.markup import escape
 from chatapp.config import Settings
 from chatapp.engine.events import ContextTrimmed, TextDelta, TurnDone
 from chatapp.engine.stats import TurnRecord
-from chatapp.errors import OutputError
+from chatapp.errors import OutputError, ServerError
 
 
 def stats_line(record: TurnRecord) -> str:
@@ -137,10 +137,14 @@ def _ask(engine, manager, session: str | None, prompts: list[str], as_json: bool
                 if as_json:
                     data = record.to_json()
                     data.update(model=summary.name, quant=summary.quant, backend=summary.backend,
-                                layers_offloaded=summary.layers_offloaded)
+                                layers_offloaded=summary.layers_offloaded, server=summary.server)
+                    if summary.kv_bytes_per_token is None:  # the backend cannot tell: not a zero
+                        data["kv_bytes_per_token"] = None
                     out.write(json.dumps(data, ensure_ascii=False) + "\n")
-                else:
+                elif not record.extra.get("server_error"):  # a broken turn gets its one line below
                     err.print(f"[dim]{stats_line(record)}[/]")
+        if record is not None and record.extra.get("server_error"):
+            raise ServerError(str(record.extra["server_error"]))  # what was said is kept (and saved)
         if record is not None and record.finish_reason == "stopped":
             if number < len(prompts):
                 err.print(f"[yellow]stopped; skipped the remaining {len(prompts) - number} prompt(s)[/]")

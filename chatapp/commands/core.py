@@ -19,6 +19,10 @@ from chatapp.errors import InputError
 ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="A GGUF path or a catalog name.")]
 CtxOpt = Annotated[Optional[int], typer.Option("--ctx", help="Context window in tokens.")]
 LongCtxOpt = Annotated[bool, typer.Option("--allow-long-ctx", help="Allow --ctx above the model's training context.")]
+ServerOpt = Annotated[Optional[str], typer.Option(
+    "--server", help="Chat through the llama-server at this URL (also $CHATAPP_SERVER or `server` in the config).")]
+ApiKeyOpt = Annotated[Optional[str], typer.Option(
+    "--api-key", help="The key of a llama-server started with --api-key (also $CHATAPP_API_KEY).", show_default=False)]
 
 
 def _version(value: bool) -> None:
@@ -41,7 +45,7 @@ def root(
 ) -> None:
     """Chat with a local model in the terminal and watch how inference works."""
     if ctx.invoked_subcommand is None:
-        chat(model=None, theme=None, n_ctx=None, session=None, allow_long_ctx=False)
+        chat(model=None, theme=None, n_ctx=None, session=None, allow_long_ctx=False, server=None, api_key=None)
 
 
 def settings_with(**overrides) -> Settings:
@@ -54,13 +58,15 @@ def settings_with(**overrides) -> Settings:
 
 
 def open_engine(settings: Settings, model: str | None, console: Console | None = None):
-    from chatapp.commands.progress import pull_progress, tidy_models_dir
+    """The engine the settings ask for: a local model (pulled if missing) or a llama-server."""
+    from chatapp.commands.progress import pull_progress, server_loading, tidy_models_dir
     from chatapp.engine.engine import Engine
 
     console = console or Console(stderr=True)
-    tidy_models_dir(console)
-    with pull_progress(console) as progress:
-        return Engine.open(settings, model, progress=progress)
+    if not settings.server:
+        tidy_models_dir(console)
+    with pull_progress(console) as progress, server_loading(console, settings.server) as waiting:
+        return Engine.open(settings, model, progress=progress, waiting=waiting)
 
 
 def chat(
@@ -69,11 +75,14 @@ def chat(
     n_ctx: CtxOpt = None,
     session: Annotated[Optional[str], typer.Option("--session", help="Open or create a saved session.")] = None,
     allow_long_ctx: LongCtxOpt = False,
+    server: ServerOpt = None,
+    api_key: ApiKeyOpt = None,
 ) -> None:
     """Open the chat TUI."""
     from chatapp.commands.tui import run_app
 
-    settings = settings_with(theme=theme, n_ctx=n_ctx, allow_long_ctx=allow_long_ctx or None)
+    settings = settings_with(theme=theme, n_ctx=n_ctx, allow_long_ctx=allow_long_ctx or None, server=server,
+                             api_key=api_key)
     run_app(settings, model=model, session=session)
 
 
@@ -91,13 +100,15 @@ def ask(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per turn per line.")] = False,
     session: Annotated[Optional[str], typer.Option("--session", help="Create or continue a saved session.")] = None,
     allow_long_ctx: LongCtxOpt = False,
+    server: ServerOpt = None,
+    api_key: ApiKeyOpt = None,
 ) -> None:
     """Ask one or more questions in one conversation; print replies and per-turn stats."""
     if not prompts or any(not p.strip() for p in prompts):
         raise InputError("the prompt is empty")
     settings = settings_with(system_prompt=system, max_tokens=max_tokens, temperature=temperature, seed=seed,
                              n_ctx=n_ctx, kv_type=kv_type, threads=threads, gpu_layers=gpu_layers,
-                             allow_long_ctx=allow_long_ctx or None)
+                             allow_long_ctx=allow_long_ctx or None, server=server, api_key=api_key)
     from chatapp.commands.ask_output import run_ask
 
     run_ask(settings, model, prompts, as_json=as_json, session=session)

@@ -8,7 +8,10 @@ from collections.abc import Callable, Iterator
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+from rich.progress import (
+    BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
+    TransferSpeedColumn,
+)
 
 
 @contextlib.contextmanager
@@ -38,3 +41,28 @@ def tidy_models_dir(console: Console) -> None:
 
     for notice in clean_pull_leftovers(paths.models_dir()).notices():
         console.print(f"[yellow]{escape(notice)}[/]", soft_wrap=True)
+
+
+@contextlib.contextmanager
+def server_loading(console: Console, url: str) -> Iterator[Callable[[float], None]]:
+    """For a llama-server still loading its model: a line saying so, then a spinner with the
+    time waited so far (terminals only)."""
+    from chatapp.engine.server_http import display_url
+
+    what = f"llama-server at {display_url(url)} is loading its model"
+    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
+                        transient=True)
+    task: list[int] = []
+
+    def update(_elapsed: float) -> None:
+        if not task:
+            console.print(f"waiting: {what}", highlight=False, markup=False)
+            if console.is_terminal:
+                progress.start()
+            task.append(progress.add_task(what, total=None))
+
+    try:
+        yield update
+    finally:
+        if progress.live.is_started:
+            progress.stop()

@@ -33,7 +33,7 @@ def check_terminal() -> None:
 def run_app(settings: Settings, *, model: str | None = None, session: str | None = None) -> None:
     """Load (pulling the default model if missing) before the TUI starts, then run it. A session
     is resumed once the TUI is up, and saved again when it closes."""
-    from chatapp.commands.progress import pull_progress  # noqa: PLC0415
+    from chatapp.commands.progress import pull_progress, server_loading  # noqa: PLC0415
     from chatapp.engine.engine import Engine  # noqa: PLC0415
     from chatapp.engine.models import resolve_model  # noqa: PLC0415
 
@@ -45,16 +45,21 @@ def run_app(settings: Settings, *, model: str | None = None, session: str | None
 
         validate_name(session)
         sessions = SessionManager.open(settings)  # before loading the model: a bad database fails fast
-    from chatapp.commands.progress import tidy_models_dir  # noqa: PLC0415
+    if settings.server:  # the server's model: no pull, no load; a model still loading is waited for here
+        with server_loading(err, settings.server) as waiting:
+            engine = Engine.open(settings, model, waiting=waiting)
+        from chatapp.ui.app import ChatApp  # noqa: PLC0415
+    else:
+        from chatapp.commands.progress import tidy_models_dir  # noqa: PLC0415
 
-    tidy_models_dir(err)
-    with pull_progress(err) as progress:
-        path = resolve_model(model, settings, progress=progress)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatapp-load") as pool:
-        loading = pool.submit(Engine.load, settings, path)
-        from chatapp.ui.app import ChatApp  # noqa: PLC0415 - imported while the model loads
+        tidy_models_dir(err)
+        with pull_progress(err) as progress:
+            path = resolve_model(model, settings, progress=progress)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatapp-load") as pool:
+            loading = pool.submit(Engine.load, settings, path)
+            from chatapp.ui.app import ChatApp  # noqa: PLC0415 - imported while the model loads
 
-        engine = loading.result()
+            engine = loading.result()
     app = ChatApp(engine, settings=settings, session=session, sessions=sessions)
     try:
         app.run()

@@ -71,6 +71,8 @@ class ModelSummary:
     flash_attn: bool | None = None
     local_file: str | None = None
     """A readable copy of the model file on this machine, for the GGUF scans (Quant panel)."""
+    server: str | None = None
+    """The llama-server's URL (no credentials in it); None in-process."""
 
 
 @dataclass(frozen=True)

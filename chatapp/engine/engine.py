@@ -23,7 +23,7 @@ from chatapp.engine.conversation import Conversation
 from chatapp.engine.events import Event, Generated, Message, PrefillDone, TextDelta, TurnDone
 from chatapp.engine.stats import TurnRecord
 from chatapp.engine.tokens import Token
-from chatapp.errors import ContextFullError, InputError
+from chatapp.errors import ContextFullError, InputError, ServerError
 
 __all__ = ["Engine", "GenerationSettings", "ModelSummary"]
 
@@ -44,11 +44,31 @@ class Engine:
     # --- opening -------------------------------------------------------------------------
     @classmethod
     def open(cls, settings: Settings, model: str | None = None,
-             progress: Callable[[str, int, int], None] | None = None) -> "Engine":
-        """The in-process backend on a model spec (see `resolve_model`), pulling the default if missing."""
+             progress: Callable[[str, int, int], None] | None = None,
+             waiting: Callable[[float], None] | None = None) -> "Engine":
+        """The in-process backend on a model spec (see `resolve_model`), pulling the default if
+        missing; or, when settings.server is set, the llama-server there (see `connect`)."""
+        if settings.server:
+            if model:
+                from chatapp.engine.server_http import display_url  # noqa: PLC0415
+
+                raise InputError(f"--model {model} is a local model; the llama-server at "
+                                 f"{display_url(settings.server)} serves the model it was started with")
+            return cls.connect(settings, waiting=waiting)
         from chatapp.engine.models import resolve_model  # noqa: PLC0415
 
         return cls.load(settings, resolve_model(model, settings, progress=progress))
+
+    @classmethod
+    def connect(cls, settings: Settings, url: str | None = None, api_key: str | None = None,
+                waiting: Callable[[float], None] | None = None) -> "Engine":
+        """The llama-server backend (settings.server and settings.api_key unless given);
+        `waiting(elapsed_s)` is called while the server is still loading its model."""
+        from chatapp.engine.server import ServerBackend  # noqa: PLC0415
+
+        url = url or settings.server
+        backend = ServerBackend.connect(url, settings.api_key if api_key is None else api_key, waiting)
+        return cls(backend, settings)
 
     @classmethod
     def load(cls, settings: Settings, path: Path) -> "Engine":
@@ -145,12 +165,16 @@ class Engine:
     def _fit(self, regenerating: tuple[Message, ...]):
         try:
             return self._conversation.fit(self.prompt_ids, self.n_ctx, self._reserve())
-        except ContextFullError:
-            if regenerating:  # the question stays, and so does the reply it had
-                self._conversation.messages.extend(regenerating)
-            else:  # the new message is refused; the caller still has its text
-                self._conversation.messages.pop()
+        except (ContextFullError, ServerError):
+            self._refuse(regenerating)
             raise
+
+    def _refuse(self, regenerating: tuple[Message, ...]) -> None:
+        """A turn that never started leaves the conversation as it was."""
+        if regenerating:  # the question stays, and so does the reply it had
+            self._conversation.messages.extend(regenerating)
+        else:  # the new message is refused; the caller still has its text
+            self._conversation.messages.pop()
 
     def _turn(self, regenerating: tuple[Message, ...]) -> Iterator[Event]:
         started = time.perf_counter()
@@ -161,13 +185,17 @@ class Engine:
         prompt_messages = self._conversation.context_messages()
         reuse_limit = self._last_reuse if regenerating else None
         generation, ttft_ms, finished = self.generation, None, None
-        for event in self._backend.stream(prompt, generation, self._stop, reuse_limit=reuse_limit):
-            if isinstance(event, Generated):
-                finished = event
-                continue
-            if isinstance(event, TextDelta) and ttft_ms is None:
-                ttft_ms = (time.perf_counter() - started) * 1000
-            yield event
+        try:
+            for event in self._backend.stream(prompt, generation, self._stop, reuse_limit=reuse_limit):
+                if isinstance(event, Generated):
+                    finished = event
+                    continue
+                if isinstance(event, TextDelta) and ttft_ms is None:
+                    ttft_ms = (time.perf_counter() - started) * 1000
+                yield event
+        except ContextFullError:  # the backend's own count said no (a server with a smaller context)
+            self._refuse(regenerating)
+            raise
         assert finished is not None, "a backend's stream ends with Generated"
         if ttft_ms is None:
             ttft_ms = (time.perf_counter() - started) * 1000
@@ -188,8 +216,11 @@ class Engine:
         yield TurnDone(record, lambda: self._view(cache_ids, prompt_messages, record))
 
     def _view(self, cache_ids: list[int], prompt_messages: list[Message], record: TurnRecord):
-        return prompt_view.build(self._backend.describe(cache_ids), self.render, prompt_messages,
-                                 record.prompt_tokens, record.cached_tokens)
+        try:
+            return prompt_view.build(self._backend.describe(cache_ids), self.render, prompt_messages,
+                                     record.prompt_tokens, record.cached_tokens)
+        except ServerError:  # the server went away after the turn: the turn stands, without its view
+            return []
 
     # --- the cache, for sessions ---------------------------------------------------------------
     def cached_tokens(self) -> list[int]:

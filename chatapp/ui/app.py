@@ -25,7 +25,7 @@ from textual.worker import get_current_worker
 
 from chatapp.config import Settings, save_setting
 from chatapp.engine.sessions import LiveSession, SessionManager
-from chatapp.errors import ChatappError, ConfigError, ContextFullError, InputError
+from chatapp.errors import ChatappError, ConfigError, ContextFullError, InputError, ServerError
 from chatapp.ui.commands import ChatCommands, ThemePicker
 from chatapp.ui.inside_control import InsideControl
 from chatapp.ui.pacing import UpdatePacer
@@ -226,7 +226,8 @@ class ChatApp(SessionControl, InsideControl, App[None]):
                     stream_turn(engine, events, self.post_message, cancelled=lambda: worker.is_cancelled,
                                 annotate=live.annotate if live is not None else None, finish=autosave)
             except ChatappError as exc:
-                refused = isinstance(exc, (ContextFullError, InputError))
+                # A turn that never started gives its text back to the composer.
+                refused = isinstance(exc, (ContextFullError, InputError, ServerError))
                 self.post_message(TurnFailed(exc.one_line(), text, refused=refused))
             except Exception as exc:  # noqa: BLE001 - whatever llama.cpp raises, the UI must not stay "generating"
                 self.post_message(TurnFailed(f"{type(exc).__name__}: {exc}", text))
@@ -276,6 +277,8 @@ class ChatApp(SessionControl, InsideControl, App[None]):
         self.query_one(KVPanel).show_turn(record, message.view)
         self.query_one(TokensPanel).show_turn(message.view, record.reuse_broken_at)
         self.query_one(QuantPanel).show_kv_used(record.kv_used)
+        if error := record.extra.get("server_error"):  # the reply so far is kept, marked stopped
+            self.notify(str(error), title="Server", severity="error", timeout=10, markup=False)
         self._turn_over()
 
     @dropped_after_exit
@@ -469,6 +472,10 @@ class ChatApp(SessionControl, InsideControl, App[None]):
 
     def action_switch_model(self) -> None:
         if self._busy("switch model"):
+            return
+        if self.engine.summary.kind != "in-process":
+            self.notify(f"{self.engine.summary.location} serves the model it was started with; restart it "
+                        "with another -m to switch", severity="warning", markup=False)
             return
         from chatapp.engine.models import LocalModel, local_models  # noqa: PLC0415
 

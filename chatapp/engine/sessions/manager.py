@@ -46,7 +46,7 @@ from chatapp.engine.sessions.store import (
     ModelIdentity, Revision, Saved, SessionStore, Snapshot, StoredSession, TurnRow, disk_problem,
 )
 from chatapp.engine.stats import TurnRecord
-from chatapp.errors import SessionConflict, SessionError, SessionRemoved
+from chatapp.errors import ServerError, SessionConflict, SessionError, SessionRemoved
 from chatapp.private import make_private_dir
 
 MIB = 1024 * 1024
@@ -195,9 +195,9 @@ class SessionManager:
             with contextlib.suppress(OSError):
                 self.store.if_current(saved.revision, lambda: path.unlink(missing_ok=True))
             return SaveReport(None, notices=[] if not kv else ["KV state not kept: state_cap_mb is 0"])
-        valid = common_prefix(kv, engine.prompt_ids())
         staged = temp_path(path)
         try:
+            valid = common_prefix(kv, engine.prompt_ids())
             make_private_dir(self.states_dir)
             cache = engine.save_cache(saved.state_key)
             meta = {**fingerprint, **cache.meta}
@@ -207,6 +207,8 @@ class SessionManager:
         except OSError as exc:
             problem = disk_problem(self.states_dir) or exc.strerror or str(exc)
             return SaveReport(None, notices=[f"KV state not saved ({problem}); the transcript is saved"])
+        except ServerError as exc:  # a server can go away between the turn and its save
+            return SaveReport(None, notices=[f"KV state not saved ({exc}); the transcript is saved"])
         finally:
             with contextlib.suppress(OSError):
                 staged.unlink(missing_ok=True)

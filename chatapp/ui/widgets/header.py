@@ -6,11 +6,14 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from chatapp.engine.backend import NOT_REPORTED
 from chatapp.engine.engine import ModelSummary
 
 
 def describe(summary: ModelSummary) -> str:
-    return f"{summary.name} · {summary.quant} · {summary.backend} · ctx {summary.n_ctx:,}"
+    """The model, and where it runs: the accelerator in-process, the URL and build of a server."""
+    where = summary.backend if summary.kind == "in-process" else f"{summary.location} ({summary.build})"
+    return f"{summary.name} · {summary.quant or NOT_REPORTED} · {where} · ctx {summary.n_ctx:,}"
 
 
 class AppHeader(Widget):

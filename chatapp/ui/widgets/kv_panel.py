@@ -7,6 +7,7 @@ from collections import deque
 from rich.text import Text
 
 from chatapp.engine import kv
+from chatapp.engine.backend import NOT_REPORTED
 from chatapp.engine.prompt_view import ROLES, PromptToken, role_counts
 from chatapp.engine.stats import TurnRecord
 from chatapp.format import count, human_bytes, percent
@@ -32,8 +33,9 @@ class KVPanel(ThemedPanel):
         super().__init__(name=name, id=id, classes=classes)
         self.border_title = "KV cache"
         self.n_ctx = 0
-        self.bytes_per_token = 0
-        self.kv_type = ""
+        self.bytes_per_token: int | None = 0
+        """None (or 0 in a record) when the backend cannot tell, as a llama-server cannot."""
+        self.kv_type: str | None = ""
         self.kv_used = 0
         self.live = False
         """True while a reply streams: the bar shows cells used, not yet split by role."""
@@ -44,7 +46,7 @@ class KVPanel(ThemedPanel):
         """Cells a session resume loaded, until the next turn splits them by role."""
 
     # --- what the shell calls ---------------------------------------------------------
-    def set_capacity(self, n_ctx: int, bytes_per_token: int, kv_type: str) -> None:
+    def set_capacity(self, n_ctx: int, bytes_per_token: int | None, kv_type: str | None) -> None:
         self.n_ctx, self.bytes_per_token, self.kv_type = n_ctx, bytes_per_token, kv_type
         self._changed()
 
@@ -61,7 +63,7 @@ class KVPanel(ThemedPanel):
     def show_turn(self, record: TurnRecord, view: list[PromptToken]) -> None:
         self.record, self.live, self.restored = record, False, 0
         self.kv_used = record.kv_used
-        self.n_ctx, self.bytes_per_token = record.n_ctx, record.kv_bytes_per_token
+        self.n_ctx, self.bytes_per_token = record.n_ctx, record.kv_bytes_per_token or None
         self.roles = role_counts(view)
         self.growths.append(kv.turn_growth(record.kv_used, record.cached_tokens))
         self._changed()
@@ -92,7 +94,6 @@ class KVPanel(ThemedPanel):
         if not self.n_ctx:
             return Text("no model loaded", style="italic")
         free = fg(self, "kv-free")
-        used_bytes = self.kv_used * self.bytes_per_token
         # Cells not yet split by role (a reply streaming) take the primary colour.
         known = 0 if self.live else sum(self.roles.values())
         segments = [] if self.live else [(self.roles[role], fg(self, f"kv-{role}")) for role in self.roles]
@@ -100,8 +101,7 @@ class KVPanel(ThemedPanel):
         lines = [
             stacked_bar(segments, self.n_ctx, width, free),
             Text(f"{count(self.kv_used)} / {count(self.n_ctx)} cells  {percent(kv.fill(self.kv_used, self.n_ctx))}"),
-            fit(f"{human_bytes(used_bytes)} of {human_bytes(self.n_ctx * self.bytes_per_token)}",
-                f"{self.kv_type or '?'}, {human_bytes(self.bytes_per_token)}/token", width),
+            self._bytes_line(width),
         ]
         if self.live:
             lines.append(Text("decoding…", style="italic"))
@@ -117,6 +117,13 @@ class KVPanel(ThemedPanel):
         if warning is not None:
             lines.append(warning)
         return Text("\n").join(lines)
+
+    def _bytes_line(self, width: int) -> Text:
+        per_token = self.bytes_per_token
+        if not per_token:
+            return Text(f"bytes, KV type: {NOT_REPORTED}", style="dim")
+        return fit(f"{human_bytes(self.kv_used * per_token)} of {human_bytes(self.n_ctx * per_token)}",
+                   f"{self.kv_type or '?'}, {human_bytes(per_token)}/token", width)
 
     def _forecast_line(self, width: int) -> Text:
         turns = self.forecast

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
+from chatapp.engine.backend import NOT_REPORTED
 from chatapp.format import count, human_bytes, human_count, percent
 from chatapp.ui.widgets.paint import ThemedPanel, fg, fit, legend, stacked_bar, swatch
 
@@ -54,7 +55,7 @@ class QuantPanel(ThemedPanel):
     @property
     def kv_full_bytes(self) -> int:
         s = self.summary
-        return s.n_ctx * s.kv_bytes_per_token if s else 0
+        return s.n_ctx * (s.kv_bytes_per_token or 0) if s else 0
 
     @property
     def kv_outgrows_weights(self) -> bool:
@@ -66,7 +67,9 @@ class QuantPanel(ThemedPanel):
         if s is None:
             return Text("no model loaded", style="italic")
         lines = [Text(s.name, style="bold")]
-        if self.info is None:
+        if self.info is None and not s.local_file:
+            lines += self._reported(s)
+        elif self.info is None:
             lines += [Text(f"quant {s.quant}"), Text("scanning tensors…", style="italic")]
         else:
             info = self.info
@@ -75,6 +78,15 @@ class QuantPanel(ThemedPanel):
             lines += self._mix(info, width)
         lines += self._memory(s, width)
         return Text("\n").join(lines)
+
+    def _reported(self, s: ModelSummary) -> list[Text]:
+        """A model file this machine cannot read (a llama-server's): what the backend reports."""
+        bits = (f"{s.size_bytes * 8 / s.n_params:.2f} bits/weight" if s.size_bytes and s.n_params
+                else f"bits/weight {NOT_REPORTED}")
+        lines = [Text(f"{s.quant or 'quant ' + NOT_REPORTED} · {bits}")]
+        if s.n_params and s.size_bytes:
+            lines.append(Text(f"{human_count(s.n_params)} params · {human_bytes(s.size_bytes)}"))
+        return lines + [Text(f"tensor types: {NOT_REPORTED}", style="dim")]
 
     def _mix(self, info: ModelInfo, width: int) -> list[Text]:
         styles = {name: fg(self, MIX_COLOURS[i % len(MIX_COLOURS)])
@@ -88,10 +100,15 @@ class QuantPanel(ThemedPanel):
                 legend(entries, width)]
 
     def _memory(self, s: ModelSummary, width: int) -> list[Text]:
-        now = self.kv_used * s.kv_bytes_per_token
         lines = [Text("memory:", style="dim")]
         if self.info is not None:
             lines.append(Text(f"weights  {human_bytes(self.info.weight_bytes)}"))
+        elif s.size_bytes and not s.local_file:
+            lines.append(Text(f"weights  {human_bytes(s.size_bytes)}"))
+        if not s.kv_bytes_per_token:
+            return lines + [Text(f"KV now   {count(self.kv_used)} tok"), Text(f"KV full  {count(s.n_ctx)} tok"),
+                            Text(f"KV bytes, type: {NOT_REPORTED}", style="dim")]
+        now = self.kv_used * s.kv_bytes_per_token
         lines += [fit(f"KV now   {human_bytes(now)}", f"{count(self.kv_used)} tok", width),
                   fit(f"KV full  {human_bytes(self.kv_full_bytes)}", f"{count(s.n_ctx)} tok", width),
                   Text(f"KV type  {s.kv_type}, {human_bytes(s.kv_bytes_per_token)}/tok")]
