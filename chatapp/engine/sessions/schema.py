@@ -45,6 +45,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (session_id, message_idx))""",
         "CREATE INDEX turns_by_model ON turns (model_sha256, backend, created_at)",
     ),
+    (  # 2: attachments (their text and sha256) and the retrieved block each user message carried
+        "ALTER TABLE messages ADD COLUMN context TEXT",
+        """CREATE TABLE attachments (
+            session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            idx INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            sha256 TEXT NOT NULL,
+            page_starts TEXT NOT NULL,
+            text TEXT NOT NULL,
+            PRIMARY KEY (session_id, idx))""",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

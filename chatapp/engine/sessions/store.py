@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chatapp.engine.events import Message
+from chatapp.engine.retrieval.document import Attachment
+from chatapp.engine.sessions.attachment_rows import context_json, read_attachments, read_messages, write_attachments
 from chatapp.engine.sessions.schema import migrate
 from chatapp.errors import SessionError
 from chatapp.private import make_private_dir, owner_problem, precreate_private
@@ -42,6 +44,7 @@ class Snapshot:
     messages: list[Message]
     window_start: int
     kv_tokens: int
+    attachments: tuple[Attachment, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,9 @@ class StoredSession:
     kv_tokens: int
     created_at: float
     updated_at: float
+    attachments: tuple[Attachment, ...] = ()
+    notices: tuple[str, ...] = ()
+    """What could not be loaded as saved (an attachment whose text fails its sha256, ...)."""
 
 
 @dataclass(frozen=True)
@@ -160,17 +166,18 @@ class SessionStore:
                     " window_start = ?, kv_tokens = ?, updated_at = ? WHERE id = ?",
                     (model.name, model.path, model.sha256, model.quant, system, snap.window_start,
                      snap.kv_tokens, now, session_id))
-            stored = [Message(role, content, bool(stopped)) for role, content, stopped in conn.execute(
-                "SELECT role, content, stopped FROM messages WHERE session_id = ? ORDER BY idx", (session_id,))]
+            stored, _ = read_messages(conn, session_id)
             same = 0
             while same < min(len(stored), len(snap.messages)) and stored[same] == snap.messages[same]:
                 same += 1
             conn.execute("DELETE FROM messages WHERE session_id = ? AND idx >= ?", (session_id, same))
             conn.execute("DELETE FROM turns WHERE session_id = ? AND message_idx >= ?", (session_id, same))
             conn.executemany(
-                "INSERT INTO messages (session_id, idx, role, content, stopped, created_at) VALUES (?,?,?,?,?,?)",
-                [(session_id, i, m.role, m.content, int(m.stopped), now)
+                "INSERT INTO messages (session_id, idx, role, content, stopped, created_at, context)"
+                " VALUES (?,?,?,?,?,?,?)",
+                [(session_id, i, m.role, m.content, int(m.stopped), now, context_json(m))
                  for i, m in enumerate(snap.messages[same:], same)])
+            write_attachments(conn, session_id, snap.attachments)
             if turn is not None:
                 conn.execute(
                     "INSERT OR REPLACE INTO turns (session_id, message_idx, model_sha256, backend, prefill_tokens,"
@@ -210,10 +217,10 @@ class SessionStore:
                 " kv_tokens, created_at, updated_at FROM sessions WHERE name = ?", (name,)).fetchone()
             if row is None:
                 return None
-            messages = [Message(role, content, bool(stopped)) for role, content, stopped in conn.execute(
-                "SELECT role, content, stopped FROM messages WHERE session_id = ? ORDER BY idx", (row[0],))]
+            messages, lost = read_messages(conn, row[0])
+            attachments, dropped = read_attachments(conn, row[0])
         return StoredSession(name, row[1], ModelIdentity(row[2], row[3], row[4], row[5]), row[6], messages,
-                             row[7], row[8], row[9], row[10])
+                             row[7], row[8], row[9], row[10], tuple(attachments), tuple(lost + dropped))
 
     def get(self, name: str) -> StoredSession:
         found = self.load(name)
