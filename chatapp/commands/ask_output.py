@@ -65,7 +65,7 @@ def ctrl_c_stops(engine) -> Iterator[None]:
 
 def sources_line(context: RetrievedContext) -> str:
     """E.g. "retrieved: docs/typer.md lines 10-42 "Installation" (3.1), notes.txt (whole file)"."""
-    return "retrieved: " + ", ".join(entry.label().strip("[]") + ("" if entry.whole else f" ({entry.score:.1f})")
+    return "retrieved: " + ", ".join(entry.label().strip("[]") + ("" if entry.whole else f" (score {entry.score:.2f})")
                                      for entry in context.entries)
 
 

@@ -26,6 +26,7 @@ from textual.worker import get_current_worker
 from chatapp.config import Settings, save_setting
 from chatapp.engine.sessions import LiveSession, SessionManager
 from chatapp.errors import ChatappError, ConfigError, ContextFullError, InputError
+from chatapp.ui.attach_control import AttachControl, command_of
 from chatapp.ui.commands import ChatCommands, ThemePicker
 from chatapp.ui.pacing import UpdatePacer
 from chatapp.ui.messages import (
@@ -58,7 +59,7 @@ QUIT_WINDOW = 2.0
 PANELS = ("tokens", "kv", "speed", "quant")
 
 
-class ChatApp(SessionControl, App[None]):
+class ChatApp(SessionControl, AttachControl, App[None]):
     CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "chatapp"
     COMMANDS = App.COMMANDS | {ChatCommands}
@@ -87,6 +88,7 @@ class ChatApp(SessionControl, App[None]):
         Binding("f5", "copy_reply", "Copy", show=False, tooltip="Copy the last reply to the clipboard"),
         Binding("f6", "sessions", "Sessions", show=False, priority=True,  # the composer binds F6 too
                 tooltip="Saved sessions: open, new, save this chat as, rename, delete"),
+        Binding("f8", "detach", "Detach", show=False, tooltip="Remove an attachment (they are listed in the header)"),
         Binding("ctrl+p", "command_palette", "Palette", show=False,
                 tooltip="Command palette: every action, and the theme picker"),
     ]
@@ -96,6 +98,8 @@ class ChatApp(SessionControl, App[None]):
     loading_model: var[bool] = var(False, bindings=True)
     session_busy: var[bool] = var(False, bindings=True)
     """A session worker is opening, starting or saving a session."""
+    attaching: var[bool] = var(False, bindings=True)
+    """An attach worker is reading and sizing a file (chatapp.ui.attach_control)."""
 
     def __init__(self, engine, *, settings: Settings | None = None, session: str | None = None,
                  themes: ThemeLoadResult | None = None, sessions: SessionManager | None = None) -> None:
@@ -182,6 +186,10 @@ class ChatApp(SessionControl, App[None]):
     # --- sending ---------------------------------------------------------------------------
     @on(Composer.Submitted)
     def _submit(self, message: Composer.Submitted) -> None:
+        if command_of(message.text) is not None:
+            if self.composer_command(message.text):
+                message.composer.clear()
+            return
         if self._busy("send"):
             return
         message.composer.clear()
@@ -202,6 +210,9 @@ class ChatApp(SessionControl, App[None]):
             return True
         if self.session_busy:
             self.notify(f"cannot {what} while a session is opened or saved", severity="warning")
+            return True
+        if self.attaching:
+            self.notify(f"cannot {what} while a file is being attached", severity="warning")
             return True
         return False
 
@@ -270,6 +281,7 @@ class ChatApp(SessionControl, App[None]):
         self.query_one(KVPanel).show_turn(record, message.view)
         self.query_one(TokensPanel).show_turn(message.view, record.reuse_broken_at)
         self.query_one(QuantPanel).show_kv_used(record.kv_used)
+        self.show_attachments()  # sized again for this turn (max_tokens may have changed)
         self._turn_over()
 
     @dropped_after_exit
@@ -329,7 +341,7 @@ class ChatApp(SessionControl, App[None]):
         return problems
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("interrupt", "sessions") and isinstance(self.screen, ModalScreen):
+        if action in ("interrupt", "sessions", "detach") and isinstance(self.screen, ModalScreen):
             return False  # Ctrl+C in a dialog copies, as it does in any input; F6 is the dialog's
         if action == "stop":
             return True if self.generating else None
@@ -343,6 +355,7 @@ class ChatApp(SessionControl, App[None]):
         await self.query_one(Transcript).clear()
         self.query_one(KVPanel).reset()
         self.query_one(TokensPanel).reset()
+        self.show_attachments()  # a new chat starts without attachments
         left = self._detach_session()
         if left is None:
             self.notify("New chat", timeout=2)
@@ -492,6 +505,8 @@ class ChatApp(SessionControl, App[None]):
     def load_model(self, spec: str) -> None:
         try:
             engine = type(self.engine).open(self.settings, spec)
+            # Sized (and chunked) again with the new model's tokenizer and context, here off the UI thread.
+            engine.set_attachments(plan.attachment for plan in self.engine.attachments)
         except ChatappError as exc:
             self.post_message(ModelSwitchFailed(exc.one_line(), spec))
             return
@@ -510,6 +525,7 @@ class ChatApp(SessionControl, App[None]):
         self.query_one(AppHeader).status = ""
         self.query_one(KVPanel).reset()
         self._show_model()
+        self.show_attachments()
         self._tokenize_composer()
         self.notify(f"Loaded {new.summary.name}", timeout=3, markup=False)
 
