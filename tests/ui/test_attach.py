@@ -95,10 +95,19 @@ async def test_attach_typed_then_asked_shows_its_sources_and_its_cost(make_app, 
         assert n == len(app.engine.tokenize(context.text)) > 0
         kv = app.query_one(KVPanel).plain
         assert f"retrieved {n}" in kv and f"retrieved: {n} tok" in kv
-        assert f"placed late, after the reused prefix: {done.record.cached_tokens} tok cached, " \
-               f"{done.record.prefill_tokens} prefilled ({n} retrieved)" in kv
+        assert done.record.cached_tokens == 0  # the first turn
+        assert f"placed late: {done.record.prefill_tokens:,} prefilled ({n:,} retrieved); the next turn reuses it all" in kv
+        # The second question: the conversation before its block comes from the cache.
+        done = await send(pilot, app, seen, "Since which version does Typer include Click's source code?")
+        second = app.engine.messages[-2].context
+        n2 = sum(1 for p in done.view if p.role == "retrieved" and p.origin == "prefilled")
+        assert n2 == len(app.engine.tokenize(second.text)) > 0
+        assert done.record.cached_tokens > 0
+        assert f"placed late: the {done.record.cached_tokens:,} tok before it came from the cache; " \
+               f"{done.record.prefill_tokens:,} prefilled ({n2:,} retrieved)" in app.query_one(KVPanel).plain.replace("\n", " ")
+        assert len(sources_notices(app)) == 2
         tokens = app.query_one(TokensPanel)
-        assert f"retrieved {n}" in tokens.query_one("#tokens-summary").plain
+        assert f"retrieved {role_counts(done.view)['retrieved']}" in tokens.query_one("#tokens-summary").plain
 
     # A new app on the same session: its attachments, and the sources of the earlier question.
     app2, seen2 = make_app(session="s")
@@ -106,7 +115,7 @@ async def test_attach_typed_then_asked_shows_its_sources_and_its_cost(make_app, 
         await wait_until(pilot, lambda: app2.live is not None and not app2.session_busy, TURN_TIMEOUT)
         assert app2.live.report.restored_tokens > 0
         assert "attached (F8): typer.md" in header(app2)
-        assert len(sources_notices(app2)) == 1
+        assert len(sources_notices(app2)) == 2
         await notified(pilot, seen2, lambda n: "1 attachment restored: typer.md" in n.message)
 
 

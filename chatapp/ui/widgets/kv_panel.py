@@ -134,10 +134,13 @@ class KVPanel(ThemedPanel):
             return []
         lines = [fit(f"retrieved: {count(retrieved)} tok", human_bytes(retrieved * self.bytes_per_token), width)]
         if self.retrieved_now:
-            record = self.record
-            lines.append(Text(f"placed late, after the reused prefix: {count(record.cached_tokens)} tok cached, "
-                              f"{count(record.prefill_tokens)} prefilled ({count(self.retrieved_now)} retrieved)",
-                              style=fg(self, "kv-retrieved")))
+            record, now = self.record, count(self.retrieved_now)
+            if record.cached_tokens:
+                line = (f"placed late: the {count(record.cached_tokens)} tok before it came from the cache; "
+                        f"{count(record.prefill_tokens)} prefilled ({now} retrieved)")
+            else:
+                line = f"placed late: {count(record.prefill_tokens)} prefilled ({now} retrieved); the next turn reuses it all"
+            lines.append(Text(line, style=fg(self, "kv-retrieved")))
         return lines
 
     def _forecast_line(self, width: int) -> Text:
