@@ -17,6 +17,7 @@ import pytest
 import chatapp.commands.core  # noqa: F401 - registers ask on the app the in-process runner uses
 from chatapp import paths
 from chatapp.engine.events import Message
+from chatapp.engine.sessions.schema import SCHEMA_VERSION
 from chatapp.engine.sessions.store import ModelIdentity, SessionStore, Snapshot, TurnRow
 
 ASK = ("--json", "--temperature", "0", "--max-tokens", "24", "--ctx", "1024")
@@ -197,7 +198,8 @@ def test_a_database_from_a_newer_chatapp(chatapp_exe):
     for args in (("sessions", "list"), ("sessions", "show", "work"), ("ask", "--session", "work", "hi")):
         out = chatapp_exe(*args)
         assert out.returncode == 2
-        assert out.stderr.strip() == "chatapp: Session: session database is from a newer chatapp (schema 42 > 1)"
+        assert out.stderr.strip() == \
+            f"chatapp: Session: session database is from a newer chatapp (schema 42 > {SCHEMA_VERSION})"
 
 
 def test_an_unwritable_data_dir(chatapp_exe, isolated_dirs):
