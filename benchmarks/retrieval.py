@@ -5,7 +5,8 @@ repeated, each copy under its own "# Part N" heading, until it reaches --size-mb
 steps, each the best of --runs:
 - read: load_path on the file (decode, line endings, sha256);
 - chunk: the AttachmentSet sizing it (one token count of the whole text, then chunking with
-  the model's tokenizer), at n_ctx 4096 with 512 kept for the reply, chatapp's defaults;
+  the model's tokenizer, counted as `Engine` counts: the in-process backend's `tokenize`), at
+  n_ctx 4096 with 512 kept for the reply, chatapp's defaults;
 - index: building the BM25 index over the chunks (bm25s);
 - query: one BM25 search, and one whole retrieve (search, budget, render), per question of
   tests/data/retrieval/questions.json: median and worst.
@@ -24,6 +25,7 @@ import time
 from pathlib import Path
 
 from chatapp.engine.llama import LlamaRuntime, LoadOptions
+from chatapp.engine.local import LocalBackend
 from chatapp.engine.retrieval.attachments import AttachmentSet
 from chatapp.engine.retrieval.loading import load_path
 
@@ -75,9 +77,10 @@ def main() -> None:
 
         args.model = resolve_model(load_catalog().default)
     runtime = LlamaRuntime(args.model, LoadOptions(n_ctx=256))  # only its tokenizer is used
+    backend = LocalBackend(runtime)
 
-    def count_tokens(text: str) -> int:
-        return len(runtime.tokenize(text, special=False, add_bos=False))
+    def count_tokens(text: str) -> int:  # as Engine._count_tokens
+        return len(backend.tokenize(text))
 
     questions = json.loads((DATA / "questions.json").read_text())
     with tempfile.TemporaryDirectory() as tmp:

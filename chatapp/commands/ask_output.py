@@ -13,7 +13,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from chatapp.config import Settings
-from chatapp.engine.events import ContextTrimmed, TextDelta, TurnDone
+from chatapp.engine.events import ContextRetrieved, ContextTrimmed, TextDelta, TurnDone
+from chatapp.engine.retrieval.context import RetrievedContext
+from chatapp.engine.retrieval.loading import Loaded
 from chatapp.engine.stats import TurnRecord
 from chatapp.errors import OutputError, ServerError
 
@@ -82,8 +84,14 @@ def ctrl_c_stops(engine) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+def sources_line(context: RetrievedContext) -> str:
+    """E.g. "retrieved: docs/typer.md lines 10-42 "Installation" (3.1), notes.txt (whole file)"."""
+    return "retrieved: " + ", ".join(entry.label().strip("[]") + ("" if entry.whole else f" (score {entry.score:.2f})")
+                                     for entry in context.entries)
+
+
 def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_json: bool,
-            session: str | None = None) -> None:
+            session: str | None = None, attachments: list[Loaded] | None = None) -> None:
     from chatapp.commands.core import open_engine
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -101,18 +109,32 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
         err.print(f"[yellow]{escape(notice)}[/]")
     try:
         with ctrl_c_stops(engine):
-            _ask(engine, manager, session, prompts, as_json, err, out)
+            _ask(engine, manager, session, prompts, as_json, err, out, attachments or [])
     finally:
         engine.close()
     out.raise_if_failed()
 
 
+def _attach(engine, attachments: list[Loaded], err: Console) -> None:
+    """Size the files read before the model loaded for it, and say how each one is used."""
+    report = engine.add_attachments([a for loaded in attachments for a in loaded.attachments],
+                                    [n for loaded in attachments for n in loaded.notices])
+    for notice in report.notices:
+        err.print(f"[yellow]{escape(notice)}[/]")
+    for plan in report.added:
+        how = "whole" if plan.whole else f"{len(plan.chunks)} chunks"
+        err.print(f"[dim]attached {escape(plan.attachment.name)}: {plan.tokens:,} tokens, {how}[/]")
+
+
 def _ask(engine, manager, session: str | None, prompts: list[str], as_json: bool, err: Console,
-         out: TurnOutput) -> None:
+         out: TurnOutput, attachments: list[Loaded]) -> None:
     summary = engine.summary
     live = manager.resume(session, engine) if manager is not None else None
-    if live is not None and live.report.notice:
-        err.print(f"[dim]session {escape(session)}: {escape(live.report.notice)}[/]")
+    if live is not None:
+        for line in filter(None, (live.report.notice, *live.report.notices)):
+            err.print(f"[dim]session {escape(session)}: {escape(line)}[/]")
+    if attachments:
+        _attach(engine, attachments, err)
     for number, prompt in enumerate(prompts, 1):
         record = None
         if live is not None and number > 1 and (changed := live.changed_elsewhere()):
@@ -123,6 +145,8 @@ def _ask(engine, manager, session: str | None, prompts: list[str], as_json: bool
             if isinstance(event, ContextTrimmed):
                 err.print(f"[yellow]context full: dropped the oldest {event.dropped_turns} turn(s) "
                           f"({len(event.dropped)} messages) to fit this one[/]")
+            elif isinstance(event, ContextRetrieved):
+                err.print(f"[dim]{escape(sources_line(event.context))}[/]")
             elif isinstance(event, TextDelta) and not as_json:
                 out.write(event.text)
             elif isinstance(event, TurnDone):

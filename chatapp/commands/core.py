@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -102,16 +103,21 @@ def ask(
     allow_long_ctx: LongCtxOpt = False,
     server: ServerOpt = None,
     api_key: ApiKeyOpt = None,
+    attach: Annotated[Optional[list[Path]], typer.Option(
+        "--attach", help="A file or folder (text, Markdown, code, PDF) to answer from; repeatable.")] = None,
 ) -> None:
     """Ask one or more questions in one conversation; print replies and per-turn stats."""
     if not prompts or any(not p.strip() for p in prompts):
         raise InputError("the prompt is empty")
+    from chatapp.engine.retrieval.loading import load_path
+
+    loaded = [load_path(path) for path in attach or ()]  # a bad file fails here, before the model loads
     settings = settings_with(system_prompt=system, max_tokens=max_tokens, temperature=temperature, seed=seed,
                              n_ctx=n_ctx, kv_type=kv_type, threads=threads, gpu_layers=gpu_layers,
                              allow_long_ctx=allow_long_ctx or None, server=server, api_key=api_key)
     from chatapp.commands.ask_output import run_ask
 
-    run_ask(settings, model, prompts, as_json=as_json, session=session)
+    run_ask(settings, model, prompts, as_json=as_json, session=session, attachments=loaded)
 
 
 def tokenize(

@@ -6,21 +6,30 @@ backend or the message list. What the panels need travels in the turn's events.
 
 `send()` and `regenerate()` return generators of events that run on whatever thread iterates
 them (a worker in the TUI); `stop()` may be called from any other thread.
+
+Attachments belong to the conversation too: `attach()` reads and sizes a file for this model
+(see chatapp.engine.retrieval), and each `send()` places what fits best of them before the
+question, in the user message itself (`Message.context`), so the conversation before it stays a
+reusable cache prefix and a saved session re-renders exactly the prompt the model saw.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from chatapp.config import Settings
-from chatapp.engine import prompt_view
+from chatapp.engine import prompt_tokens, prompt_view
 from chatapp.engine.backend import Backend, CacheState, GenerationSettings, ModelSummary
 from chatapp.engine.conversation import Conversation
-from chatapp.engine.events import Event, Generated, Message, PrefillDone, TextDelta, TurnDone
+from chatapp.engine.events import (
+    ContextRetrieved, ContextTrimmed, Event, Generated, Message, PrefillDone, TextDelta, TurnDone)
+from chatapp.engine.retrieval.attachments import AttachmentSet, AttachReport, Planned
+from chatapp.engine.retrieval.context import RetrievedContext, placed_keys
+from chatapp.engine.retrieval.document import Attachment
 from chatapp.engine.stats import TurnRecord
 from chatapp.engine.tokens import Token
 from chatapp.errors import ContextFullError, InputError, ServerError
@@ -40,6 +49,8 @@ class Engine:
         prefills the same tokens as one batch again and a greedy reply comes out the same."""
         self.load_notices: list[str] = []
         """Warnings from loading (an n_ctx above the model's training context), one line each."""
+        self._attachments: AttachmentSet | None = None
+        """Created on the first attach; sized again for n_ctx and max_tokens before each use."""
 
     # --- opening -------------------------------------------------------------------------
     @classmethod
@@ -112,8 +123,10 @@ class Engine:
         self._conversation.set_system_prompt(text)
 
     def new_chat(self) -> None:
-        """A new conversation with the same system prompt; the cached prefix stays reusable."""
+        """A new conversation with the same system prompt and no attachments; the cached prefix
+        stays reusable."""
         self._conversation.reset()
+        self._attachments = None
         self._last_reuse = None
 
     def load_conversation(self, messages: Sequence[Message], window_start: int | None = None) -> None:
@@ -132,8 +145,10 @@ class Engine:
         return self._backend.render(messages, add_generation_prompt=add_generation_prompt)
 
     def prompt_ids(self, messages: Sequence[Message] | None = None) -> list[int]:
-        """The templated prompt's token ids for these messages (the window's, by default)."""
-        return self._backend.tokenize_prompt(self.render(messages))
+        """The templated prompt's token ids for these messages (the window's, by default):
+        the template's markers as control tokens, message text always as plain text."""
+        messages = self.context_messages() if messages is None else messages
+        return prompt_tokens.prompt_ids(self._backend, self.render, messages)
 
     def tokenize(self, text: str) -> list[Token]:
         return self._backend.tokenize(text)
@@ -142,11 +157,59 @@ class Engine:
         """Token ids as the model's vocabulary spells them, special ones marked."""
         return self._backend.describe(ids)
 
+    # --- attachments ---------------------------------------------------------------------------
+    @property
+    def attachments(self) -> tuple[Planned, ...]:
+        """What is attached: each file with its token count, whole or as chunks, as last sized
+        (a new max_tokens is taken into account at the next attach or turn)."""
+        return self._attachments.plans if self._attachments is not None else ()
+
+    def attach(self, path: str | Path) -> AttachReport:
+        """Read a file or a folder (text, Markdown, code, PDF) and attach it. All or nothing:
+        an AttachmentError says why in one line and leaves the attachments as they were.
+        Sizing tokenizes the whole text, so call it off the UI thread."""
+        return self._attachment_set().attach(path)
+
+    def add_attachments(self, attachments: Iterable[Attachment], notices: Iterable[str] = ()) -> AttachReport:
+        """Attach files already read (`retrieval.loading.load_path`); all or nothing, as `attach`."""
+        return self._attachment_set().add(attachments, notices)
+
+    def detach(self, name: str) -> Attachment:
+        """Remove an attachment by name; what earlier turns placed stays in their messages."""
+        if self._attachments is None:
+            return AttachmentSet(self._count_tokens, self.n_ctx, self._reserve()).remove(name)  # says "nothing named"
+        return self._attachments.remove(name)
+
+    def set_attachments(self, attachments: Iterable[Attachment]) -> None:
+        """Replace every attachment (a resumed session's; the last model's after a switch)."""
+        attachments = list(attachments)
+        self._attachments = AttachmentSet(self._count_tokens, self.n_ctx, self._reserve(), attachments) \
+            if attachments else None
+
+    def _count_tokens(self, text: str) -> int:
+        return len(self._backend.tokenize(text))
+
+    def _attachment_set(self) -> AttachmentSet:
+        reserve, current = self._reserve(), self._attachments
+        if current is None:
+            self._attachments = AttachmentSet(self._count_tokens, self.n_ctx, reserve)
+        elif (current.sizing.n_ctx, current.sizing.reserve) != (self.n_ctx, reserve):
+            self._attachments = current.resized(self.n_ctx, reserve)
+        return self._attachments
+
+    def _retrieve(self, question: str, earlier: Sequence[Message]) -> RetrievedContext | None:
+        """The block for this question from the attachments, leaving out what `earlier` (the
+        messages still in the window) already placed."""
+        if self._attachments is None or not self._attachments.plans:
+            return None
+        return self._attachment_set().retrieve(question, placed_keys(earlier))
+
     # --- turns -------------------------------------------------------------------------------
     def send(self, text: str) -> Iterator[Event]:
         if not text.strip():
             raise InputError("the prompt is empty")
-        self._conversation.add(Message("user", text))
+        context = self._retrieve(text, self.context_messages())
+        self._conversation.add(Message("user", text, context=context))
         return self._turn(regenerating=())
 
     def regenerate(self) -> Iterator[Event]:
@@ -176,13 +239,33 @@ class Engine:
         else:  # the new message is refused; the caller still has its text
             self._conversation.messages.pop()
 
+    def _fit_turn(self, regenerating: tuple[Message, ...]) -> tuple[list[int], ContextTrimmed | None]:
+        """`_fit`; and when the turns it dropped had placed attachment text, the new question's
+        block is chosen again (what they held is gone from the context) and fitted once more."""
+        prompt, trimmed = self._fit(regenerating)
+        if regenerating or trimmed is None or not any(m.context for m in trimmed.dropped):
+            return prompt, trimmed
+        question = self._conversation.messages[-1]
+        context = self._retrieve(question.content, self._conversation.context_messages()[:-1])
+        if context == question.context:
+            return prompt, trimmed
+        self._conversation.messages[-1] = replace(question, context=context)
+        prompt, more = self._fit(regenerating)
+        if more is None:
+            return prompt, replace(trimmed, prompt_tokens_after=len(prompt))
+        return prompt, ContextTrimmed(trimmed.dropped + more.dropped, trimmed.dropped_turns + more.dropped_turns,
+                                      trimmed.prompt_tokens_before, more.prompt_tokens_after)
+
     def _turn(self, regenerating: tuple[Message, ...]) -> Iterator[Event]:
         started = time.perf_counter()
         self._stop.clear()
-        prompt, trimmed = self._fit(regenerating)
+        prompt, trimmed = self._fit_turn(regenerating)
         if trimmed:
             yield trimmed
         prompt_messages = self._conversation.context_messages()
+        question = prompt_messages[-1]
+        if question.context is not None and not regenerating:
+            yield ContextRetrieved(question.context)
         reuse_limit = self._last_reuse if regenerating else None
         generation, ttft_ms, finished = self.generation, None, None
         try:
@@ -212,6 +295,8 @@ class Engine:
             dropped_turns=trimmed.dropped_turns if trimmed else 0, finish_reason=finished.finish_reason,
             reuse_broken_at=prefill.reuse_broken_at, extra=dict(finished.extra),
         )
+        if question.context is not None or self.attachments:
+            record.extra["retrieved"] = question.context.to_json() if question.context else []
         cache_ids = self._backend.cached_tokens()
         yield TurnDone(record, lambda: self._view(cache_ids, prompt_messages, record))
 

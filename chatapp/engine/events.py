@@ -2,7 +2,8 @@
 
 A backend streams PrefillProgress, PrefillDone and TextDelta, then ends with a Generated;
 the engine passes the first three on, turns the Generated into a TurnDone with the turn's
-record and its token view, and reports ContextTrimmed when it had to drop old turns.
+record and its token view, reports ContextTrimmed when it had to drop old turns, and
+ContextRetrieved when it placed attachment text before the question.
 """
 
 from __future__ import annotations
@@ -38,6 +39,14 @@ class ContextTrimmed:
     dropped_turns: int
     prompt_tokens_before: int
     prompt_tokens_after: int
+
+
+@dataclass(frozen=True)
+class ContextRetrieved:
+    """What this turn placed before the question from the attachments, before prefill starts
+    (the same block the user message keeps as its `context`)."""
+
+    context: RetrievedContext
 
 
 @dataclass(frozen=True)
@@ -115,4 +124,4 @@ class TurnDone:
 
 
 BackendEvent = PrefillProgress | PrefillDone | TextDelta | Generated
-Event = ContextTrimmed | PrefillProgress | PrefillDone | TextDelta | TurnDone
+Event = ContextTrimmed | ContextRetrieved | PrefillProgress | PrefillDone | TextDelta | TurnDone

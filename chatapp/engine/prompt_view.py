@@ -1,19 +1,20 @@
 """The prompt as the model saw it: each cached token with its role and where it came from.
 
 Roles come from rendering the chat template one message at a time: text that belongs to a
-message's content takes the message's role; the rest (markers such as <|im_start|>user)
-is template.
+message's content takes the message's role, except a retrieved block placed before a
+question (attachment text, `Message.context`), which is "retrieved"; the rest (markers such
+as <|im_start|>user) is template.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from chatapp.engine.events import Message
 from chatapp.engine.tokens import Token
 
-ROLES = ("system", "user", "assistant", "template")
+ROLES = ("system", "user", "assistant", "retrieved", "template")
 
 
 @dataclass(frozen=True)
@@ -28,19 +29,46 @@ Render = Callable[..., str]
 """`render(messages, add_generation_prompt=...)`: the conversation through the chat template."""
 
 
-def role_of_chars(render: Render, messages: list[Message]) -> list[str]:
-    """The role of every character of the templated prompt for `messages`."""
+@dataclass(frozen=True)
+class ContentSpan:
+    """Where one message's content, as the template received it, lies in the templated prompt."""
+
+    start: int
+    end: int
+    message: Message
+
+    @property
+    def retrieved_end(self) -> int:
+        """End of the retrieved block at the start of the content (== start when there is none)."""
+        return self.start + (len(self.message.context.text) if self.message.context else 0)
+
+
+def content_spans(render: Render, messages: Sequence[Message]) -> tuple[str, list[ContentSpan]]:
+    """The templated prompt for `messages` (generation prompt added) and each message's content
+    span in it, found by rendering one more message at a time. A message whose content the
+    template changed (trimmed, say) has no span: its text counts as template."""
+    messages = list(messages)
     full = render(messages, add_generation_prompt=True)
-    roles = ["template"] * len(full)
-    start = 0
+    spans, start = [], 0
     for i, message in enumerate(messages):
         prefix = render(messages[: i + 1], add_generation_prompt=False)
         end = len(prefix) if full.startswith(prefix) else len(full)
-        at = full.find(message.content, start, end) if message.content else -1
+        content = message.as_template_input()["content"]
+        at = full.find(content, start, end) if content else -1
         if at >= 0:
-            roles[at: at + len(message.content)] = [message.role] * len(message.content)
-            start = at + len(message.content)
+            spans.append(ContentSpan(at, at + len(content), message))
+            start = at + len(content)
         start = max(start, min(end, len(full)))
+    return full, spans
+
+
+def role_of_chars(render: Render, messages: list[Message]) -> list[str]:
+    """The role of every character of the templated prompt for `messages`."""
+    full, spans = content_spans(render, messages)
+    roles = ["template"] * len(full)
+    for span in spans:
+        roles[span.start: span.retrieved_end] = ["retrieved"] * (span.retrieved_end - span.start)
+        roles[span.retrieved_end: span.end] = [span.message.role] * (span.end - span.retrieved_end)
     return roles
 
 

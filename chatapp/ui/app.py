@@ -26,6 +26,7 @@ from textual.worker import get_current_worker
 from chatapp.config import Settings, save_setting
 from chatapp.engine.sessions import LiveSession, SessionManager
 from chatapp.errors import ChatappError, ConfigError, ContextFullError, InputError, ServerError
+from chatapp.ui.attach_control import AttachControl, command_of
 from chatapp.ui.commands import ChatCommands, ThemePicker
 from chatapp.ui.inside_control import InsideControl
 from chatapp.ui.pacing import UpdatePacer
@@ -59,7 +60,7 @@ QUIT_WINDOW = 2.0
 PANELS = ("tokens", "kv", "speed", "quant")
 
 
-class ChatApp(SessionControl, InsideControl, App[None]):
+class ChatApp(SessionControl, InsideControl, AttachControl, App[None]):
     CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "chatapp"
     COMMANDS = App.COMMANDS | {ChatCommands}
@@ -90,6 +91,7 @@ class ChatApp(SessionControl, InsideControl, App[None]):
                 tooltip="Saved sessions: open, new, save this chat as, rename, delete"),
         Binding("f7", "anatomy", "Anatomy", show=False, priority=True,  # the composer binds F7 too
                 tooltip="The model's anatomy: blocks, heads, experts, bytes per tensor family, KV cost per token"),
+        Binding("f8", "detach", "Detach", show=False, tooltip="Remove an attachment (they are listed in the header)"),
         Binding("ctrl+p", "command_palette", "Palette", show=False,
                 tooltip="Command palette: every action, and the theme picker"),
     ]
@@ -99,6 +101,8 @@ class ChatApp(SessionControl, InsideControl, App[None]):
     loading_model: var[bool] = var(False, bindings=True)
     session_busy: var[bool] = var(False, bindings=True)
     """A session worker is opening, starting or saving a session."""
+    attaching: var[bool] = var(False, bindings=True)
+    """An attach worker is reading and sizing a file (chatapp.ui.attach_control)."""
 
     def __init__(self, engine, *, settings: Settings | None = None, session: str | None = None,
                  themes: ThemeLoadResult | None = None, sessions: SessionManager | None = None) -> None:
@@ -188,6 +192,10 @@ class ChatApp(SessionControl, InsideControl, App[None]):
     # --- sending ---------------------------------------------------------------------------
     @on(Composer.Submitted)
     def _submit(self, message: Composer.Submitted) -> None:
+        if command_of(message.text) is not None:
+            if self.composer_command(message.text):
+                message.composer.clear()
+            return
         if self._busy("send") or self.session_changed_elsewhere():
             return
         message.composer.clear()
@@ -208,6 +216,9 @@ class ChatApp(SessionControl, InsideControl, App[None]):
             return True
         if self.session_busy:
             self.notify(f"cannot {what} while a session is opened or saved", severity="warning")
+            return True
+        if self.attaching:
+            self.notify(f"cannot {what} while a file is being attached", severity="warning")
             return True
         return False
 
@@ -279,6 +290,7 @@ class ChatApp(SessionControl, InsideControl, App[None]):
         self.query_one(QuantPanel).show_kv_used(record.kv_used)
         if error := record.extra.get("server_error"):  # the reply so far is kept, marked stopped
             self.notify(str(error), title="Server", severity="error", timeout=10, markup=False)
+        self.show_attachments()  # sized again for this turn (max_tokens may have changed)
         self._turn_over()
 
     @dropped_after_exit
@@ -338,7 +350,7 @@ class ChatApp(SessionControl, InsideControl, App[None]):
         return problems
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("interrupt", "sessions") and isinstance(self.screen, ModalScreen):
+        if action in ("interrupt", "sessions", "detach") and isinstance(self.screen, ModalScreen):
             return False  # Ctrl+C in a dialog copies, as it does in any input; F6 is the dialog's
         if action == "stop":
             return True if self.generating else None
@@ -352,6 +364,7 @@ class ChatApp(SessionControl, InsideControl, App[None]):
         await self.query_one(Transcript).clear()
         self.query_one(KVPanel).reset()
         self.query_one(TokensPanel).reset()
+        self.show_attachments()  # a new chat starts without attachments
         left = self._detach_session()
         if left is None:
             self.notify("New chat", timeout=2)
@@ -506,6 +519,8 @@ class ChatApp(SessionControl, InsideControl, App[None]):
     def load_model(self, spec: str) -> None:
         try:
             engine = type(self.engine).open(self.settings, spec)
+            # Sized (and chunked) again with the new model's tokenizer and context, here off the UI thread.
+            engine.set_attachments(plan.attachment for plan in self.engine.attachments)
         except ChatappError as exc:
             self.post_message(ModelSwitchFailed(exc.one_line(), spec))
             return
@@ -524,6 +539,7 @@ class ChatApp(SessionControl, InsideControl, App[None]):
         self.query_one(AppHeader).status = ""
         self.query_one(KVPanel).reset()
         self._show_model()
+        self.show_attachments()
         self._tokenize_composer()
         self.notify(f"Loaded {new.summary.name}", timeout=3, markup=False)
 

@@ -11,6 +11,8 @@ from textual.css.query import NoMatches
 from textual.message import Message
 
 from chatapp.engine.events import ContextTrimmed, PrefillDone, PrefillProgress
+from chatapp.engine.retrieval.attachments import AttachReport
+from chatapp.engine.retrieval.context import RetrievedContext
 from chatapp.engine.prompt_view import PromptToken
 from chatapp.engine.stats import LiveDecode, TurnRecord
 from chatapp.engine.tokens import Token
@@ -55,6 +57,32 @@ class TurnTrimmed(Message):
     def __init__(self, event: ContextTrimmed) -> None:
         super().__init__()
         self.event = event
+
+
+class TurnRetrieved(Message):
+    """The turn placed attachment text before the question (shown under the user's message)."""
+
+    def __init__(self, context: RetrievedContext) -> None:
+        super().__init__()
+        self.context = context
+
+
+class Attached(Message):
+    """An attach worker read and sized a file or folder."""
+
+    def __init__(self, path: str, report: AttachReport) -> None:
+        super().__init__()
+        self.path = path
+        self.report = report
+
+
+class AttachFailed(Message):
+    """Nothing was attached; `error` says why in one line."""
+
+    def __init__(self, path: str, error: str) -> None:
+        super().__init__()
+        self.path = path
+        self.error = error
 
 
 class PrefillProgressed(Message):

@@ -24,7 +24,7 @@ from chatapp.ui.screens.sessions import NameScreen, SessionsScreen
 from chatapp.ui.widgets.header import AppHeader
 from chatapp.ui.widgets.kv_panel import KVPanel
 from chatapp.ui.widgets.tokens_panel import TokensPanel
-from chatapp.ui.widgets.transcript import FINISH_NOTES, Notice, Reply, Transcript, UserMessage
+from chatapp.ui.widgets.transcript import FINISH_NOTES, Notice, Reply, Transcript, UserMessage, sources
 
 STATUS = {"open": "opening session…", "new": "starting session…", "save_as": "saving session…",
           "reload": "reloading session…"}
@@ -48,6 +48,8 @@ async def show_conversation(transcript: Transcript, messages: Sequence[ChatMessa
             continue
         widget.set_class(index < window_start, "-dropped")
         widgets.append(widget)
+        if message.role == "user" and message.context is not None:
+            widgets.append(Notice(sources(message.context), "sources"))
         if message.role == "assistant" and message.stopped:
             widgets.append(Notice(FINISH_NOTES["stopped"], "stopped"))
     if widgets:
@@ -278,6 +280,7 @@ class SessionControl:
         self.live, self.sessions = live, live.manager
         header = self.query_one(AppHeader)
         header.session, header.status = live.name, ""
+        self.show_attachments()
         transcript = self.query_one(Transcript)
         report = live.report
         if message.replaced:
@@ -303,6 +306,8 @@ class SessionControl:
             self.notify(f"session {live.name} was saved with {message.other_model}; it continues with "
                         f"{summary.name} ({summary.quant})", title="Session", severity="warning", timeout=10,
                         markup=False)
+        for notice in report.notices:  # attachments restored, or dropped
+            self.notify(f"session {live.name}: {notice}", title="Session", timeout=8, markup=False)
         for notice in message.notices:
             self.notify(notice, title="Session", severity="warning", timeout=10, markup=False)
         self.session_busy = False

@@ -32,9 +32,12 @@ CHATAPP_VARIABLES = (
     "token-cached",
     "token-prefill",
     "token-generated",
+    "token-retrieved-a",
+    "token-retrieved-b",
     "kv-system",
     "kv-user",
     "kv-assistant",
+    "kv-retrieved",
     "kv-template",
     "kv-free",
 )

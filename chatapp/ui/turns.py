@@ -17,9 +17,11 @@ from contextlib import contextmanager
 
 from textual.message import Message
 
-from chatapp.engine.events import ContextTrimmed, Event, PrefillDone, PrefillProgress, TextDelta, TurnDone
+from chatapp.engine.events import (
+    ContextRetrieved, ContextTrimmed, Event, PrefillDone, PrefillProgress, TextDelta, TurnDone)
 from chatapp.engine.stats import TurnRecord
-from chatapp.ui.messages import PrefillFinished, PrefillProgressed, ReplyProgress, TurnFinished, TurnTrimmed
+from chatapp.ui.messages import (
+    PrefillFinished, PrefillProgressed, ReplyProgress, TurnFinished, TurnRetrieved, TurnTrimmed)
 
 PROGRESS_INTERVAL = 0.15
 """Seconds between ReplyProgress messages: about seven a second (the Speed panel needs at
@@ -69,6 +71,8 @@ def stream_turn(engine, events: Iterator[Event], post: Callable[[Message], objec
             post(PrefillFinished(event))
         elif isinstance(event, ContextTrimmed):
             post(TurnTrimmed(event))
+        elif isinstance(event, ContextRetrieved):
+            post(TurnRetrieved(event.context))
         elif isinstance(event, TurnDone):
             if pending and live is not None:
                 post(ReplyProgress(text, live))

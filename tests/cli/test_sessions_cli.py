@@ -198,7 +198,8 @@ def test_a_database_from_a_newer_chatapp(chatapp_exe):
     for args in (("sessions", "list"), ("sessions", "show", "work"), ("ask", "--session", "work", "hi")):
         out = chatapp_exe(*args)
         assert out.returncode == 2
-        assert out.stderr.strip() == f"chatapp: Session: session database is from a newer chatapp (schema 42 > {SCHEMA_VERSION})"
+        assert out.stderr.strip() == \
+            f"chatapp: Session: session database is from a newer chatapp (schema 42 > {SCHEMA_VERSION})"
 
 
 def test_an_unwritable_data_dir(chatapp_exe, isolated_dirs):

@@ -11,7 +11,8 @@ Sizing, with `usable` = n_ctx minus the reply reserve of the full-context policy
 Everything is counted with the caller's token counter: the model's own tokenizer.
 
 One `AttachmentSet` belongs to one conversation on one model; use it from one thread at a
-time (the engine's worker). Build a new one, from `attachments`, when the model or n_ctx changes.
+time (the engine's worker). Build a new one, from `attachments`, when the model changes (another
+tokenizer); `resized` serves a new n_ctx or reply reserve.
 """
 
 from __future__ import annotations
@@ -87,9 +88,18 @@ class AttachmentSet:
         self.count_tokens = count_tokens
         self.sizing = Sizing(n_ctx, reserve)
         self._tokens: dict[str, int] = {}
-        self._chunks: dict[str, tuple[Chunk, ...]] = {}
+        self._chunks: dict[tuple[str, int, int], tuple[Chunk, ...]] = {}
         self._plans: tuple[Planned, ...] = self._plan(list(attachments))
         self._index: ChunkIndex | None = None
+
+    def resized(self, n_ctx: int, reserve: int) -> AttachmentSet:
+        """The same attachments sized for another context or reply reserve, with the same token
+        counter: token counts and chunks already cut are reused (a new max_tokens usually keeps
+        the chunk sizes, so this costs no tokenizing)."""
+        other = AttachmentSet(self.count_tokens, n_ctx, reserve)
+        other._tokens, other._chunks = self._tokens, self._chunks
+        other._plans = other._plan(list(self.attachments))
+        return other
 
     # --- what is attached --------------------------------------------------------------
     @property
@@ -135,6 +145,9 @@ class AttachmentSet:
             raise AttachmentError(f"nothing named {name} is attached")
         self._plans = self._plan([a for a in self.attachments if a is not found])
         self._index = None
+        self._tokens.pop(found.sha256, None)
+        for key in [k for k in self._chunks if k[0] == found.sha256]:
+            del self._chunks[key]
         return found
 
     # --- each turn -----------------------------------------------------------------------
@@ -200,10 +213,11 @@ class AttachmentSet:
 
     def _chunks_of(self, attachment: Attachment) -> tuple[Chunk, ...]:
         """Cut once per attachment: removing another one can re-plan this one without re-cutting."""
-        if attachment.sha256 not in self._chunks:
-            self._chunks[attachment.sha256] = tuple(chunk_attachment(
+        key = (attachment.sha256, self.sizing.chunk_min, self.sizing.chunk_max)
+        if key not in self._chunks:
+            self._chunks[key] = tuple(chunk_attachment(
                 attachment, self.count_tokens, min_tokens=self.sizing.chunk_min, max_tokens=self.sizing.chunk_max))
-        return self._chunks[attachment.sha256]
+        return self._chunks[key]
 
 
 def _entry(chunk: Chunk, score: float | None) -> RetrievedEntry:

@@ -145,6 +145,12 @@ class SessionManager:
         engine.clear_cache()
         n_system = 1 if stored.messages and stored.messages[0].role == "system" else 0
         engine.load_conversation(stored.messages, stored.window_start)
+        engine.set_attachments(stored.attachments)  # sized for this model: it retrieves as before
+        notices = stored.notices
+        if stored.attachments:
+            names = ", ".join(a.name for a in stored.attachments)
+            notices = (f"{len(stored.attachments)} attachment{'s' if len(stored.attachments) != 1 else ''} "
+                       f"restored: {names}", *notices)
         started = time.perf_counter()
         expected = engine.prompt_ids()
         restored, reason = self._restore(live, stored, expected)
@@ -152,11 +158,11 @@ class SessionManager:
         if restored:
             estimate = reprefill_estimate(restored, self.prefill_tps(engine, live.fingerprint))
             live.report = ResumeReport(name, False, len(stored.messages), restored_tokens=restored,
-                                       restore_ms=restore_ms, estimate_s=estimate)
+                                       restore_ms=restore_ms, estimate_s=estimate, notices=notices)
         else:
             has_turns = len(stored.messages) > n_system
             live.report = ResumeReport(name, False, len(stored.messages), fallback=reason if has_turns else None,
-                                       reprefill_tokens=len(expected) if has_turns else 0)
+                                       reprefill_tokens=len(expected) if has_turns else 0, notices=notices)
         live.pending = live.report
         return live
 
@@ -314,7 +320,8 @@ class LiveSession:
                             layers_offloaded=summary.layers_offloaded)
                 last = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
                 turn = TurnRow(last, summary.backend, record.prefill_tokens, record.prefill_ms, data)
-            snapshot = Snapshot(self.name, identity, list(messages), engine.window_start, engine.kv_used())
+            snapshot = Snapshot(self.name, identity, list(messages), engine.window_start, engine.kv_used(),
+                                tuple(plan.attachment for plan in engine.attachments))
             saved = self.manager.store.save(snapshot, turn, base=self.revision)
             self.revision = saved.revision
             notices = []

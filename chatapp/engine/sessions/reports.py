@@ -21,6 +21,8 @@ class ResumeReport:
     """Tokens the next turn prefills from the transcript (in the fallback case)."""
     estimate_s: float | None = None
     """How long re-prefilling the restored tokens would take here, from measured prefill speed."""
+    notices: tuple[str, ...] = ()
+    """Lines besides `notice`: attachments restored, or dropped because their text changed."""
 
     @property
     def restored(self) -> bool:

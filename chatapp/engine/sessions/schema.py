@@ -48,6 +48,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # 2: a revision per session, raised by every save, so a writer can tell that another process saved
         "ALTER TABLE sessions ADD COLUMN revision INTEGER NOT NULL DEFAULT 0",
     ),
+    (  # 3: attachments (their text and sha256) and the retrieved block each user message carried
+        "ALTER TABLE messages ADD COLUMN context TEXT",
+        """CREATE TABLE attachments (
+            session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            idx INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            sha256 TEXT NOT NULL,
+            page_starts TEXT NOT NULL,
+            text TEXT NOT NULL,
+            PRIMARY KEY (session_id, idx))""",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

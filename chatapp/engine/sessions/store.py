@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chatapp.engine.events import Message
+from chatapp.engine.retrieval.document import Attachment
+from chatapp.engine.sessions.attachment_rows import context_json, read_attachments, read_messages, write_attachments
 from chatapp.engine.sessions.schema import SCHEMA_VERSION, check_not_newer, migrate, user_version
 from chatapp.errors import SessionConflict, SessionError, SessionRemoved
 from chatapp.private import make_private_dir, owner_problem, precreate_private
@@ -58,6 +60,7 @@ class Snapshot:
     messages: list[Message]
     window_start: int
     kv_tokens: int
+    attachments: tuple[Attachment, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,9 @@ class StoredSession:
     created_at: float
     updated_at: float
     revision: Revision | None = None
+    attachments: tuple[Attachment, ...] = ()
+    notices: tuple[str, ...] = ()
+    """What could not be loaded as saved (an attachment whose text fails its sha256, ...)."""
 
 
 @dataclass(frozen=True)
@@ -258,8 +264,7 @@ class SessionStore:
                      snap.window_start, snap.kv_tokens, now, now, revision)).lastrowid
             else:
                 session_id, name, key, revision = row
-                stored = [Message(role, content, bool(stopped)) for role, content, stopped in conn.execute(
-                    "SELECT role, content, stopped FROM messages WHERE session_id = ? ORDER BY idx", (session_id,))]
+                stored, _ = read_messages(conn, session_id)
                 if base is not None and revision == base.number:  # nobody else saved: this writer's history
                     same = 0
                     while same < min(len(stored), len(snap.messages)) and stored[same] == snap.messages[same]:
@@ -277,9 +282,11 @@ class SessionStore:
                 conn.execute("DELETE FROM messages WHERE session_id = ? AND idx >= ?", (session_id, same))
                 conn.execute("DELETE FROM turns WHERE session_id = ? AND message_idx >= ?", (session_id, same))
             conn.executemany(
-                "INSERT INTO messages (session_id, idx, role, content, stopped, created_at) VALUES (?,?,?,?,?,?)",
-                [(session_id, i, m.role, m.content, int(m.stopped), now)
+                "INSERT INTO messages (session_id, idx, role, content, stopped, created_at, context)"
+                " VALUES (?,?,?,?,?,?,?)",
+                [(session_id, i, m.role, m.content, int(m.stopped), now, context_json(m))
                  for i, m in enumerate(snap.messages[same:], same)])
+            write_attachments(conn, session_id, snap.attachments)
             if turn is not None:
                 conn.execute(
                     "INSERT OR REPLACE INTO turns (session_id, message_idx, model_sha256, backend, prefill_tokens,"
@@ -338,10 +345,11 @@ class SessionStore:
                 " kv_tokens, created_at, updated_at, revision FROM sessions WHERE name = ?", (name,)).fetchone()
             if row is None:
                 return None
-            messages = [Message(role, content, bool(stopped)) for role, content, stopped in conn.execute(
-                "SELECT role, content, stopped FROM messages WHERE session_id = ? ORDER BY idx", (row[0],))]
+            messages, lost = read_messages(conn, row[0])
+            attachments, dropped = read_attachments(conn, row[0])
         return StoredSession(name, row[1], ModelIdentity(row[2], row[3], row[4], row[5]), row[6], messages,
-                             row[7], row[8], row[9], row[10], Revision(row[0], row[11]))
+                             row[7], row[8], row[9], row[10], Revision(row[0], row[11]),
+                             tuple(attachments), tuple(lost + dropped))
 
     def current(self, session_id: int) -> tuple[str, int] | None:
         """The session's name and revision now, or None once it has been removed."""

@@ -16,7 +16,9 @@ NOTES = (
     "Shift+Enter reaches chatapp only in terminals that report it (kitty, WezTerm, foot…); "
     "Ctrl+J and Alt+Enter insert a new line everywhere.\n"
     "Ctrl+P opens the command palette: every action here is there too, and “Switch theme” "
-    "previews each theme as you move through the list (Esc puts the old one back)."
+    "previews each theme as you move through the list (Esc puts the old one back).\n"
+    "In the composer, /attach PATH attaches a file or folder (Tab completes the path; /attach alone "
+    "opens the picker) and /detach NAME removes one; the header lists what is attached."
 )
 NAMES = {"question_mark": "?", "escape": "Esc", "enter": "Enter", "ctrl": "Ctrl", "shift": "Shift", "alt": "Alt"}
 

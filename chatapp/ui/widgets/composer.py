@@ -6,21 +6,28 @@ every insert, so 20 KB typed into one line took 25 s one key at a time (O(n^2));
 it is one edit. An Enter inside such a burst (more text follows it) is a line break of the
 pasted text; an Enter that ends a burst sends, as it does when typed (`tmux send-keys 'hi'
 Enter`, expect scripts).
+
+Commands typed here start with a slash (`/attach PATH`, `/detach NAME`); after `/attach `, Tab
+completes the path as a shell does (chatapp.ui.path_complete).
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from textual.binding import Binding
 from textual.events import Key
 from textual.message import Message
 from textual.widgets import TextArea
 
+from chatapp.ui.path_complete import complete_path
+
 BURST_FLUSH_S = 0.05
 """While keys arrive in a burst, gather them this long between inserts (a paste of 20 KB
 arrives as 20,000 key events; each insert re-wraps and repaints the composer)."""
 PLACEHOLDER = "Message the model…  Enter sends · Ctrl+J or Alt+Enter for a new line · F1 help"
+ATTACH = "/attach "
 
 
 class Composer(TextArea):
@@ -54,6 +61,13 @@ class Composer(TextArea):
         def control(self) -> "Composer":
             return self.composer
 
+    class PathCandidates(Message):
+        """Tab after `/attach ` matched several names: the app lists them."""
+
+        def __init__(self, candidates: tuple[str, ...]) -> None:
+            super().__init__()
+            self.candidates = candidates
+
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes, soft_wrap=True, show_line_numbers=False,
                          tab_behavior="focus", placeholder=PLACEHOLDER, compact=True)
@@ -84,6 +98,11 @@ class Composer(TextArea):
             self._enter_ends_burst = True
             return
         self.flush_typed()  # anything else acts on the text as typed so far
+        if event.key == "tab" and self.text.startswith(ATTACH) and "\n" not in self.text:
+            event.stop()
+            event.prevent_default()
+            self.complete_attach_path()
+            return
         if event.key in self.SUBMIT_KEYS or event.key in self.NEWLINE_KEYS:
             event.stop()
             event.prevent_default()  # TextArea would insert its own newline for Enter
@@ -105,6 +124,14 @@ class Composer(TextArea):
         self.call_after_refresh(self.scroll_cursor_visible)
         if send:
             self.action_submit()
+
+    def complete_attach_path(self) -> None:
+        """Tab after `/attach `: complete the path; several matches are posted for the app to list."""
+        completion = complete_path(self.text[len(ATTACH):], Path.cwd())
+        self.load_text(ATTACH + completion.text)
+        self.move_cursor(self.document.end)
+        if completion.candidates:
+            self.post_message(self.PathCandidates(completion.candidates))
 
     def action_submit(self) -> None:
         self.flush_typed()

@@ -1,4 +1,5 @@
-"""One line at the top: the model, its quantization, the backend, the context size, the session."""
+"""One line at the top: the model, its quantization, the backend, the context size, the session,
+and what is attached (F8 removes one)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ class AppHeader(Widget):
 
     summary: reactive[ModelSummary | None] = reactive(None)
     session: reactive[str | None] = reactive(None)
+    attachments: reactive[tuple[str, ...]] = reactive(())
+    """Names of the attached files, in the order they were attached."""
     status: reactive[str] = reactive("")
     """What the app is doing: "", "prefill…", "generating…", "loading model…"."""
 
@@ -38,6 +41,8 @@ class AppHeader(Widget):
         if self.summary is not None:
             left.append("  " + describe(self.summary))
         left.append(f"  session: {self.session or '(none)'}")
+        if self.attachments:
+            left.append(f"  attached (F8): {', '.join(self.attachments)}")
         if not self.status:
             return left
         # The status (prefill…, generating…) matters most: it stays; the rest gives way.

@@ -1,4 +1,8 @@
-"""The KV cache: cells used out of n_ctx, by role, in bytes, and how many more turns fit."""
+"""The KV cache: cells used out of n_ctx, by role, in bytes, and how many more turns fit.
+
+Attachment text placed before a question is its own segment ("retrieved"), with its byte cost
+and what placing it late did for the cache that turn: the conversation before it stayed a
+reusable prefix, so only the new turn (the retrieved text and the question) was computed."""
 
 from __future__ import annotations
 
@@ -41,6 +45,8 @@ class KVPanel(ThemedPanel):
         """True while a reply streams: the bar shows cells used, not yet split by role."""
         self.record: TurnRecord | None = None
         self.roles: dict[str, int] = {}
+        self.retrieved_now = 0
+        """Retrieved tokens the last turn computed (its own block); the rest were reused."""
         self.growths: deque[int] = deque(maxlen=FORECAST_WINDOW)
         self.restored = 0
         """Cells a session resume loaded, until the next turn splits them by role."""
@@ -65,12 +71,14 @@ class KVPanel(ThemedPanel):
         self.kv_used = record.kv_used
         self.n_ctx, self.bytes_per_token = record.n_ctx, record.kv_bytes_per_token or None
         self.roles = role_counts(view)
+        self.retrieved_now = sum(1 for item in view if item.role == "retrieved" and item.origin == "prefilled")
         self.growths.append(kv.turn_growth(record.kv_used, record.cached_tokens))
         self._changed()
 
     def reset(self) -> None:
         """A new conversation: forget the turns seen so far (capacity stays)."""
         self.record, self.kv_used, self.live, self.roles, self.restored = None, 0, False, {}, 0
+        self.retrieved_now = 0
         self.growths.clear()
         self._changed()
 
@@ -107,7 +115,8 @@ class KVPanel(ThemedPanel):
             lines.append(Text("decoding…", style="italic"))
         elif self.record is not None:
             lines.append(legend([swatch(f"{role} {count(self.roles[role])}", fg(self, f"kv-{role}"))
-                                 for role in ROLES], width))
+                                 for role in ROLES if role != "retrieved" or self.roles[role]], width))
+            lines.extend(self._retrieved_lines(width))
             lines.append(Text(f"reused from cache: {count(self.record.cached_tokens)} tok"))
             lines.append(Text(f"this turn wrote: {count(self.growths[-1])} cells"))
             lines.append(self._forecast_line(width))
@@ -124,6 +133,22 @@ class KVPanel(ThemedPanel):
             return Text(f"bytes, KV type: {NOT_REPORTED}", style="dim")
         return fit(f"{human_bytes(self.kv_used * per_token)} of {human_bytes(self.n_ctx * per_token)}",
                    f"{self.kv_type or '?'}, {human_bytes(per_token)}/token", width)
+
+    def _retrieved_lines(self, width: int) -> list[Text]:
+        """The retrieved segment's cost, and the cache consequence of this turn's block."""
+        retrieved = self.roles.get("retrieved", 0)
+        if not retrieved:
+            return []
+        lines = [fit(f"retrieved: {count(retrieved)} tok", human_bytes(retrieved * self.bytes_per_token), width)]
+        if self.retrieved_now:
+            record, now = self.record, count(self.retrieved_now)
+            if record.cached_tokens:
+                line = (f"placed late: the {count(record.cached_tokens)} tok before it came from the cache; "
+                        f"{count(record.prefill_tokens)} prefilled ({now} retrieved)")
+            else:
+                line = f"placed late: {count(record.prefill_tokens)} prefilled ({now} retrieved); the next turn reuses it all"
+            lines.append(Text(line, style=fg(self, "kv-retrieved")))
+        return lines
 
     def _forecast_line(self, width: int) -> Text:
         turns = self.forecast

@@ -225,6 +225,9 @@ class TokensPanel(VerticalScroll):
             tally[item.origin] += 1
         entries = [swatch(f"{name} {count(tally[name])}", fg(self, ORIGIN_COLOURS[name])) for name in ORIGINS]
         entries.append(swatch("special", fg(self, "token-special")))
+        retrieved = sum(1 for item in view if item.role == "retrieved")
+        if retrieved:  # attachment text: its own shade behind whichever origin colour it has
+            entries.append(Text.assemble(("  ", bg(self, "token-retrieved-a")), f" retrieved {count(retrieved)}"))
         lines = [Text(f"last turn · {count(len(view))} tokens in the cache"), legend(entries, width)]
         if broken is not None and broken < len(view):
             lines.append(Text(f"▶ prefix reuse broke at token {count(broken)}: "
@@ -235,11 +238,13 @@ class TokensPanel(VerticalScroll):
         view, broken = self.turn_view, self.reuse_broken_at
         origin = {name: fg(self, ORIGIN_COLOURS[name]) for name in ORIGINS}
         backgrounds = [bg(self, "token-a"), bg(self, "token-b")]
+        retrieved = [bg(self, "token-retrieved-a"), bg(self, "token-retrieved-b")]
         special = fg(self, "token-special", bold=True)
         pieces = Text()
         for i in range(max(len(view) - WINDOW, 0), len(view)):
             item = view[i]
-            style = backgrounds[i % 2] + (special if item.token.special else origin[item.origin])
+            shade = retrieved if item.role == "retrieved" else backgrounds
+            style = shade[i % 2] + (special if item.token.special else origin[item.origin])
             if item.role == "template" and not item.token.special:
                 style += Style(italic=True)
             if i == broken:

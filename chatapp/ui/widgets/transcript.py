@@ -6,6 +6,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from chatapp.engine.events import ContextTrimmed
+from chatapp.engine.retrieval.context import RetrievedContext
 from chatapp.engine.stats import TurnRecord
 from chatapp.ui.widgets.reply import Reply
 
@@ -29,6 +30,16 @@ def trim_notice(event: ContextTrimmed, quoted: int = 2) -> str:
     shown = ", ".join(users[:quoted] + (["…"] if len(users) > quoted else []))
     return (f"context full: dropped {turns} ({n} message{'s' if n != 1 else ''}: {shown}); "
             f"prompt {event.prompt_tokens_before:,} → {event.prompt_tokens_after:,} tokens")
+
+
+def sources(context: RetrievedContext) -> str:
+    """Which attachment text a question was given: file, section and line range of each part."""
+    tokens = sum(entry.tokens for entry in context.entries)
+    lines = [f"from the attachments ({tokens:,} tokens placed before this question):"]
+    for entry in context.entries:
+        score = "" if entry.whole else f"  score {entry.score:.2f}"
+        lines.append(f"  · {entry.label().strip('[]')}{score}")
+    return "\n".join(lines)
 
 
 class UserMessage(Static):
@@ -102,6 +113,12 @@ class Transcript(VerticalScroll):
             await children.pop().remove()
 
     # --- notices ---------------------------------------------------------------------------
+    async def show_sources(self, context: RetrievedContext) -> None:
+        """Under the last user message: the attachment text its turn placed before it."""
+        users = self.query(UserMessage)
+        await self.mount(Notice(sources(context), "sources"), after=users.last() if users else None)
+        self.anchor()
+
     async def add_notice(self, text: str, kind: str = "info") -> Notice:
         notice = Notice(text, kind)
         await self.mount(notice)

@@ -1,0 +1,88 @@
+"""`chatapp ask --attach`: retrieval end to end, across two processes, and every bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.engine.retrieval.conftest import DOCS, make_pdf
+
+ASK = ("--json", "--temperature", "0", "--max-tokens", "16", "--ctx", "2048")
+Q1 = "How do I disable Rich globally in Typer?"
+Q2 = "Since which version does Typer include Click's source code?"
+
+
+@pytest.fixture
+def chatapp_exe(isolated_dirs):
+    exe = Path(sys.executable).with_name("chatapp")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, **isolated_dirs, "COLUMNS": "200"}
+        return subprocess.run([str(exe), *args], check=False, capture_output=True, text=True, env=env, timeout=300)
+
+    return run
+
+
+def records(out: subprocess.CompletedProcess) -> list[dict]:
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+def test_a_resumed_session_retrieves_the_same_chunks_and_restores_its_kv_state(chatapp_exe):
+    doc = str(DOCS / "typer.md")
+    first_run = chatapp_exe("ask", "--session", "s", "--attach", doc, Q1, *ASK)
+    [first] = records(first_run)
+    assert "attached typer.md: " in first_run.stderr and " chunks" in first_run.stderr
+    assert first["retrieved"] and all(e["file"] == "typer.md" and e["score"] > 0 for e in first["retrieved"])
+    resumed = chatapp_exe("ask", "--session", "s", Q2, *ASK)
+    [second] = records(resumed)
+    assert "session s: 1 attachment restored: typer.md" in resumed.stderr
+    assert second["restored_tokens"] > 0  # the transcript re-rendered, retrieved blocks included, matched the state
+    assert second["prefill_tokens"] == second["prompt_tokens"] - second["restored_tokens"]
+    one_process = records(chatapp_exe("ask", "--attach", doc, Q1, Q2, *ASK))
+    assert [first["retrieved"], second["retrieved"]] == [r["retrieved"] for r in one_process]
+    assert [first["reply"], second["reply"]] == [r["reply"] for r in one_process]
+    assert second["retrieved"] != first["retrieved"]
+
+
+def test_text_output_names_the_sources_on_stderr(chatapp_exe, tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("The staging server is called heron.\nIt listens on port 8443.\n")
+    out = chatapp_exe("ask", "--attach", str(notes), "--temperature", "0", "--max-tokens", "8", "Which port?")
+    assert out.returncode == 0, out.stderr
+    assert "attached notes.txt: 20 tokens, whole" in out.stderr
+    assert "retrieved: notes.txt, whole file" in out.stderr
+
+
+def bad_inputs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "blob.bin").write_bytes(b"\x00\xff" * 64)
+    (tmp_path / "binary.dat").write_bytes(b"PK\x03\x04\x00\x00" + bytes(range(256)))
+    with open(tmp_path / "huge.txt", "wb") as huge:  # sparse: 200 MB of size, no 200 MB written
+        huge.truncate(200 * 2**20)
+    (tmp_path / "scan.pdf").write_bytes(make_pdf([[]]))
+    (tmp_path / "legacy.txt").write_bytes(b"caf\xe9 \x81\x8d is neither UTF-8 nor Windows-1252\n")
+    return {
+        "missing": (tmp_path / "missing.md", "no such file or folder"),
+        "empty folder": (tmp_path / "empty", "has no readable text files"),
+        "binary": (tmp_path / "binary.dat", "is a binary file"),
+        "200 MB": (tmp_path / "huge.txt", "huge.txt is 200 MiB; a text file can be at most 8 MiB"),
+        "PDF without text": (tmp_path / "scan.pdf", "has no extractable text"),
+        "invalid encoding": (tmp_path / "legacy.txt", "is not readable text: neither UTF-8 nor Windows-1252"),
+    }
+
+
+def test_each_bad_input_fails_in_one_line_before_the_model_loads(chatapp_exe, tmp_path):
+    for what, (path, why) in bad_inputs(tmp_path).items():
+        # A model that does not exist: only an attachment check that comes first can answer.
+        out = chatapp_exe("ask", "--model", str(tmp_path / "no-model.gguf"), "--attach", str(path), "Hello?")
+        assert out.returncode == 2, what
+        assert out.stdout == "", what
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("chatapp: Attachment: "), (what, out.stderr)
+        assert why in lines[0], (what, lines[0])

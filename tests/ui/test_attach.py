@@ -1,0 +1,202 @@
+"""Attachments in the TUI, on the real model: /attach (with Tab completion), the picker, the
+header's list and removal, the sources under each question, the panels' retrieved segment,
+a resumed session, and every bad input."""
+
+from __future__ import annotations
+
+import pytest
+from textual.command import CommandPalette
+from textual.widgets import DirectoryTree
+
+from chatapp.config import Settings
+from chatapp.engine.engine import Engine
+from chatapp.engine.prompt_view import role_counts
+from chatapp.ui.app import ChatApp
+from chatapp.ui.messages import AttachFailed, Attached, TurnFinished, TurnRetrieved
+from chatapp.ui.screens.attach import AttachScreen, DetachScreen
+from chatapp.ui.widgets.composer import Composer
+from chatapp.ui.widgets.header import AppHeader
+from chatapp.ui.widgets.kv_panel import KVPanel
+from chatapp.ui.widgets.tokens_panel import TokensPanel
+from chatapp.ui.widgets.transcript import Notice, Transcript, UserMessage
+from tests.cli.test_attach_cli import bad_inputs
+from tests.engine.retrieval.conftest import DOCS
+from tests.ui._helpers import Messages, notified, wait_until
+from tests.ui.test_app import TURN_TIMEOUT, WIDE, send
+
+QUESTION = "How do I disable Rich globally in Typer?"
+
+
+@pytest.fixture
+def make_app(default_model_path):
+    apps: list[ChatApp] = []
+
+    def make(session: str | None = None) -> tuple[ChatApp, Messages]:
+        settings = Settings().replace(n_ctx=2048, temperature=0.0, max_tokens=16)
+        app = ChatApp(Engine.open(settings, str(default_model_path)), settings=settings, session=session)
+        apps.append(app)
+        return app, Messages()
+
+    yield make
+    for app in apps:
+        app.release_engine()
+
+
+def header(app: ChatApp) -> str:
+    return app.query_one(AppHeader).render().plain
+
+
+async def type_command(pilot, text: str) -> None:
+    pilot.app.query_one(Composer).load_text(text)
+    await pilot.press("enter")
+
+
+async def attached(pilot, seen: Messages, n: int) -> Attached:
+    await wait_until(pilot, lambda: seen.count(Attached) + seen.count(AttachFailed) >= n, TURN_TIMEOUT)
+    await wait_until(pilot, lambda: not pilot.app.attaching)
+    assert seen.count(Attached) == n, [m.error for m in seen.of(AttachFailed)]
+    return seen.of(Attached)[-1]
+
+
+def sources_notices(app: ChatApp) -> list[Notice]:
+    return [n for n in app.query_one(Transcript).query(Notice) if n.has_class("-sources")]
+
+
+async def test_attach_typed_then_asked_shows_its_sources_and_its_cost(make_app, monkeypatch):
+    monkeypatch.chdir(DOCS.parent)
+    app, seen = make_app(session="s")
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        await wait_until(pilot, lambda: not app.session_busy, TURN_TIMEOUT)
+        composer = app.query_one(Composer)
+        composer.load_text("/attach docs/ty")
+        await pilot.press("tab")  # completes the path
+        assert composer.text == "/attach docs/typer.md"
+        await pilot.press("enter")
+        report = (await attached(pilot, seen, 1)).report
+        assert [p.attachment.name for p in report.added] == ["typer.md"] and not report.added[0].whole
+        assert composer.text == ""
+        assert "attached (F8): typer.md" in header(app)
+        assert any("attached typer.md: " in n.render().plain and " chunks" in n.render().plain
+                   for n in app.query_one(Transcript).query(Notice))
+
+        done = await send(pilot, app, seen, QUESTION)
+        assert isinstance(done, TurnFinished)
+        [retrieved] = seen.of(TurnRetrieved)
+        context = app.engine.messages[-2].context
+        assert retrieved.context == context and "TYPER_USE_RICH" in context.text
+        # Under the user's message: file, line range and section of each part.
+        [sources] = sources_notices(app)
+        children = list(app.query_one(Transcript).children)
+        assert isinstance(children[children.index(sources) - 1], UserMessage)
+        for entry in context.entries:
+            assert entry.label().strip("[]") in sources.render().plain  # e.g. typer.md, lines 10-42, "Install"
+        # The panels: the retrieved segment is the block's own token count.
+        n = role_counts(done.view)["retrieved"]
+        assert n == len(app.engine.tokenize(context.text)) > 0
+        kv = app.query_one(KVPanel).plain
+        assert f"retrieved {n}" in kv and f"retrieved: {n} tok" in kv
+        assert done.record.cached_tokens == 0  # the first turn
+        assert f"placed late: {done.record.prefill_tokens:,} prefilled ({n:,} retrieved); the next turn reuses it all" in kv
+        # The second question: the conversation before its block comes from the cache.
+        done = await send(pilot, app, seen, "Since which version does Typer include Click's source code?")
+        second = app.engine.messages[-2].context
+        n2 = sum(1 for p in done.view if p.role == "retrieved" and p.origin == "prefilled")
+        assert n2 == len(app.engine.tokenize(second.text)) > 0
+        assert done.record.cached_tokens > 0
+        assert f"placed late: the {done.record.cached_tokens:,} tok before it came from the cache; " \
+               f"{done.record.prefill_tokens:,} prefilled ({n2:,} retrieved)" in app.query_one(KVPanel).plain.replace("\n", " ")
+        assert len(sources_notices(app)) == 2
+        tokens = app.query_one(TokensPanel)
+        assert f"retrieved {role_counts(done.view)['retrieved']}" in tokens.query_one("#tokens-summary").plain
+
+    # A new app on the same session: its attachments, and the sources of the earlier question.
+    app2, seen2 = make_app(session="s")
+    async with app2.run_test(size=WIDE, message_hook=seen2) as pilot:
+        await wait_until(pilot, lambda: app2.live is not None and not app2.session_busy, TURN_TIMEOUT)
+        assert app2.live.report.restored_tokens > 0
+        assert "attached (F8): typer.md" in header(app2)
+        assert len(sources_notices(app2)) == 2
+        await notified(pilot, seen2, lambda n: "1 attachment restored: typer.md" in n.message)
+
+
+async def test_the_picker_the_header_list_and_removing_one(make_app, tmp_path, monkeypatch):
+    tmp_path = tmp_path / "work"  # the test's data and config folders are in tmp_path itself
+    tmp_path.mkdir()
+    (tmp_path / "more.md").write_text("# More\n\nThe backup server is called egret.\n")
+    (tmp_path / "notes.txt").write_text("The staging server is called heron.\n")
+    (tmp_path / "refs").mkdir()
+    (tmp_path / "refs" / "faq.md").write_text("# FAQ\n\nPort 8443 is for staging.\n")
+    monkeypatch.chdir(tmp_path)
+    app, seen = make_app()
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        # The palette opens the picker; Enter on a file in the tree attaches it.
+        await pilot.press("ctrl+p")
+        assert isinstance(app.screen, CommandPalette)
+        await pilot.press(*"Attach a file")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, AttachScreen))
+        tree = app.screen.query_one(DirectoryTree)
+        await wait_until(pilot, lambda: len(tree.root.children) == 3)
+        assert [str(c.label) for c in tree.root.children] == ["refs", "more.md", "notes.txt"]
+        await pilot.press("down", "down", "enter")  # refs, more.md
+        await attached(pilot, seen, 1)
+        assert not isinstance(app.screen, AttachScreen)
+        # F on a folder attaches the folder; a path typed in the box works too.
+        await type_command(pilot, "/attach")
+        await wait_until(pilot, lambda: isinstance(app.screen, AttachScreen))
+        tree = app.screen.query_one(DirectoryTree)
+        await wait_until(pilot, lambda: len(tree.root.children) == 3)
+        await pilot.press("down", "f")
+        await attached(pilot, seen, 2)
+        await type_command(pilot, "/attach")
+        await wait_until(pilot, lambda: isinstance(app.screen, AttachScreen))
+        box = app.screen.query_one("#attach-path")
+        box.focus()
+        await pilot.press("f")  # in the box, F is a letter of the path
+        assert box.value == "f" and isinstance(app.screen, AttachScreen)
+        await pilot.press("backspace", *"notes.txt", "enter")
+        await attached(pilot, seen, 3)
+        assert "attached (F8): more.md, refs/faq.md, notes.txt" in header(app)
+
+        # F8 lists them; Enter removes the highlighted one. /detach NAME removes by name.
+        await pilot.press("f8")
+        await wait_until(pilot, lambda: isinstance(app.screen, DetachScreen))
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: not isinstance(app.screen, DetachScreen))
+        assert "attached (F8): refs/faq.md, notes.txt" in header(app)
+        await type_command(pilot, "/detach notes.txt")
+        await pilot.pause()
+        assert "attached (F8): refs/faq.md" in header(app)
+        await type_command(pilot, "/detach nope.md")
+        await notified(pilot, seen, lambda n: n.message == "Attachment: nothing named nope.md is attached")
+        assert [p.attachment.name for p in app.engine.attachments] == ["refs/faq.md"]
+        await pilot.press("ctrl+n")  # a new chat starts without attachments
+        await wait_until(pilot, lambda: "attached" not in header(app))
+
+
+async def test_each_bad_input_is_one_notice_and_nothing_changes(make_app, tmp_path):
+    app, seen = make_app()
+    good = tmp_path / "good.txt"
+    good.write_text("The staging server is called heron.\n")
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        await type_command(pilot, f"/attach {good}")
+        await attached(pilot, seen, 1)
+        await send(pilot, app, seen, "Hello")
+        before = (app.engine.messages, app.engine.attachments, header(app),
+                  len(app.query_one(Transcript).children))
+        (tmp_path / "bad").mkdir()
+        for n, (what, (path, why)) in enumerate(bad_inputs(tmp_path / "bad").items(), 1):
+            await type_command(pilot, f"/attach {path}")
+            await wait_until(pilot, lambda: seen.count(AttachFailed) >= n, TURN_TIMEOUT)
+            await wait_until(pilot, lambda: not app.attaching)
+            error = seen.of(AttachFailed)[-1].error
+            assert error.startswith("Attachment: ") and why in error and "\n" not in error, what
+            await notified(pilot, seen, lambda note: note.message == error)
+            composer = app.query_one(Composer)
+            assert composer.text == f"/attach {path}", what  # back in the composer, to fix it
+            composer.clear()
+            after = (app.engine.messages, app.engine.attachments, header(app),
+                     len(app.query_one(Transcript).children))
+            assert after == before, what
+        assert seen.count(AttachFailed) == 6
