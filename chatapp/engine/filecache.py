@@ -55,16 +55,20 @@ class FileCache:
         key, size, mtime_ns = self.identity(path)
         entries = {k: v for k, v in self._load().items() if os.path.exists(k)}
         entries[key] = {"size": size, "mtime_ns": mtime_ns, "value": value}
-        target = self.path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump({"format": FORMAT, "entries": entries}, out, indent=1)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_json(self.path, {"format": FORMAT, "entries": entries})
+
+
+def write_json(target: Path, data) -> None:
+    """Write JSON atomically: readers see the old file or the new one, never half of one."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(data, out, indent=1)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def sha256_cache() -> FileCache:
