@@ -17,7 +17,7 @@ from chatapp.engine.filecache import FileCache
 from chatapp.engine.gguf_header import ArraySummary, GGUFHeader, TensorEntry, read_header, tensor_nbytes
 from chatapp.errors import ConfigError
 
-SCHEMA = 3
+SCHEMA = 2
 KV_GGML_TYPES = {"f16": GGMLQuantizationType.F16, "q8_0": GGMLQuantizationType.Q8_0,
                  "q4_0": GGMLQuantizationType.Q4_0}
 

@@ -89,3 +89,15 @@ def test_prefill_counts_two_flops_per_active_weight(default_model_path):
     assert prefill_flops_per_token(info) == 2 * info.n_params
     assert prefill_line(info, 0.0) == "prefill needs ~0.27 GFLOP/token"
     assert prefill_line(info, 1000.0) == "prefill needs ~0.27 GFLOP/token; 269 GFLOP/s achieved"
+
+
+def test_a_cached_info_from_before_these_fields_is_computed_again(default_model_path):
+    from dataclasses import asdict
+
+    from chatapp.engine.quant import SCHEMA, info_cache
+
+    old = asdict(model_info(default_model_path))
+    for key in ("expert_count", "expert_used_count", "tied_output", "decode_weight_bytes", "active_params"):
+        del old[key]
+    info_cache().put(default_model_path.resolve(), {"schema": SCHEMA, "info": old})
+    assert model_info(default_model_path).decode_weight_bytes == 96_576_768
