@@ -54,6 +54,8 @@ class Target(Protocol):
 class Step:
     tokens: tuple[int, ...]
     """Emitted this step, in order. The last may be pending (not in the cache yet) or an end token."""
+    from_draft: tuple[bool, ...]
+    """Per emitted token: an accepted draft (the Tokens panel tints these)."""
     batch: int
     """Tokens in this step's llama_decode (0 when nothing was decoded)."""
     drafted: int
@@ -122,28 +124,33 @@ class SpeculativeDecoder:
         self.pending = None
         self._row = -1
 
-    def step(self, max_emit: int, max_cells: int) -> Step:
-        """One decode step; emits at most `max_emit` tokens and adds at most `max_cells` cells."""
+    def step(self, max_emit: int, max_cells: int, *, draft: bool = True) -> Step:
+        """One decode step; emits at most `max_emit` tokens and adds at most `max_cells` cells.
+
+        `draft=False` makes it a plain step (the shadow check still runs): for steps whose time
+        must not mix with verify batches, such as while the thread count is being measured.
+        """
         started = self.clock()
         emitted: list[int] = []
         if self.pending is None:
-            guess = self.drafter.draft(1)
+            shadow = self.drafter.draft(1)
             head = self.target.sample(self._row)
-            if guess.tokens:
-                self.policy.observe(guess.match, [guess.tokens[0] == head])
+            if shadow.tokens:
+                self.policy.observe(shadow.match, [shadow.tokens[0] == head])
             emitted.append(head)
             if self.is_end(head):
-                return Step(tuple(emitted), 0, 0, 0, (self.clock() - started) * 1000, ended=True)
+                return Step(tuple(emitted), (False,), 0, 0, 0, (self.clock() - started) * 1000, ended=True)
             self.drafter.append(head)
         else:
             head, self.pending = self.pending, None
         if max_cells < 1:
             self.pending = head
-            return Step(tuple(emitted), 0, 0, 0, (self.clock() - started) * 1000, full=True)
+            return Step(tuple(emitted), (False,) * len(emitted), 0, 0, 0, (self.clock() - started) * 1000,
+                        full=True)
 
-        room = min(self.policy.k_max, max_cells - 1, max_emit - len(emitted))
-        draft = self.drafter.draft(room)
-        drafts = draft.tokens[:self.policy.choose(draft.match, len(draft.tokens))]
+        room = min(self.policy.k_max, max_cells - 1, max_emit - len(emitted)) if draft else 0
+        guess = self.drafter.draft(room)
+        drafts = guess.tokens[:self.policy.choose(guess.match, len(guess.tokens))]
         base = self.target.n_cached
         self.target.decode([head, *drafts])
         outcomes: list[bool] = []
@@ -164,8 +171,9 @@ class SpeculativeDecoder:
             self.target.truncate(base + kept)
         self._row = len(drafts)  # all accepted: the last row predicts the next token
         ms = (self.clock() - started) * 1000
-        self._account(draft.match, outcomes, 1 + len(drafts), kept, ms)
-        return Step(tuple(emitted), 1 + len(drafts), len(drafts), sum(outcomes), ms, ended=ended)
+        self._account(guess.match, outcomes, 1 + len(drafts), kept, ms)
+        from_draft = (False,) * (len(emitted) - len(outcomes)) + tuple(outcomes)
+        return Step(tuple(emitted), from_draft, 1 + len(drafts), len(drafts), sum(outcomes), ms, ended=ended)
 
     def _account(self, match: int, outcomes: list[bool], batch: int, kept: int, ms: float) -> None:
         self.policy.observe(match, outcomes)

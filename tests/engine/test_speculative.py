@@ -152,3 +152,19 @@ def test_with_one_seed_the_reply_is_the_same_with_and_without_drafts():
         replies.append(reply(target, decoder, 200))
         assert (decoder.stats.drafted > 0) == (k_max > 0)
     assert all(r == replies[0] for r in replies)
+
+
+def test_steps_mark_accepted_drafts_and_can_be_kept_plain():
+    target = MarkovTarget(PROMPT, np.random.default_rng(13))
+    decoder = SpeculativeDecoder(target, lambda t: False, drafter=NgramDrafter(n_max=2),
+                                 policy=AlwaysDraft(k_max=4))
+    decoder.begin(PROMPT)
+    marked = 0
+    for _ in range(100):
+        step = decoder.step(10, 1_000)
+        assert len(step.from_draft) == len(step.tokens)
+        assert sum(step.from_draft) == step.accepted
+        marked += step.accepted
+        plain = decoder.step(10, 1_000, draft=False)
+        assert plain.drafted == 0 and plain.batch == 1 and not any(plain.from_draft)
+    assert marked > 0

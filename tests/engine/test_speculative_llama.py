@@ -132,13 +132,13 @@ def speculative_reply(rt, ids, temperature, seed, n, policy):
 @pytest.mark.parametrize("name", list(PROMPTS))
 def test_replies_with_drafts_equal_replies_without(runtime, name, temperature, seed):
     ids = prompt_ids(runtime, PROMPTS[name])
-    expected = plain_reply(runtime, ids, temperature, seed, 120)
-    drafted, stats = speculative_reply(runtime, ids, temperature, seed, 120, AlwaysDraft(k_max=6))
+    expected = plain_reply(runtime, ids, temperature, seed, 80)
+    drafted, stats = speculative_reply(runtime, ids, temperature, seed, 80, AlwaysDraft(k_max=6))
     assert drafted == expected
     assert stats.drafted > 0
     if name == "copy":
         assert stats.accepted > 20
-    chosen, _ = speculative_reply(runtime, ids, temperature, seed, 120, DraftPolicy())
+    chosen, _ = speculative_reply(runtime, ids, temperature, seed, 80, DraftPolicy())
     assert chosen == expected
 
 
