@@ -379,6 +379,13 @@ _TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float3
 assert _TOKEN_DATA.itemsize == ctypes.sizeof(llama_cpp.llama_token_data)
 
 
+def can_remove_cells(runtime: LlamaRuntime) -> bool:
+    """Whether rejected drafts can leave the cache: recurrent state (Mamba, RWKV, hybrids) cannot
+    be cut back to a position, so drafting must stay off for those models."""
+    model = runtime._llm.model
+    return not (llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model))
+
+
 class VerifyTarget:
     """`chatapp.engine.speculative.Target` over a runtime and the turn's `Sampler`.
 

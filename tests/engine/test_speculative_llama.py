@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from chatapp.engine.draft_policy import DraftPolicy
-from chatapp.engine.llama import ChainDistribution, LlamaRuntime, LoadOptions, VerifyTarget
+from chatapp.engine.llama import ChainDistribution, LlamaRuntime, LoadOptions, VerifyTarget, can_remove_cells
 from chatapp.engine.speculative import SpeculativeDecoder
 from tests.engine import chi_square
 from tests.engine.test_speculative import AlwaysDraft
@@ -92,6 +92,10 @@ def test_chain_distribution_at_temperature_zero_is_the_greedy_choice(runtime):
 
 
 # --- verify batches --------------------------------------------------------------------------
+def test_a_transformer_cache_can_lose_its_tail(runtime):
+    assert can_remove_cells(runtime)
+
+
 def plain_reply(rt, ids, temperature, seed, n):
     rt.clear_kv()
     rt.eval(ids)
