@@ -76,6 +76,7 @@ app = typer.Typer(
 
 
 def _register_subcommands() -> None:
+    from chatapp.commands import bench as bench_cmd
     from chatapp.commands import config as config_cmd
     from chatapp.commands import core, neighbours
     from chatapp.commands import models as models_cmd
@@ -84,6 +85,7 @@ def _register_subcommands() -> None:
     app.command()(neighbours.neighbours)
     app.add_typer(models_cmd.app, name="models", help="List, inspect and pull GGUF models.")
     app.add_typer(config_cmd.app, name="config", help="Where the config file lives and what it holds.")
+    app.add_typer(bench_cmd.app, name="bench", help="Measure this machine: memory bandwidth.")
     for optional in ("themes", "sessions"):
         try:
             module = __import__(f"chatapp.commands.{optional}", fromlist=["app"])

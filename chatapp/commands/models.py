@@ -76,13 +76,15 @@ def info(
     except (ValueError, OSError) as exc:
         raise ModelError(f"cannot inspect {path}: {exc}") from None
     kv = {name: kv_bytes_per_token(facts, name) for name in KV_TYPES}
+    decode = _decode_facts(facts, kv_type, settings)
     if as_json:
-        typer.echo(json.dumps({**asdict(facts), "kv_bytes_per_token": kv}, indent=2))
+        typer.echo(json.dumps({**asdict(facts), "kv_bytes_per_token": kv, "decode": decode}, indent=2))
         return
     console = Console()
     console.print(_facts_table(facts))
     console.print(_mix_table(facts))
     console.print(_kv_table(kv, kv_type))
+    console.print(_decode_table(facts, decode))
 
 
 def _facts_table(facts) -> Table:
@@ -173,6 +175,54 @@ def anatomy(
         console.print()
         console.print(f"[bold underline]{escape(section.title)}[/]")
         console.print(table)
+
+
+def _decode_facts(facts, kv_type: str, settings) -> dict:
+    """What a decoded token reads at these settings, empty and full cache, against the bandwidth."""
+    from chatapp.commands.bench import configured_backend, decode_threads
+    from chatapp.engine.bandwidth import bandwidth_for
+    from chatapp.engine.roofline import bound_tps, decode_traffic, prefill_flops_per_token
+
+    backend, threads = configured_backend(settings), decode_threads(settings)
+    measured = bandwidth_for(backend, threads)
+    gbps = measured.gbps if measured else None
+    empty, full = decode_traffic(facts, kv_type, 0), decode_traffic(facts, kv_type, settings.n_ctx)
+    return {
+        "backend": backend, "threads": threads, "kv_type": kv_type, "n_ctx": settings.n_ctx,
+        "weight_bytes_per_token": empty.weight_bytes, "bytes_per_token_at_n_ctx": full.bytes_per_token,
+        "memory_bandwidth_gbps": None if gbps is None else round(gbps, 2),
+        "bound_tps_empty": None if gbps is None else round(bound_tps(empty.bytes_per_token, gbps), 1),
+        "bound_tps_at_n_ctx": None if gbps is None else round(bound_tps(full.bytes_per_token, gbps), 1),
+        "prefill_flops_per_token": prefill_flops_per_token(facts),
+    }
+
+
+def _decode_table(facts, decode: dict) -> Table:
+    from chatapp.engine.roofline import decode_line, prefill_line
+
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    table.title, table.title_justify = "Decode and prefill at the current settings", "left"
+    read = human_bytes(decode["weight_bytes_per_token"])
+    if facts.expert_count:
+        read += f" ({facts.expert_used_count} of {facts.expert_count} experts)"
+    if facts.tied_output:
+        read += " (the embedding is also the output head: read whole)"
+    gbps, backend = decode["memory_bandwidth_gbps"], decode["backend"]
+    bandwidth = (f"{gbps:.1f} GB/s read with {decode['threads']} threads (chatapp bench bandwidth)" if gbps
+                 else f"not measured on {backend}")
+    rows = [
+        ("weights per token", read),
+        ("memory bandwidth", bandwidth),
+        ("empty cache", decode_line(decode["weight_bytes_per_token"], 0.0, gbps, backend)),
+        (f"{decode['n_ctx']:,} cells ({decode['kv_type']})",
+         decode_line(decode["bytes_per_token_at_n_ctx"], 0.0, gbps, backend)),
+        ("prefill", prefill_line(facts, 0.0)),
+    ]
+    for key, value in rows:
+        table.add_row(key, escape(value))
+    return table
 
 
 @app.command("pull")

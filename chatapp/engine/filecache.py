@@ -60,23 +60,28 @@ class FileCache:
         key, size, mtime_ns = self.identity(path)
         entries = {k: v for k, v in self._load().items() if os.path.exists(k)}
         entries[key] = {"size": size, "mtime_ns": mtime_ns, "value": value}
-        target = self.path
-        try:
-            make_private_dir(target.parent)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")  # 0600
-        except OSError:
-            return False
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump({"format": FORMAT, "entries": entries}, out, indent=1)
-            os.replace(tmp, target)
-        except OSError:
-            Path(tmp).unlink(missing_ok=True)
-            return False
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return True
+        return write_json(self.path, {"format": FORMAT, "entries": entries})
+
+
+def write_json(target: Path, data) -> bool:
+    """Write JSON atomically and privately (0600): readers see the old file or the new one,
+    never half of one. False when it could not be written: a cache that isn't is only slower."""
+    try:
+        make_private_dir(target.parent)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")  # 0600
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(data, out, indent=1)
+        os.replace(tmp, target)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)
+        return False
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return True
 
 
 def sha256_cache() -> FileCache:

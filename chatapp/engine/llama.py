@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import llama_cpp
+import numpy as np
 
 from chatapp.config import KV_TYPES
 from chatapp.engine.hardware import physical_cores
@@ -423,3 +424,124 @@ def _quiet_stderr():
     finally:
         os.dup2(saved, fd)
         os.close(saved)
+
+
+# --- speculative decoding: verify batches and the sampler chain's distribution ---------------
+# Kept apart from LlamaRuntime so it can move with the engine's restructuring as one block.
+
+_TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)], align=True)
+assert _TOKEN_DATA.itemsize == ctypes.sizeof(llama_cpp.llama_token_data)
+
+
+def can_remove_cells(runtime: LlamaRuntime) -> bool:
+    """Whether rejected drafts can leave the cache: recurrent state (Mamba, RWKV, hybrids) cannot
+    be cut back to a position, so drafting must stay off for those models."""
+    model = runtime._llm.model
+    return not (llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model))
+
+
+class VerifyTarget:
+    """`chatapp.engine.speculative.Target` over a runtime and the turn's `Sampler`.
+
+    Multi-token steps go through a batch with logits at every row (`llama_batch_get_one` asks
+    for the last row only). Rejected drafts leave through `keep_kv_prefix` (llama_memory_seq_rm
+    from the first rejected position on), which also sets the runtime's count, so it stays equal
+    to llama.cpp's cell count. llama.cpp runs batches of more than one token with the batch thread
+    count; a caller that wants verify steps on the decode threads sets both to the same number.
+    """
+
+    def __init__(self, runtime: LlamaRuntime, sampler: Sampler, capacity: int = 16):
+        self._runtime = runtime
+        self._sampler = sampler
+        self._capacity = capacity
+        self._batch = llama_cpp.llama_batch_init(capacity, 0, 1)
+
+    @property
+    def n_cached(self) -> int:
+        return self._runtime.n_cached
+
+    def decode(self, tokens) -> None:
+        rt = self._runtime
+        if len(tokens) == 1:
+            rt.eval([tokens[0]])
+            return
+        if len(tokens) > self._capacity:
+            raise ModelError(f"a verify batch holds at most {self._capacity} tokens, not {len(tokens)}")
+        start = rt.n_cached
+        if start + len(tokens) > rt.n_ctx:
+            raise ModelError(f"{len(tokens)} more tokens would overflow the {rt.n_ctx}-token context")
+        batch = self._batch
+        for i, token in enumerate(tokens):
+            batch.token[i] = token
+            batch.pos[i] = start + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = 1
+        batch.n_tokens = len(tokens)
+        if llama_cpp.llama_decode(rt._llm.ctx, batch) != 0:
+            rt.keep_kv_prefix(start)
+            raise ModelError("llama.cpp could not decode the draft tokens")
+        rt._llm.input_ids[start:start + len(tokens)] = tokens
+        rt._llm.n_tokens = start + len(tokens)
+        llama_cpp.llama_synchronize(rt._llm.ctx)
+
+    def sample(self, row: int) -> int:
+        return llama_cpp.llama_sampler_sample(self._sampler._chain, self._runtime._llm.ctx, row)
+
+    def truncate(self, n: int) -> None:
+        self._runtime.keep_kv_prefix(n)
+
+    def close(self) -> None:
+        if self._batch is not None:
+            llama_cpp.llama_batch_free(self._batch)
+            self._batch = None
+
+    def __del__(self):
+        self.close()
+
+
+class ChainDistribution:
+    """The distribution `Sampler.sample` draws from at one logits row, as (ids, probs) arrays.
+
+    llama_sampler_sample builds a llama_token_data_array of every token's logit, applies the
+    chain, and takes the selected entry. This applies the same chain (top_k, top_p, min_p,
+    temp; greedy at temperature 0) to the same array, ending in a `dist` sampler of its own:
+    dist's apply computes each survivor's probability (softmax of the tempered logits) and
+    writes it into the array before drawing, and its draw is ignored here, so the turn's own
+    sampler and its random state are untouched. At temperature 0 the greedy sampler picks the
+    first largest logit and the distribution is a point mass on it.
+    """
+
+    def __init__(self, runtime: LlamaRuntime, *, temperature: float, top_k: int = 40, top_p: float = 0.95,
+                 min_p: float = 0.05):
+        self._ctx = runtime._llm.ctx
+        self._n_vocab = llama_cpp.llama_vocab_n_tokens(runtime._vocab)
+        self._greedy = temperature <= 0
+        # The same chain as Sampler's, with a fixed seed: only dist's probabilities are used.
+        self._chain = Sampler(self._ctx, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=0)
+        self._data = np.zeros(self._n_vocab, dtype=_TOKEN_DATA)
+        self._data["id"] = np.arange(self._n_vocab, dtype=np.int32)
+        self._array = llama_cpp.llama_token_data_array(
+            data=self._data.ctypes.data_as(llama_cpp.llama_token_data_p), size=self._n_vocab, selected=-1,
+            sorted=False)
+
+    def at(self, row: int = -1) -> tuple[np.ndarray, np.ndarray]:
+        """Candidate ids and their probabilities (summing to 1) at logits row `row` of the last decode."""
+        logits = llama_cpp.llama_get_logits_ith(self._ctx, row)
+        if not logits:
+            raise ModelError(f"llama.cpp has no logits at row {row}")
+        self._data["id"] = np.arange(self._n_vocab, dtype=np.int32)
+        self._data["logit"] = np.ctypeslib.as_array(logits, shape=(self._n_vocab,))
+        self._data["p"] = 0.0
+        array = self._array
+        array.data = self._data.ctypes.data_as(llama_cpp.llama_token_data_p)
+        array.size, array.selected, array.sorted = self._n_vocab, -1, False
+        llama_cpp.llama_sampler_apply(self._chain._chain, ctypes.byref(array))
+        # Samplers may point `data` elsewhere (the binding's header says so); read where it points.
+        view = np.ctypeslib.as_array(array.data, shape=(array.size,)).view(_TOKEN_DATA)
+        if self._greedy:
+            return np.array([view["id"][array.selected]], dtype=np.int32), np.ones(1)
+        return view["id"].copy(), view["p"].astype(np.float64)
+
+    def close(self) -> None:
+        self._chain.close()

@@ -1,4 +1,5 @@
-"""What a GGUF model is made of: shape, quantization mix, bits per weight, KV-cache cost.
+"""What a GGUF model is made of: shape, quantization mix, bits per weight, KV-cache cost, and
+what one decoded token reads.
 
 Built from the header alone (chatapp.engine.gguf_header), so no weights are read. The result
 is cached as JSON under paths.cache_dir(), keyed by the file's (resolved path, size, mtime_ns).
@@ -14,7 +15,7 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType, LlamaFileType
 
 from chatapp.config import KV_TYPES
 from chatapp.engine.filecache import FileCache
-from chatapp.engine.gguf_header import ArraySummary, GGUFHeader, read_header, tensor_nbytes
+from chatapp.engine.gguf_header import ArraySummary, GGUFHeader, TensorEntry, read_header, tensor_nbytes
 from chatapp.errors import ConfigError
 
 SCHEMA = 2
@@ -54,6 +55,15 @@ class ModelInfo:
     kv_elements_per_token: int
     """K and V elements one token adds to the cache, over all layers."""
     file_size: int
+    expert_count: int
+    """Experts per MoE layer (0 for a dense model)."""
+    expert_used_count: int
+    tied_output: bool
+    """No output.weight: the token-embedding table is also the output head."""
+    decode_weight_bytes: int
+    """Weight bytes one decoded token reads (see `per_token_use`)."""
+    active_params: int
+    """Weights one token is multiplied by: about half of its FLOPs (2 per weight)."""
     tensor_mix: dict[str, TensorTypeStats] = field(default_factory=dict)
     """Per ggml type, largest share of bytes first."""
 
@@ -95,6 +105,34 @@ def _kv_heads(meta: dict, arch: str, n_layer: int, n_head: int) -> list[int]:
     return [_int(raw)] * n_layer
 
 
+LOOKUP_TABLES = ("token_embd.weight", "position_embd.weight", "token_types.weight", "per_layer_token_embd.weight")
+"""Tables a token reads one row of (the row of its id or position), not the whole matrix."""
+
+
+def per_token_use(tensors: list[TensorEntry], expert_count: int, expert_used: int) -> tuple[int, int, bool]:
+    """(weight bytes read, weights multiplied, tied output head) for one decoded token.
+
+    Every matrix is read once, except: a lookup table gives one row, unless the token embedding
+    is tied to the output head (no output.weight), which then reads all of it; a MoE layer's
+    expert tensors (named *_exps) are read for expert_used of expert_count experts only.
+    """
+    tied = not any(t.name == "output.weight" for t in tensors)
+    read = params = 0
+    for tensor in tensors:
+        n_bytes, n = tensor_nbytes(tensor), math.prod(tensor.shape)
+        if tensor.name in LOOKUP_TABLES and not (tied and tensor.name == "token_embd.weight"):
+            rows = max(1, n // tensor.shape[0]) if tensor.shape else 1
+            read += n_bytes // rows
+        elif "_exps." in tensor.name and expert_count > 0:
+            share = min(expert_used, expert_count) / expert_count
+            read += int(n_bytes * share)
+            params += int(n * share)
+        else:
+            read += n_bytes
+            params += n
+    return read, params, tied
+
+
 def info_from_header(path: Path, header: GGUFHeader) -> ModelInfo:
     meta = header.metadata
     arch = str(meta.get("general.architecture", "unknown"))
@@ -120,6 +158,8 @@ def info_from_header(path: Path, header: GGUFHeader) -> ModelInfo:
     weight_bytes = sum(s[2] for s in mix.values())
     ordered = sorted(mix.items(), key=lambda item: (-item[1][2], item[0]))
     window = meta.get(f"{arch}.attention.sliding_window")
+    experts, experts_used = _int(meta.get(f"{arch}.expert_count")), _int(meta.get(f"{arch}.expert_used_count"))
+    decode_bytes, active, tied = per_token_use(header.tensors, experts, experts_used)
     return ModelInfo(
         path=str(path), name=str(meta.get("general.name") or Path(path).stem), architecture=arch,
         file_type=_file_type_name(meta.get("general.file_type")), n_params=n_params, weight_bytes=weight_bytes,
@@ -129,6 +169,8 @@ def info_from_header(path: Path, header: GGUFHeader) -> ModelInfo:
         n_head=n_head, n_head_kv=max(kv_heads, default=0), key_length=key_length, value_length=value_length,
         sliding_window=_int(window) or None, vocab_size=vocab or _int(meta.get(f"{arch}.vocab_size")),
         kv_elements_per_token=sum(kv_heads) * (key_length + value_length), file_size=header.file_size,
+        expert_count=experts, expert_used_count=experts_used, tied_output=tied, decode_weight_bytes=decode_bytes,
+        active_params=active,
         tensor_mix={name: TensorTypeStats(*stats[:4]) for name, stats in ordered},
     )
 

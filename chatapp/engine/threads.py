@@ -23,8 +23,7 @@ from pathlib import Path
 import psutil
 
 from chatapp import paths
-from chatapp.engine.sessions.files import atomic_write
-from chatapp.private import make_private_dir
+from chatapp.engine.filecache import write_json
 
 BLOCK = 4
 """Decode steps per candidate in one round of the first measurement."""
@@ -79,13 +78,9 @@ def remember_choice(key: str, threads: int) -> None:
     path = _cache_path()
     try:
         data = json.loads(path.read_text()) if path.exists() else {}
-        if not isinstance(data, dict):
-            data = {}
-        data[key] = threads
-        make_private_dir(path.parent)
-        atomic_write(path, [json.dumps(data).encode()])
     except (OSError, ValueError):
-        pass
+        data = {}
+    write_json(path, {**(data if isinstance(data, dict) else {}), key: threads})
 
 
 class ThreadPolicy:

@@ -164,3 +164,22 @@ def test_anatomy_of_a_broken_file_is_one_line(chatapp_exe, tmp_path):
     assert result.returncode == 2
     assert result.stderr.startswith("chatapp: Model: ") and "unsupported GGUF version 0" in result.stderr
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_info_shows_what_decode_reads_against_the_bandwidth(invoke):
+    result = invoke("models", "info")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    for expected in ("Decode and prefill", "92.1 MiB (the embedding is also the output head", "GB/s read with",
+                     "decode reads 92.1 MiB/token; bandwidth alone would allow ~", "4,096 cells (f16)",
+                     "prefill needs ~0.27 GFLOP/token"):
+        assert expected in out, expected
+
+
+def test_info_json_has_the_decode_figures(invoke):
+    decode = json.loads(invoke("models", "info", "--json", "--kv-type", "q8_0").output)["decode"]
+    assert decode["backend"] == "CPU" and decode["kv_type"] == "q8_0" and decode["n_ctx"] == 4096
+    assert decode["weight_bytes_per_token"] == 96_576_768
+    assert decode["bytes_per_token_at_n_ctx"] == 96_576_768 + 4096 * 12_240
+    assert decode["bound_tps_empty"] == pytest.approx(decode["memory_bandwidth_gbps"] * 1e9 / 96_576_768, rel=1e-3)
+    assert decode["prefill_flops_per_token"] == 2 * 134_515_008

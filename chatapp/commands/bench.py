@@ -1,0 +1,54 @@
+"""`chatapp bench`: measure this machine's figures that the Speed panel compares against."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Annotated, Optional
+
+import typer
+
+from chatapp.errors import InputError
+from chatapp.format import human_bytes
+
+app = typer.Typer(no_args_is_help=True, add_completion=False)
+
+
+def configured_backend(settings) -> str:
+    """Where decode runs with these settings: "CPU" unless layers go to a GPU this build drives."""
+    from chatapp.engine.llama import backend_name, gpu_offload_supported
+
+    if settings.gpu_layers == 0 or not gpu_offload_supported():
+        return "CPU"
+    return backend_name()
+
+
+def decode_threads(settings) -> int:
+    from chatapp.engine.hardware import physical_cores
+
+    return settings.threads or physical_cores()
+
+
+@app.command("bandwidth")
+def bandwidth(
+    threads: Annotated[Optional[int], typer.Option(
+        "--threads", help="Threads to read with; default: the decode thread count (config threads, or the cores).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the measurement as JSON.")] = False,
+) -> None:
+    """Measure this machine's memory read bandwidth again (the ceiling for decode) and cache it."""
+    from chatapp.config import load_settings
+    from chatapp.engine.bandwidth import memory_bandwidth
+
+    if threads is not None and threads < 1:
+        raise InputError(f"--threads must be at least 1, got {threads}")
+    settings = load_settings()
+    result = memory_bandwidth(threads or decode_threads(settings), refresh=True)
+    backend = configured_backend(settings)
+    if as_json:
+        gpu = None if backend == "CPU" else {"backend": backend, "memory_bandwidth_gbps": None}
+        typer.echo(json.dumps({**asdict(result), "gpu": gpu}))
+        return
+    typer.echo(f"memory read bandwidth: {result.gbps:.1f} GB/s ({result.threads} threads reading "
+               f"{human_bytes(result.buffer_bytes)}, best of {result.passes} passes, {result.seconds:.2f} s)")
+    if backend != "CPU":
+        typer.echo(f"{backend} memory bandwidth: not measured (decode runs there with these settings)")

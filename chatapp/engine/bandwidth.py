@@ -1,0 +1,157 @@
+"""This machine's memory read bandwidth: the ceiling that decode speed runs into.
+
+A decode step reads every weight matrix once (and the KV cache) for a handful of operations per
+byte, so on a CPU its speed is bounded by how fast memory streams into the cores. The probe
+measures that directly: `threads` threads each take a maximum (numpy's SIMD reduction, which
+releases the GIL) over their slice of a buffer several times the size of the last-level caches,
+so nearly every byte comes from DRAM; the best of a few passes counts. The figure is what that
+many cores can stream from memory, in decimal GB/s, which is the unit tok/s x bytes/token gives.
+Use the decode thread count: a single core cannot reach the memory bus's limit on its own.
+
+It takes a few tenths of a second (mostly the kernel mapping the buffer's pages) and is cached
+per machine (CPU model, core counts, memory size) and thread count under the cache folder;
+`chatapp bench bandwidth` measures again. GPU backends read from their own memory, which this
+cannot see: `bandwidth_for` says None (not measured) for them rather than guess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+from chatapp import paths
+from chatapp.engine.filecache import write_json
+from chatapp.engine.hardware import cpu_name, physical_cores
+
+CACHE_FILE = "memory_bandwidth.json"
+FORMAT = 1
+MIN_BUFFER = 64 << 20
+MAX_BUFFER = 1 << 30
+CACHE_MULTIPLE = 4
+"""Buffer size over the last-level caches' total: each pass evicts what the last one left."""
+PASSES = 5
+TIME_LIMIT_S = 0.3
+"""Stop after this long even if fewer passes ran (a slow or busy machine)."""
+
+
+@dataclass(frozen=True)
+class Bandwidth:
+    gbps: float
+    """Best read rate over the passes, 10^9 bytes per second."""
+    threads: int
+    buffer_bytes: int
+    passes: int
+    seconds: float
+    """Wall time of the whole probe, buffer setup included."""
+    cached: bool = False
+
+
+def last_level_cache_bytes() -> int:
+    """The last-level caches these threads can fill: the largest level's distinct instances, summed."""
+    base = Path("/sys/devices/system/cpu")
+    instances: dict[str, int] = {}
+    level_found = 0
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    for cpu in sorted(allowed):
+        for index in (base / f"cpu{cpu}" / "cache").glob("index*"):
+            try:
+                level = int((index / "level").read_text())
+                size = _size((index / "size").read_text())
+                shared = (index / "shared_cpu_list").read_text().strip()
+            except (OSError, ValueError):
+                continue
+            if level > level_found:
+                instances, level_found = {}, level
+            if level == level_found:
+                instances[shared] = size
+    return sum(instances.values()) or 32 << 20  # no sysfs (macOS, containers): a generous guess
+
+
+def _size(text: str) -> int:
+    text = text.strip().upper()
+    for suffix, factor in (("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30)):
+        if text.endswith(suffix):
+            return int(text[:-1]) * factor
+    return int(text)
+
+
+def buffer_size() -> int:
+    wanted = max(MIN_BUFFER, CACHE_MULTIPLE * last_level_cache_bytes())
+    return int(min(wanted, MAX_BUFFER, psutil.virtual_memory().available // 8))
+
+
+def measure(threads: int, buffer_bytes: int | None = None) -> Bandwidth:
+    """Run the probe now (a few tenths of a second)."""
+    threads = max(1, threads)
+    started = time.perf_counter()
+    size = (buffer_bytes or buffer_size()) // 8 // threads * threads
+    buffer = np.empty(size, dtype=np.float64)
+    slices = np.array_split(buffer, threads)
+    best = float("inf")
+    passes = 0
+    with ThreadPoolExecutor(threads) as pool:
+        # Each thread writes its own slice first: the pages get mapped (on its NUMA node) before timing.
+        list(pool.map(lambda part: part.fill(1.0), slices))
+        deadline = time.perf_counter() + TIME_LIMIT_S
+        while passes < PASSES and (passes < 2 or time.perf_counter() < deadline):
+            start = time.perf_counter()
+            list(pool.map(np.max, slices))
+            best = min(best, time.perf_counter() - start)
+            passes += 1
+    return Bandwidth(gbps=buffer.nbytes / best / 1e9, threads=threads, buffer_bytes=buffer.nbytes, passes=passes,
+                     seconds=time.perf_counter() - started)
+
+
+def machine_key() -> str:
+    """What the figure belongs to: the CPU model, its core counts and the memory size."""
+    return f"{cpu_name()}|{os.cpu_count()} cpus|{physical_cores()} cores|{psutil.virtual_memory().total} bytes"
+
+
+def _cache_path() -> Path:
+    return paths.cache_dir() / CACHE_FILE
+
+
+def _load() -> dict:
+    try:
+        data = json.loads(_cache_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data.get("machines", {}) if isinstance(data, dict) and data.get("format") == FORMAT else {}
+
+
+def cached(threads: int) -> Bandwidth | None:
+    entry = _load().get(machine_key(), {}).get(str(threads))
+    try:
+        return Bandwidth(**{**entry, "cached": True}) if isinstance(entry, dict) else None
+    except TypeError:
+        return None
+
+
+def remember(result: Bandwidth) -> None:
+    """Best effort: a cache that cannot be written only means measuring again next time."""
+    machines = _load()
+    machines.setdefault(machine_key(), {})[str(result.threads)] = {
+        k: v for k, v in asdict(result).items() if k != "cached"}
+    write_json(_cache_path(), {"format": FORMAT, "machines": machines})
+
+
+def memory_bandwidth(threads: int | None = None, *, refresh: bool = False) -> Bandwidth:
+    """The cached figure for this machine and thread count, measured first if there is none."""
+    threads = threads or physical_cores()
+    if not refresh and (found := cached(threads)) is not None:
+        return found
+    result = measure(threads)
+    remember(result)
+    return result
+
+
+def bandwidth_for(backend: str, threads: int | None = None) -> Bandwidth | None:
+    """The figure a backend's decode runs against: measured for CPU, None (not measured) for GPUs."""
+    return memory_bandwidth(threads) if backend == "CPU" else None

@@ -1,0 +1,110 @@
+"""How many draft tokens to verify at each decode step, from this machine's measured costs.
+
+A speculative step decodes the next token plus k drafts in one llama_decode of m = k + 1
+tokens, and the cache advances by 1 plus the drafts accepted before the first rejection. If a
+draft is accepted with probability a (given the one before it was), the expected advance is
+1 + a + ... + a^k, so drafting k pays when
+
+    (1 + a + ... + a^k) * t(1) / t(k + 1) > 1,
+
+with t(m) the wall time of a step of m tokens. Both sides are measured, not assumed: t(1) from
+plain steps, t(m) from verify steps (as a ratio to t(1), so a cache that grows during a reply,
+which slows every step alike, does not date them), and a from how drafts fared, kept per match
+length (a 4-token match guesses better than a 1-token one). Each figure is an exponentially
+weighted mean, so a reply that starts or stops copying moves them within a few steps.
+
+Backing off is cheap: the decoder compares the drafter's guess with the token it samples on
+every plain step ("shadow" checks), which costs a dict lookup and no decode, so acceptance is
+always measured and drafting comes back as soon as the reply copies. What is left is the risk
+of a wrong cost estimate: the time lost by verify steps (their time minus what plain steps would
+have taken for the tokens they gave) is tallied with a decay, and while it exceeds `budget` of
+the decode time drafting stays off. That keeps speculation's worst case near `budget` (2%) of
+decode speed, under the issue's 3%.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PRIOR_ACCEPTANCE = 0.4
+PRIOR_SLOPE = 0.15
+"""Before any verify step is timed: t(m) = t(1) * (1 + 0.15 (m - 1)). A first guess only; the
+first verify steps replace it. Too hopeful costs a few steps (the budget bounds it); too gloomy
+would never try, so it leans hopeful."""
+
+
+@dataclass
+class DraftPolicy:
+    k_max: int = 8
+    budget: float = 0.02
+    """The share of decode time that wrong guesses about costs may lose before drafting stops."""
+    margin: float = 0.03
+    """Draft only when the expected speed-up is at least this much: noise in the figures."""
+    smoothing: float = 0.2
+    """Weight of the newest observation in each running mean."""
+    decay: float = 0.99
+    """Per step, for the tally of time lost: about the last hundred steps count."""
+    t1_ms: float | None = None
+    """Wall time of a plain (one-token) step."""
+    ratios: dict[int, float] = field(default_factory=dict)
+    """t(m) / t(1) per batch size m, where measured."""
+    acceptance: dict[int, float] = field(default_factory=dict)
+    """Per match length: the chance a draft token is accepted, given the one before it was."""
+    lost_ms: float = 0.0
+    spent_ms: float = 0.0
+
+    # --- what is known -------------------------------------------------------------------
+    def ratio(self, m: int) -> float:
+        """t(m) / t(1): measured, or the line through the measured sizes (the prior if none)."""
+        if m <= 1:
+            return 1.0
+        if m in self.ratios:
+            return self.ratios[m]
+        slopes = [(r - 1.0) / (size - 1) for size, r in self.ratios.items() if size > 1]
+        slope = sum(slopes) / len(slopes) if slopes else PRIOR_SLOPE
+        return 1.0 + max(slope, 0.0) * (m - 1)
+
+    def accept_rate(self, match: int) -> float:
+        return self.acceptance.get(match, PRIOR_ACCEPTANCE)
+
+    def expected_speedup(self, k: int, match: int) -> float:
+        """Expected tokens per unit time with k drafts, relative to plain steps."""
+        a = min(self.accept_rate(match), 0.999)
+        advance = (1.0 - a ** (k + 1)) / (1.0 - a)
+        return advance / self.ratio(k + 1)
+
+    # --- the decision --------------------------------------------------------------------
+    def choose(self, match: int, available: int) -> int:
+        """How many of the `available` draft tokens (from a `match`-token match) to verify now."""
+        if self.t1_ms is None or available <= 0 or match <= 0:
+            return 0
+        if self.lost_ms > self.budget * self.spent_ms:
+            return 0
+        best_k, best = 0, 1.0 + self.margin
+        for k in range(1, min(available, self.k_max) + 1):
+            speedup = self.expected_speedup(k, match)
+            if speedup > best:
+                best_k, best = k, speedup
+        return best_k
+
+    # --- what happened -------------------------------------------------------------------
+    def observe(self, match: int, outcomes: list[bool]) -> None:
+        """Draft tokens checked in order: accepted ones, then at most one rejection."""
+        if match <= 0 or not outcomes:
+            return
+        a = self.accept_rate(match)
+        for accepted in outcomes:
+            a += self.smoothing * (float(accepted) - a)
+        self.acceptance[match] = a
+
+    def record_step(self, m: int, advanced: int, ms: float) -> None:
+        """A step decoded m tokens in `ms` of wall time and the cache kept `advanced` of them."""
+        if m == 1:
+            self.t1_ms = ms if self.t1_ms is None else self.t1_ms + self.smoothing * (ms - self.t1_ms)
+        elif self.t1_ms:
+            ratio = ms / self.t1_ms
+            old = self.ratios.get(m)
+            self.ratios[m] = ratio if old is None else old + self.smoothing * (ratio - old)
+        self.spent_ms = self.spent_ms * self.decay + ms
+        lost = ms - advanced * self.t1_ms if m > 1 and self.t1_ms else 0.0
+        self.lost_ms = self.lost_ms * self.decay + lost

@@ -1,0 +1,187 @@
+"""Speculative decode steps: draft by prompt lookup, verify in one batch, keep what the model agrees with.
+
+`SpeculativeDecoder.step()` replaces one iteration of the plain decode loop ("sample a token,
+decode it"). Each step makes exactly one llama_decode call:
+
+1. The head: the token sampled from the current logits row, or the correction left pending by
+   the step before (already emitted, not yet in the cache).
+2. Drafts: the drafter's continuation after the head; the policy says how many to verify.
+3. One decode of [head, d1 .. dk] with logits at every row. Row i is the distribution of the
+   token after batch[i], so d(i+1) is checked against row i.
+4. Acceptance (chatapp.engine.acceptance): the row is sampled with the turn's own sampler chain
+   and the draft is accepted iff the sample equals it. That is the speculative-sampling rule for
+   a deterministic draft (accept d with probability p(d); otherwise a draw from p without d), so
+   every emitted token is distributed exactly as without drafts. At temperature 0 the sampler is
+   greedy: accepted iff the draft is the argmax. Each emitted token costs one draw, as in the
+   plain loop, so with a fixed seed and logits equal to a plain step's the reply is the same.
+5. The first rejected row's sample is emitted as a correction and left pending (it heads the
+   next step); the cells of the rejected drafts are removed, so the cache keeps the head and
+   the accepted drafts and the target's count stays equal to llama.cpp's. When every draft is
+   accepted, the last row stays current for the next step, as after a plain step.
+
+Plain steps also compare the drafter's guess with the sampled token ("shadow" checks, no extra
+decode), so the policy always knows how well drafts would do. An end-of-generation token ends
+the step: it is emitted (for the caller to see) but never kept in the cache.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from chatapp.engine.draft_policy import DraftPolicy
+from chatapp.engine.lookup import NgramDrafter
+
+
+class Target(Protocol):
+    """The model side: one sequence's KV cache and the turn's sampler."""
+
+    n_cached: int
+
+    def decode(self, tokens: Sequence[int]) -> None:
+        """Append tokens to the cache in one llama_decode, with logits at every row."""
+
+    def sample(self, row: int) -> int:
+        """Draw from logits row `row` of the last decode (-1: its last) with the turn's sampler."""
+
+    def truncate(self, n: int) -> None:
+        """Keep the first n cells of the cache, and count n."""
+
+
+@dataclass(frozen=True)
+class Step:
+    tokens: tuple[int, ...]
+    """Emitted this step, in order. The last may be pending (not in the cache yet) or an end token."""
+    from_draft: tuple[bool, ...]
+    """Per emitted token: an accepted draft (the Tokens panel tints these)."""
+    batch: int
+    """Tokens in this step's llama_decode (0 when nothing was decoded)."""
+    drafted: int
+    accepted: int
+    ms: float
+    ended: bool = False
+    """The last token is an end-of-generation token; it is not in the cache."""
+    full: bool = False
+    """The cache had no room for the head; it is emitted and pending."""
+
+
+@dataclass
+class DraftStats:
+    """A turn's drafting, for the Speed panel and the record."""
+
+    steps: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    by_position: list[list[int]] = field(default_factory=list)
+    """[accepted, drafted] per draft position (1st, 2nd, ...)."""
+    decode_ms: float = 0.0
+    """Wall time of the steps: llama.cpp's perf counters book multi-token batches as prompt."""
+    baseline_ms: float = 0.0
+    """What plain steps would have taken for the same tokens, at the measured one-token step time."""
+    tokens: int = 0
+    """Tokens added to the cache by the steps."""
+
+    @property
+    def acceptance(self) -> float:
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def tokens_per_step(self) -> float:
+        return self.tokens / self.steps if self.steps else 0.0
+
+    @property
+    def speedup(self) -> float:
+        return self.baseline_ms / self.decode_ms if self.decode_ms > 0 else 0.0
+
+    def count(self, outcomes: Sequence[bool]) -> None:
+        while len(self.by_position) < len(outcomes):
+            self.by_position.append([0, 0])
+        for position, accepted in zip(self.by_position, outcomes):
+            position[0] += accepted
+            position[1] += 1
+        self.drafted += len(outcomes)
+        self.accepted += sum(outcomes)
+
+
+class SpeculativeDecoder:
+    def __init__(self, target: Target, is_end: Callable[[int], bool], *, drafter: NgramDrafter | None = None,
+                 policy: DraftPolicy | None = None, clock: Callable[[], float] = time.perf_counter):
+        self.target = target
+        self.is_end = is_end
+        self.drafter = drafter or NgramDrafter()
+        self.policy = policy or DraftPolicy()
+        self.clock = clock
+        self.stats = DraftStats()
+        self.pending: int | None = None
+        self._row = -1
+
+    def begin(self, context: Sequence[int]) -> None:
+        """A new reply after a prefill of `context` (the cache's tokens); the policy's figures carry over."""
+        self.drafter.follow(context)
+        self.stats = DraftStats()
+        self.pending = None
+        self._row = -1
+
+    def step(self, max_emit: int, max_cells: int, *, draft: bool = True) -> Step:
+        """One decode step; emits at most `max_emit` tokens and adds at most `max_cells` cells.
+
+        `draft=False` makes it a plain step (the shadow check still runs): for steps whose time
+        must not mix with verify batches, such as while the thread count is being measured.
+        """
+        started = self.clock()
+        emitted: list[int] = []
+        if self.pending is None:
+            shadow = self.drafter.draft(1)
+            head = self.target.sample(self._row)
+            if shadow.tokens:
+                self.policy.observe(shadow.match, [shadow.tokens[0] == head])
+            emitted.append(head)
+            if self.is_end(head):
+                return Step(tuple(emitted), (False,), 0, 0, 0, (self.clock() - started) * 1000, ended=True)
+            self.drafter.append(head)
+        else:
+            head, self.pending = self.pending, None
+        if max_cells < 1:
+            self.pending = head
+            return Step(tuple(emitted), (False,) * len(emitted), 0, 0, 0, (self.clock() - started) * 1000,
+                        full=True)
+
+        room = min(self.policy.k_max, max_cells - 1, max_emit - len(emitted)) if draft else 0
+        guess = self.drafter.draft(room)
+        drafts = guess.tokens[:self.policy.choose(guess.match, len(guess.tokens))]
+        base = self.target.n_cached
+        self.target.decode([head, *drafts])
+        outcomes: list[bool] = []
+        ended = False
+        for row, proposed in enumerate(drafts):
+            token = self.target.sample(row)
+            outcomes.append(token == proposed)
+            emitted.append(token)
+            if self.is_end(token):
+                ended = True
+                break
+            self.drafter.append(token)
+            if token != proposed:
+                self.pending = token
+                break
+        kept = 1 + sum(outcomes) - (ended and outcomes[-1])
+        if kept < 1 + len(drafts):
+            self.target.truncate(base + kept)
+        self._row = len(drafts)  # all accepted: the last row predicts the next token
+        ms = (self.clock() - started) * 1000
+        self._account(guess.match, outcomes, 1 + len(drafts), kept, ms)
+        from_draft = (False,) * (len(emitted) - len(outcomes)) + tuple(outcomes)
+        return Step(tuple(emitted), from_draft, 1 + len(drafts), len(drafts), sum(outcomes), ms, ended=ended)
+
+    def _account(self, match: int, outcomes: list[bool], batch: int, kept: int, ms: float) -> None:
+        self.policy.observe(match, outcomes)
+        self.policy.record_step(batch, kept, ms)
+        stats = self.stats
+        stats.steps += 1
+        stats.tokens += kept
+        stats.decode_ms += ms
+        stats.baseline_ms += kept * (self.policy.t1_ms or ms)
+        if outcomes:
+            stats.count(outcomes)

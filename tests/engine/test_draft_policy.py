@@ -1,0 +1,170 @@
+"""The draft policy: its decisions from measured costs, and its worst case in a simulated world.
+
+The simulation runs the real drafter, policy and step machine against a model that writes a
+known text and a clock that advances by a cost model's step times, so "speculation costs at
+most 3% in free chat" and "drafts pay when the reply copies" are checked on numbers that are
+exact and repeatable. benchmarks/speculative.py measures the same on the real model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from chatapp.engine.draft_policy import PRIOR_SLOPE, DraftPolicy
+from chatapp.engine.lookup import NgramDrafter
+from chatapp.engine.speculative import SpeculativeDecoder
+
+
+def measured(policy: DraftPolicy, t1: float = 10.0, slope: float = 0.1, sizes=range(2, 10)) -> DraftPolicy:
+    policy.record_step(1, 1, t1)
+    for m in sizes:
+        policy.record_step(m, m, t1 * (1 + slope * (m - 1)))
+    return policy
+
+
+def test_nothing_is_drafted_before_a_plain_step_is_timed():
+    policy = DraftPolicy()
+    policy.observe(4, [True] * 20)
+    assert policy.choose(match=4, available=8) == 0
+    policy.record_step(1, 1, 10.0)
+    assert policy.choose(match=4, available=8) > 0
+
+
+def test_cheap_batches_and_good_drafts_verify_many():
+    policy = measured(DraftPolicy(), slope=0.05)
+    policy.observe(4, [True] * 30)
+    assert policy.choose(match=4, available=8) == 8
+    assert policy.choose(match=4, available=3) == 3
+
+
+def test_batches_that_cost_as_much_as_their_tokens_are_never_worth_it():
+    policy = measured(DraftPolicy(), slope=1.0)
+    policy.observe(4, [True] * 30)
+    assert policy.choose(match=4, available=8) == 0
+
+
+def test_acceptance_is_kept_per_match_length_and_moves_with_the_reply():
+    policy = measured(DraftPolicy(), slope=0.1)
+    policy.observe(1, [False] * 20)
+    policy.observe(4, [True] * 20)
+    assert policy.choose(match=1, available=8) == 0
+    assert policy.choose(match=4, available=8) > 0
+    policy.observe(1, [True] * 20)  # the reply started copying
+    assert policy.choose(match=1, available=8) > 0
+
+
+def test_unmeasured_sizes_follow_the_measured_ones_or_the_prior():
+    policy = DraftPolicy()
+    assert policy.ratio(5) == pytest.approx(1 + PRIOR_SLOPE * 4)
+    measured(policy, slope=0.5, sizes=[3])
+    assert policy.ratio(3) == pytest.approx(2.0)
+    assert policy.ratio(5) == pytest.approx(3.0)
+
+
+def test_time_lost_past_the_budget_stops_drafting_until_plain_steps_pay_it_back():
+    policy = measured(DraftPolicy(), slope=0.1)
+    policy.observe(4, [True] * 30)
+    for _ in range(5):  # verify steps that were far slower than they should have been
+        policy.record_step(9, 1, 200.0)
+    assert policy.choose(match=4, available=8) == 0
+    steps = 0
+    while policy.choose(match=4, available=8) == 0:
+        policy.record_step(1, 1, 10.0)
+        steps += 1
+    assert 0 < steps < 1000
+
+
+# --- a simulated world ------------------------------------------------------------------------
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class ScriptedModel:
+    """Greedy and omniscient: whatever it is shown, its next token is the script's. A step of m
+    tokens advances the clock by t1 * (1 + slope * (m - 1))."""
+
+    def __init__(self, script, prompt_len, clock, t1=0.010, slope=0.1, overhead=0.0):
+        self.script, self.clock, self.t1, self.slope, self.overhead = script, clock, t1, slope, overhead
+        self.cache = list(script[:prompt_len])
+        self.positions = [prompt_len - 1]
+
+    @property
+    def n_cached(self):
+        return len(self.cache)
+
+    def decode(self, tokens):
+        start = len(self.cache)
+        self.cache.extend(tokens)
+        self.positions = list(range(start, start + len(tokens)))
+        self.clock.now += self.t1 * (1 + self.slope * (len(tokens) - 1)) + self.overhead
+
+    def sample(self, row):
+        return self.script[self.positions[row] + 1]
+
+    def truncate(self, n):
+        del self.cache[n:]
+
+
+def zipf_tokens(rng, n, vocab=5000):
+    """Free text: a few tokens ("the", ",") recur often, most rarely; nothing is copied."""
+    return [int(t) % vocab for t in rng.zipf(1.3, n)]
+
+
+def copy_with_edits(rng, paragraph, every=40):
+    out = list(paragraph)
+    for i in range(every // 2, len(out), every):
+        out[i] = 90_000 + i
+    return out
+
+
+def speed_ratio(prompt, reply, slope, policy=None):
+    """Tokens per second with drafting over tokens per second of plain steps."""
+    clock = Clock()
+    model = ScriptedModel(prompt + reply + [0], len(prompt), clock, slope=slope)
+    decoder = SpeculativeDecoder(model, lambda t: False, drafter=NgramDrafter(), policy=policy or DraftPolicy(),
+                                 clock=clock)
+    decoder.begin(prompt)
+    emitted = []
+    while len(emitted) < len(reply):
+        emitted.extend(decoder.step(max_emit=len(reply) - len(emitted), max_cells=10**6).tokens)
+    assert emitted == reply
+    return len(reply) * model.t1 / clock.now, decoder.stats
+
+
+@pytest.mark.parametrize("slope", [0.05, 0.3, 1.0, 2.0])
+def test_free_chat_loses_at_most_three_percent(slope):
+    rng = np.random.default_rng(1)
+    ratio, _ = speed_ratio(zipf_tokens(rng, 400), zipf_tokens(rng, 2000), slope)
+    assert ratio >= 0.97
+
+
+@pytest.mark.parametrize("slope", [1.0, 2.0])
+def test_copying_on_a_machine_where_batches_cost_their_tokens_loses_at_most_three_percent(slope):
+    rng = np.random.default_rng(2)
+    paragraph = zipf_tokens(rng, 600)
+    ratio, _ = speed_ratio(paragraph, copy_with_edits(rng, paragraph), slope)
+    assert ratio >= 0.97
+
+
+@pytest.mark.parametrize("slope", [0.05, 0.2])
+def test_copying_with_cheap_batches_gains_at_least_half_again(slope):
+    rng = np.random.default_rng(3)
+    paragraph = zipf_tokens(rng, 600)
+    ratio, stats = speed_ratio(paragraph, copy_with_edits(rng, paragraph), slope)
+    assert ratio >= 1.5
+    assert stats.tokens_per_step > 1.5
+    assert stats.speedup == pytest.approx(ratio, rel=0.01)
+
+
+def test_a_reply_that_starts_copying_midway_drafts_from_then_on():
+    rng = np.random.default_rng(4)
+    paragraph = zipf_tokens(rng, 300)
+    free = zipf_tokens(rng, 300)
+    ratio, stats = speed_ratio(paragraph, free + paragraph, slope=0.1)
+    assert ratio > 1.2
+    assert stats.accepted > 200

@@ -1,0 +1,71 @@
+"""Prompt-lookup drafting over token ids."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from chatapp.engine.lookup import NO_DRAFT, Draft, NgramDrafter
+
+
+def brute_force(tokens, k, n_max, n_min):
+    """The definition, read literally: the latest earlier occurrence of the longest suffix."""
+    for n in range(n_max, n_min - 1, -1):
+        if len(tokens) < n:
+            continue
+        suffix = tokens[-n:]
+        for end in range(len(tokens) - 1, n - 1, -1):  # an occurrence ending before the last token
+            if tokens[end - n:end] == suffix:
+                virtual = list(tokens)
+                for j in range(k):
+                    virtual.append(virtual[end + j])
+                return tuple(virtual[len(tokens):]), n
+    return (), 0
+
+
+def test_proposes_what_followed_the_latest_match():
+    drafter = NgramDrafter([1, 2, 3, 4, 9, 1, 2, 3, 5, 6, 7, 1, 2, 3], n_max=3)
+    draft = drafter.draft(3)
+    assert (draft.tokens, draft.match) == ((5, 6, 7), 3)  # the later "1 2 3", not the first
+
+
+def test_falls_back_to_shorter_matches_and_to_nothing():
+    drafter = NgramDrafter([5, 6, 7, 8, 1, 7], n_max=3, n_min=1)
+    assert drafter.draft(2) == Draft((8, 1), 1)
+    assert NgramDrafter([1, 2, 3], n_min=1).draft(4) == NO_DRAFT
+    assert NgramDrafter([5, 6, 7, 8, 1, 7], n_min=2).draft(2) == NO_DRAFT
+
+
+def test_a_repeating_pattern_drafts_its_period_out_to_k():
+    assert NgramDrafter([1, 2, 1, 2, 1], n_max=2).draft(5).tokens == (2, 1, 2, 1, 2)
+    assert NgramDrafter([4, 4, 4], n_max=2).draft(3).tokens == (4, 4, 4)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_incremental_index_agrees_with_the_definition(seed):
+    rng = random.Random(seed)
+    drafter = NgramDrafter(n_max=4, n_min=1)
+    tokens = []
+    for _ in range(400):
+        token = rng.randrange(6)
+        tokens.append(token)
+        drafter.append(token)
+        k = rng.randrange(1, 9)
+        assert (drafter.draft(k).tokens, drafter.draft(k).match) == brute_force(tokens, k, 4, 1)
+
+
+def test_follow_extends_or_rebuilds():
+    drafter = NgramDrafter([1, 2, 3, 1, 2], n_max=2)
+    drafter.follow([1, 2, 3, 1, 2, 3, 9, 1, 2])
+    assert drafter.draft(2).tokens == (3, 9)
+    drafter.follow([7, 8, 7])  # not an extension: nothing of the old context may leak into drafts
+    assert drafter.tokens == [7, 8, 7]
+    assert drafter.draft(2).tokens == (8, 7)
+    drafter.follow([7, 8, 7, 1, 2])
+    assert drafter.draft(2) == NO_DRAFT
+
+
+def test_rejects_bad_ranges():
+    with pytest.raises(ValueError):
+        NgramDrafter(n_max=2, n_min=3)

@@ -1,0 +1,170 @@
+"""The speculative step machine on a model whose distributions are known exactly.
+
+A Markov chain over four tokens stands in for the model: the joint law of the reply is then a
+product of known numbers, which the real model cannot give. tests/engine/test_speculative_llama.py
+runs the same machine on llama.cpp.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from chatapp.engine.acceptance import draw
+from chatapp.engine.draft_policy import DraftPolicy
+from chatapp.engine.lookup import NgramDrafter
+from chatapp.engine.speculative import SpeculativeDecoder
+from tests.engine import chi_square
+from tests.engine.test_acceptance import IDS4, LENGTH, MARKOV, VOCAB, exact_joint
+
+PROMPT = [1, 2, 3, 0, 1, 2, 3, 0]
+
+
+class MarkovTarget:
+    """A cache of token ids; row i of the last decode is the Markov row of the i-th token decoded."""
+
+    def __init__(self, prompt, rng, row_shift: int = 0):
+        self.cache = list(prompt)
+        self.rows = [prompt[-1]]
+        self.rng = rng
+        self.row_shift = row_shift
+        self.decodes = 0
+
+    @property
+    def n_cached(self) -> int:
+        return len(self.cache)
+
+    def decode(self, tokens):
+        self.cache.extend(tokens)
+        self.rows = list(tokens)
+        self.decodes += 1
+
+    def sample(self, row):
+        if row >= 0:
+            row = min(row + self.row_shift, len(self.rows) - 1)
+        return draw(IDS4, MARKOV[self.rows[row]], self.rng)
+
+    def truncate(self, n):
+        del self.cache[n:]
+
+
+class AlwaysDraft(DraftPolicy):
+    """Verify every draft the drafter has, up to k_max: the chain is then exercised every step."""
+
+    def choose(self, match, available):
+        return min(available, self.k_max)
+
+
+def reply(target, decoder, length, is_end=None):
+    out = []
+    decoder.begin(target.cache)
+    while len(out) < length:
+        step = decoder.step(max_emit=length - len(out), max_cells=1_000)
+        out.extend(step.tokens)
+        pending = [] if decoder.pending is None else [decoder.pending]
+        ended = [out[-1]] if step.ended else []
+        # The cache holds the prompt and every emitted token but the pending one and an end token.
+        assert target.cache == PROMPT + out[:len(out) - len(pending) - len(ended)]
+        if step.ended:
+            break
+    return out
+
+
+def joint_counts(k_max: int, trials: int, row_shift: int = 0, seed: int = 3) -> tuple[np.ndarray, int]:
+    rng = np.random.default_rng(seed)
+    counts = np.zeros((VOCAB,) * LENGTH)
+    accepted = 0
+    for _ in range(trials):
+        target = MarkovTarget(PROMPT, rng, row_shift)
+        decoder = SpeculativeDecoder(target, lambda t: False, drafter=NgramDrafter(n_max=2),
+                                     policy=AlwaysDraft(k_max=k_max))
+        out = reply(target, decoder, LENGTH)
+        counts[tuple(out[:LENGTH])] += 1
+        accepted += decoder.stats.accepted
+    return counts, accepted
+
+
+@pytest.mark.parametrize("k_max", [1, 3])
+def test_replies_keep_the_models_joint_distribution(k_max):
+    trials = 20_000
+    counts, accepted = joint_counts(k_max, trials)
+    assert accepted > trials // 2  # the chain really ran: drafts were accepted, often
+    assert chi_square.passes(counts.ravel(), trials * exact_joint(PROMPT[-1]).ravel())
+
+
+def test_sampling_the_wrong_row_is_caught():
+    trials = 20_000
+    counts, _ = joint_counts(3, trials, row_shift=1)
+    assert not chi_square.passes(counts.ravel(), trials * exact_joint(PROMPT[-1]).ravel())
+
+
+def test_an_end_token_ends_the_reply_and_never_stays_in_the_cache():
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        target = MarkovTarget(PROMPT, rng)
+        decoder = SpeculativeDecoder(target, lambda t: t == 3, drafter=NgramDrafter(n_max=2),
+                                     policy=AlwaysDraft(k_max=4))
+        out = reply(target, decoder, 50)
+        assert 3 not in target.cache[len(PROMPT):]
+        assert 3 not in out[:-1]
+
+
+def test_limits_on_tokens_and_cells_hold():
+    rng = np.random.default_rng(9)
+    target = MarkovTarget(PROMPT, rng)
+    decoder = SpeculativeDecoder(target, lambda t: False, drafter=NgramDrafter(n_max=2),
+                                 policy=AlwaysDraft(k_max=8))
+    decoder.begin(PROMPT)
+    for max_emit, max_cells in [(1, 10), (2, 10), (5, 3), (5, 1)]:
+        before = target.n_cached
+        step = decoder.step(max_emit, max_cells)
+        assert len(step.tokens) <= max_emit
+        assert target.n_cached - before <= max_cells
+    step = decoder.step(5, 0)
+    assert step.full and step.batch == 0
+    assert decoder.pending == step.tokens[-1]
+
+
+def test_stats_count_positions_and_each_step_decodes_once():
+    rng = np.random.default_rng(11)
+    target = MarkovTarget(PROMPT, rng)
+    decoder = SpeculativeDecoder(target, lambda t: False, drafter=NgramDrafter(n_max=2),
+                                 policy=AlwaysDraft(k_max=4))
+    out = reply(target, decoder, 300)
+    stats = decoder.stats
+    assert stats.steps == target.decodes
+    assert stats.drafted == sum(d for _, d in stats.by_position) > 0
+    assert stats.accepted == sum(a for a, _ in stats.by_position)
+    # Positions are reached in order: never more drafts checked at position i + 1 than accepted at i.
+    for (accepted, _), (_, drafted_next) in zip(stats.by_position, stats.by_position[1:]):
+        assert drafted_next <= accepted
+    assert stats.tokens == target.n_cached - len(PROMPT)
+    assert len(out) - stats.tokens in (0, 1)  # at most one emitted token is pending
+
+
+def test_with_one_seed_the_reply_is_the_same_with_and_without_drafts():
+    """Each emitted token costs one draw from the same rows, drafted or not."""
+    replies = []
+    for k_max in (0, 1, 3, 8):
+        target = MarkovTarget(PROMPT, np.random.default_rng(21))
+        decoder = SpeculativeDecoder(target, lambda t: False, drafter=NgramDrafter(n_max=2),
+                                     policy=AlwaysDraft(k_max=k_max))
+        replies.append(reply(target, decoder, 200))
+        assert (decoder.stats.drafted > 0) == (k_max > 0)
+    assert all(r == replies[0] for r in replies)
+
+
+def test_steps_mark_accepted_drafts_and_can_be_kept_plain():
+    target = MarkovTarget(PROMPT, np.random.default_rng(13))
+    decoder = SpeculativeDecoder(target, lambda t: False, drafter=NgramDrafter(n_max=2),
+                                 policy=AlwaysDraft(k_max=4))
+    decoder.begin(PROMPT)
+    marked = 0
+    for _ in range(100):
+        step = decoder.step(10, 1_000)
+        assert len(step.from_draft) == len(step.tokens)
+        assert sum(step.from_draft) == step.accepted
+        marked += step.accepted
+        plain = decoder.step(10, 1_000, draft=False)
+        assert plain.drafted == 0 and plain.batch == 1 and not any(plain.from_draft)
+    assert marked > 0
