@@ -568,3 +568,20 @@ async def test_a_bad_user_theme_warns_and_the_app_still_runs(make_app):
         await notified(pilot, seen, lambda n: n.severity == "warning" and "no-such-theme" in n.message)
         assert app.theme == "chatapp-dark"
         assert isinstance(await send(pilot, app, seen, "Hi"), TurnFinished)
+
+
+async def test_typed_keys_reach_the_composer_directly_and_bindings_still_work(make_app):
+    """Printable keys for the focused composer skip Textual's per-key binding checks (a paste
+    without bracketed paste is thousands of them); a "?" stays text there, F1 still opens help."""
+    from textual import events
+
+    app, _ = make_app()
+    async with app.run_test(size=WIDE) as pilot:
+        composer = app.query_one(Composer)
+        text = "What is 2+2? " * 300
+        for character in text:
+            app.post_message(events.Key("question_mark" if character == "?" else character, character))
+        await wait_until(pilot, lambda: composer.text == text)
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)

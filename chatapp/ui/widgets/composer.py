@@ -83,13 +83,7 @@ class Composer(TextArea):
         if event.is_printable and event.character and not self.read_only:
             event.stop()
             event.prevent_default()
-            self._typed.append(event.character)
-            self._enter_ends_burst = False
-            if not burst:
-                if time.monotonic() < self._burst_until:
-                    self.set_timer(BURST_FLUSH_S, self.flush_typed)
-                else:
-                    self.call_later(self.flush_typed)  # after the key events already queued
+            self.type_character(event.character)
             return
         if event.key in self.SUBMIT_KEYS and burst:  # a pasted line break, or the end of a burst
             event.stop()
@@ -107,6 +101,18 @@ class Composer(TextArea):
             event.stop()
             event.prevent_default()  # TextArea would insert its own newline for Enter
             self.action_submit() if event.key in self.SUBMIT_KEYS else self.action_newline()
+
+    def type_character(self, character: str) -> None:
+        """A printable key: gathered with the others of its burst, inserted once it is read.
+        The app hands keys here directly while the composer has the focus (see ChatApp.on_event)."""
+        burst = bool(self._typed)
+        self._typed.append(character)
+        self._enter_ends_burst = False
+        if not burst:
+            if time.monotonic() < self._burst_until:
+                self.set_timer(BURST_FLUSH_S, self.flush_typed)
+            else:
+                self.call_later(self.flush_typed)  # after the key events already queued
 
     def flush_typed(self) -> None:
         """Insert the characters gathered from a burst of key events, as one edit; an Enter
