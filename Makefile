@@ -27,8 +27,8 @@ test: model
 
 bench: model
 	$(PY) benchmarks/engine_speed.py
-	$(PY) benchmarks/tui_speed.py
-	$(PY) benchmarks/tui_long_chat.py
+	$(PY) benchmarks/tui_vs_llama_cli.py
+	$(PY) benchmarks/stop_and_quit.py
 	$(PY) benchmarks/session_resume.py
 	$(PY) benchmarks/remote_speed.py
 

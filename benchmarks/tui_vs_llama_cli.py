@@ -14,6 +14,7 @@ Cases:
            llama-cli gets the same history as its prompt. Target as for decode.
 Also printed: the chatapp process's UI thread CPU as a share of the turn, the threads chatapp
 chose, and its prefill and decode tok/s.
+  start    launch of the real `chatapp` to the composer on screen, in the same window.
 
     .venv/bin/python benchmarks/tui_vs_llama_cli.py [--case decode,prefill,long] [--runs 6]
     .venv/bin/python benchmarks/tui_vs_llama_cli.py --profile   # where the UI thread's CPU goes
@@ -203,6 +204,23 @@ def run_case(case: str, model: Path, runs: int) -> None:
           f"of a core while the turn ran", flush=True)
 
 
+def start_times(model: Path, runs: int) -> None:
+    times = []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory(prefix="chatapp-bench-") as tmp:
+            started = time.monotonic()
+            term = Terminal("chatapp", [str(CHATAPP), "chat"], chatapp_env(Path(tmp), model, 512))
+            try:
+                term.wait_for(READY, 120)
+                times.append(time.monotonic() - started)
+                term.keys("C-q")
+                term.wait_exit(30)
+            finally:
+                term.close()
+    print(f"start: launch to composer median {statistics.median(times):.2f} s "
+          f"({min(times):.2f}-{max(times):.2f}, {runs} runs)", flush=True)
+
+
 def profile(model: Path, case: str) -> None:
     typed, _, seed, paste = case_inputs(case)
     with tempfile.TemporaryDirectory() as tmp:
@@ -224,7 +242,9 @@ def main() -> None:
     model = resolve_model()
     ensure_tools()
     for case in args.case.split(","):
-        if args.profile:
+        if case == "start":
+            start_times(model, args.runs)
+        elif args.profile:
             profile(model, case)
         else:
             run_case(case, model, args.runs)
