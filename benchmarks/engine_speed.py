@@ -69,7 +69,7 @@ def main() -> None:
     engine = Engine.open(settings, str(path))
     silence_llama_logs()
     bare = Llama(str(path), n_ctx=args.ctx, n_batch=512, n_ubatch=512, n_threads=threads,
-                 n_threads_batch=threads, verbose=False)
+                 n_threads_batch=threads, flash_attn=settings.flash_attn, verbose=False)
 
     rows = {"engine": [], "bare": []}
     for _ in range(args.runs):

@@ -27,6 +27,7 @@ from pathlib import Path
 from chatapp.engine.llama import LlamaRuntime, LoadOptions
 from chatapp.engine.local import LocalBackend
 from chatapp.engine.retrieval.attachments import AttachmentSet
+from chatapp.engine.retrieval.index import ChunkIndex
 from chatapp.engine.retrieval.loading import load_path
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "retrieval"
@@ -96,7 +97,8 @@ def main() -> None:
 
         chunk_s, attachments = best(args.runs, plan)
         (planned,) = attachments.plans
-        index_s, index = best(args.runs, attachments.index)
+        chunks = [c for p in attachments.plans if not p.whole for c in p.chunks]
+        index_s, index = best(args.runs, lambda: ChunkIndex(chunks))  # built anew each run (the set caches its own)
         search_s = [best(args.runs, lambda q=item["question"]: index.search(q, 10))[0] for item in questions]
         retrieve_s = [best(args.runs, lambda q=item["question"]: attachments.retrieve(q))[0] for item in questions]
     hits, total = recall_at_3(count_tokens, questions)

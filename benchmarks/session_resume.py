@@ -61,7 +61,7 @@ def measure(engine: Engine, backend: LocalBackend, manager: SessionManager, size
     backend.runtime.eval(engine.prompt_ids())  # the transcript into the cache, nothing generated
     name = f"bench-{size}"
     live = LiveSession(manager, name, engine)
-    saves = [live.save_now() for _ in range(runs)]
+    saves = [live.save_now(force=True) for _ in range(runs)]
     saved = saves[-1]
 
     resumes, restore_ms = [], []

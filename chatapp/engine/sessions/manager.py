@@ -292,20 +292,20 @@ class LiveSession:
         """Autosave after a completed (or stopped) turn: transcript and record, then the KV state."""
         return self._save(record)
 
-    def save_now(self) -> SaveReport:
+    def save_now(self, *, force: bool = False) -> SaveReport:
         """Save the transcript and KV state as they are (on quit, after a stop, or any time).
-        Nothing is written when both are as this session last saved them: quitting right
-        after a turn's autosave costs no second KV-state write."""
-        return self._save(None)
+        Unless `force`, nothing is written when both are as this session last saved them:
+        quitting right after a turn's autosave costs no second KV-state write."""
+        return self._save(None, force=force)
 
     def _what_is_saved(self) -> tuple:
         engine = self.engine
         return self.name, tuple(engine.messages), engine.window_start, engine.kv_used()
 
-    def _save(self, record: TurnRecord | None) -> SaveReport:
+    def _save(self, record: TurnRecord | None, *, force: bool = False) -> SaveReport:
         with self._lock:
             started = time.perf_counter()
-            if record is None and self._saved == self._what_is_saved():
+            if record is None and not force and self._saved == self._what_is_saved():
                 return SaveReport(None)
             engine = self.engine
             summary, messages = engine.summary, engine.messages
