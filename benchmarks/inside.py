@@ -148,8 +148,9 @@ def main() -> None:
     cost = attention_capture_cost(path, args.runs, args.reply_tokens)
     print(f"attention capture of one turn ({cost['tokens']:,} tokens, {cost['reply_rows']:,} reply rows kept, "
           f"{cost['map_bytes'] / 2**20:.1f} MiB): best {cost['best_s']:.2f} s, median {cost['median_s']:.2f} s")
+    slower = cost['prefill_tps'] / cost['replay_tps']
     print(f"  replay {cost['replay_tps']:,.0f} tok/s against a plain prefill of the same tokens at "
-          f"{cost['prefill_tps']:,.0f} tok/s (the capture takes {cost['prefill_tps'] / cost['replay_tps']:.1f}x as long)")
+          f"{cost['prefill_tps']:,.0f} tok/s (the capture takes {slower:.1f}x as long)")
     print(f"  decode pays nothing: cb_eval on the chat's context: {cost['callback_on_chat_context']}; "
           f"its cache unchanged by a capture: {cost['cache_kept']}; "
           f"same greedy replies with and without a capture between turns: {cost['same_replies']}")
