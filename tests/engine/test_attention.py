@@ -101,6 +101,32 @@ def test_rows_across_replay_batches_match_a_shorter_replay(runtime):
     assert np.allclose(long.heads[:, :n, : len(short.tokens)], short.heads, atol=2e-3)
 
 
+def test_gemmas_sliding_layers_attend_within_their_window(gemma_path):
+    """gemma-3-270m: 18 layers, five sliding-window layers (512 positions) to one global. Columns
+    are positions: a sliding layer's row for position p is exactly 0 before p - 511."""
+    from chatapp.engine.anatomy import anatomy
+
+    window = anatomy(gemma_path).sliding_window
+    rt = LlamaRuntime(gemma_path, LoadOptions(n_ctx=1024))
+    try:
+        text = " ".join(f"Item {i} is a {['red', 'green', 'blue'][i % 3]} box." for i in range(80))
+        tokens = rt.tokenize(text, special=False, add_bos=True)[: window + 100]
+        found = LocalBackend(rt).attention(tokens, window + 80, None, threading.Event())
+        assert found.layers == tuple(range(18)) and set(found.n_heads.values()) == {4}
+        sliding, full = [], []
+        for layer in found.layers:
+            for position in found.positions:
+                weights = found.weights(position, layer).astype(np.float64)
+                assert abs(weights.sum() - 1) <= ROW_SUM_TOLERANCE
+                if position == found.positions.start:
+                    (full if weights[: position - window + 1].any() else sliding).append(layer)
+                else:  # every row of a layer is of the same kind
+                    assert weights[: position - window + 1].any() == (layer in full), (layer, position)
+        assert (window, len(sliding), full) == (512, 15, [5, 11, 17])
+    finally:
+        rt.close()
+
+
 def test_a_quantized_chat_cache_is_replayed_with_an_f16_cache(default_model_path):
     rt = LlamaRuntime(default_model_path, LoadOptions(n_ctx=512, kv_type="q8_0"))
     try:
