@@ -559,7 +559,17 @@ computed without flash attention."""
 CAPTURE_KV_TYPE = "f16"
 """The capture context's own KV cache: a quantized V cache would need flash attention."""
 CAPTURE_BATCH = 256
-"""Tokens per batch in a replay (one ubatch each, so a callback knows the batch's positions)."""
+"""Tokens per batch in a replay (one ubatch each, so a callback knows the batch's positions),
+fewer when the soft-max matrix of a batch would pass CAPTURE_SOFT_MAX_BYTES."""
+CAPTURE_SOFT_MAX_BYTES = 256 * 2**20
+"""Without flash attention llama.cpp forms batch x n_ctx x n_head float32 weights per layer: a
+32k context with 64 heads would need 2 GiB at 256 tokens a batch, so long contexts replay in
+smaller batches."""
+
+
+def capture_batch(n_ctx: int, n_head: int) -> int:
+    """Tokens per replay batch for this context and head count (16 to CAPTURE_BATCH)."""
+    return max(16, min(CAPTURE_BATCH, CAPTURE_SOFT_MAX_BYTES // (n_ctx * max(n_head, 1) * 4)))
 
 
 class _TensorHead(ctypes.Structure):
@@ -651,7 +661,8 @@ def replay_soft_max(runtime: LlamaRuntime, tokens, collector, should_stop: Calla
     abort = llama_cpp.ggml_abort_callback(lambda _data: bool(should_stop()))
     params = llama_cpp.llama_context_default_params()
     params.n_ctx = max(256, -(-len(tokens) // 256) * 256)
-    params.n_batch = params.n_ubatch = CAPTURE_BATCH
+    batch = capture_batch(params.n_ctx, model_n_head(runtime))
+    params.n_batch = params.n_ubatch = batch
     params.n_threads = params.n_threads_batch = runtime.threads[1]
     params.type_k = params.type_v = KV_GGML_TYPES[CAPTURE_KV_TYPE]
     params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
@@ -665,8 +676,8 @@ def replay_soft_max(runtime: LlamaRuntime, tokens, collector, should_stop: Calla
         raise ModelError("llama.cpp could not make a context for the attention capture")
     try:
         llama_cpp.llama_set_abort_callback(ctx, abort, None)
-        for start in range(0, len(tokens), CAPTURE_BATCH):
-            chunk = tokens[start:start + CAPTURE_BATCH]
+        for start in range(0, len(tokens), batch):
+            chunk = tokens[start:start + batch]
             reader.batch(start, len(chunk))
             ids = (llama_cpp.llama_token * len(chunk))(*chunk)
             status = llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(ids, len(chunk)))

@@ -12,7 +12,7 @@ import pytest
 from chatapp.engine import attention
 from chatapp.engine.attention import AttentionMap, AttentionUnavailable, SoftMaxCollector, rows_within_cap
 from chatapp.engine.backend import Backend
-from chatapp.engine.llama import CAPTURE_BATCH, LlamaRuntime, LoadOptions, has_eval_callback
+from chatapp.engine.llama import CAPTURE_BATCH, LlamaRuntime, LoadOptions, capture_batch, has_eval_callback
 from chatapp.engine.local import LocalBackend
 
 from .conftest import make_engine, run_turn, runtime_of
@@ -165,6 +165,12 @@ def test_a_long_reply_keeps_its_first_rows_under_the_memory_cap(answered, monkey
     found = answered.attention()
     assert found.rows == 3 < found.reply_tokens and found.mean.shape[1] == 3
     check_rows(found)
+
+
+def test_long_contexts_replay_in_smaller_batches():
+    assert capture_batch(4096, 9) == CAPTURE_BATCH
+    assert capture_batch(32768, 64) == 32  # 32 x 32768 x 64 float32 weights: 256 MiB
+    assert capture_batch(131072, 128) == 16
 
 
 def test_the_local_backend_is_still_a_backend(runtime):
