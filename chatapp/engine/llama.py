@@ -601,7 +601,9 @@ def model_n_head(runtime: LlamaRuntime) -> int:
 
 
 def has_eval_callback(runtime: LlamaRuntime) -> bool:
-    """Whether the runtime's own context was made with cb_eval set (never, by design)."""
+    """Whether the runtime's own context was made with cb_eval set (never, by design). llama.cpp
+    takes cb_eval only when a context is made (there is no setter), so the parameters it was
+    made with tell."""
     return bool(runtime._llm.context_params.cb_eval)
 
 
@@ -640,7 +642,7 @@ class _SoftMaxReader:
         n_kv, n_tokens, n_head, n_stream = head.ne
         if head.type != llama_cpp.GGML_TYPE_F32 or n_kv * n_tokens * n_head * n_stream != \
                 self.lib.ggml_nelements(tensor):
-            raise ModelError("llama.cpp's soft-max tensor is not laid out as this chatapp reads it")
+            raise ModelError("llama.cpp's soft-max tensor is not laid out as chatapp reads it")
         if n_tokens != self.n_tokens or n_stream != 1 or head.nb[0] != 4 or head.nb[1] != 4 * n_kv:
             raise ModelError(f"unexpected soft-max shape {tuple(head.ne)} for a batch of {self.n_tokens}")
         first, end = self.wanted
