@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, get_args, runtime_checkable
 
 from chatapp.config import Settings
+from chatapp.engine.attention import AttentionMap, AttentionUnavailable
 from chatapp.engine.events import BackendEvent, Message
 from chatapp.engine.tokens import Token
 
@@ -123,5 +124,11 @@ class Backend(Protocol):
 
     def restore_cache(self, state: CacheState, keep: int) -> bool:
         """Load a saved cache and keep its first `keep` tokens; False leaves the cache empty."""
+
+    def attention(self, tokens: Sequence[int], reply_start: int, head_layer: int | None,
+                  stop: threading.Event) -> AttentionMap | AttentionUnavailable:
+        """llama.cpp's attention weights for the reply positions (reply_start on) of `tokens`, a
+        turn's cache, read without touching the cache or the decode path (chatapp.engine.attention);
+        or why they cannot be had here. `head_layer`: the layer whose heads are kept one by one."""
 
     def close(self) -> None: ...

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from chatapp.config import Settings
 from chatapp.engine import prompt_tokens, prompt_view
+from chatapp.engine.attention import AttentionMap, AttentionUnavailable
 from chatapp.engine.backend import Backend, CacheState, GenerationSettings, ModelSummary
 from chatapp.engine.conversation import Conversation
 from chatapp.engine.events import (
@@ -51,6 +52,9 @@ class Engine:
         """Warnings from loading (an n_ctx above the model's training context), one line each."""
         self._attachments: AttachmentSet | None = None
         """Created on the first attach; sized again for n_ctx and max_tokens before each use."""
+        self._last_turn: tuple[list[int], int] | None = None
+        """The last turn's cache ids and where its reply starts in them, for `attention`; None when
+        the conversation or the cache changed since (a new chat, a session opened, cleared)."""
 
     # --- opening -------------------------------------------------------------------------
     @classmethod
@@ -128,10 +132,12 @@ class Engine:
         self._conversation.reset()
         self._attachments = None
         self._last_reuse = None
+        self._last_turn = None
 
     def load_conversation(self, messages: Sequence[Message], window_start: int | None = None) -> None:
         self._conversation.load(messages, window_start)
         self._last_reuse = None
+        self._last_turn = None
 
     def set_generation(self, **changes) -> None:
         self.generation = replace(self.generation, **changes)
@@ -298,6 +304,7 @@ class Engine:
         if question.context is not None or self.attachments:
             record.extra["retrieved"] = question.context.to_json() if question.context else []
         cache_ids = self._backend.cached_tokens()
+        self._last_turn = (cache_ids, len(prompt))
         yield TurnDone(record, lambda: self._view(cache_ids, prompt_messages, record))
 
     def _view(self, cache_ids: list[int], prompt_messages: list[Message], record: TurnRecord):
@@ -306,6 +313,18 @@ class Engine:
                                      record.prompt_tokens, record.cached_tokens)
         except ServerError:  # the server went away after the turn: the turn stands, without its view
             return []
+
+    # --- looking inside ---------------------------------------------------------------------------
+    def attention(self, head_layer: int | None = None,
+                  stop: threading.Event | None = None) -> AttentionMap | AttentionUnavailable:
+        """The last turn's attention: for each reply token, which earlier tokens it attended to,
+        per layer (heads averaged, and one by one for `head_layer`), as llama.cpp computes them in
+        a replay of the turn's tokens (chatapp.engine.attention). Takes about as long as
+        prefilling the turn's tokens, so call it from a worker thread; `stop` cuts it short."""
+        if self._last_turn is None:
+            return AttentionUnavailable("no turn to look at yet: send a message first")
+        tokens, reply_start = self._last_turn
+        return self._backend.attention(tokens, reply_start, head_layer, stop or threading.Event())
 
     # --- the cache, for sessions ---------------------------------------------------------------
     def cached_tokens(self) -> list[int]:
@@ -317,6 +336,7 @@ class Engine:
     def clear_cache(self) -> None:
         self._backend.clear_cache()
         self._last_reuse = None
+        self._last_turn = None
 
     def fingerprint(self) -> dict[str, str | int | bool]:
         return self._backend.fingerprint()
@@ -326,6 +346,7 @@ class Engine:
 
     def restore_cache(self, state: CacheState, keep: int) -> bool:
         self._last_reuse = None
+        self._last_turn = None
         return self._backend.restore_cache(state, keep)
 
     def close(self) -> None:

@@ -545,3 +545,151 @@ class ChainDistribution:
 
     def close(self) -> None:
         self._chain.close()
+
+
+# --- attention capture: llama.cpp's soft-max weights through its eval callback ---------------
+# Kept apart from LlamaRuntime, as the speculative block is. The runtime's own context never has
+# a callback (decode pays nothing); a capture builds a context of its own on the same loaded
+# model, replays tokens through it, and frees it. What is kept, and why this way, is in
+# chatapp.engine.attention.
+
+_SOFT_MAX = b"kq_soft_max-"
+"""llama.cpp's name for the attention weights after the soft-max ("kq_soft_max-<layer>"); only
+computed without flash attention."""
+CAPTURE_KV_TYPE = "f16"
+"""The capture context's own KV cache: a quantized V cache would need flash attention."""
+CAPTURE_BATCH = 256
+"""Tokens per batch in a replay (one ubatch each, so a callback knows the batch's positions),
+fewer when the soft-max matrix of a batch would pass CAPTURE_SOFT_MAX_BYTES."""
+CAPTURE_SOFT_MAX_BYTES = 256 * 2**20
+"""Without flash attention llama.cpp forms batch x n_ctx x n_head float32 weights per layer: a
+32k context with 64 heads would need 2 GiB at 256 tokens a batch, so long contexts replay in
+smaller batches."""
+
+
+def capture_batch(n_ctx: int, n_head: int) -> int:
+    """Tokens per replay batch for this context and head count (16 to CAPTURE_BATCH)."""
+    return max(16, min(CAPTURE_BATCH, CAPTURE_SOFT_MAX_BYTES // (n_ctx * max(n_head, 1) * 4)))
+
+
+class _TensorHead(ctypes.Structure):
+    """The leading fields of ggml.h's `struct ggml_tensor`; checked against ggml_nelements."""
+
+    _fields_ = [("type", ctypes.c_int), ("buffer", ctypes.c_void_p), ("ne", ctypes.c_int64 * 4),
+                ("nb", ctypes.c_size_t * 4)]
+
+
+_GGML_BASE: ctypes.CDLL | None = None
+
+
+def _ggml_base() -> ctypes.CDLL:
+    """libggml-base from the binding's own lib folder: tensor names and ggml_backend_tensor_get
+    (which copies from any backend's buffer)."""
+    global _GGML_BASE  # noqa: PLW0603 - loaded once, on the first capture
+    if _GGML_BASE is None:
+        lib = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so"))
+        lib.ggml_get_name.restype, lib.ggml_get_name.argtypes = ctypes.c_char_p, [ctypes.c_void_p]
+        lib.ggml_nelements.restype, lib.ggml_nelements.argtypes = ctypes.c_int64, [ctypes.c_void_p]
+        lib.ggml_backend_tensor_get.restype = None
+        lib.ggml_backend_tensor_get.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t]
+        _GGML_BASE = lib
+    return _GGML_BASE
+
+
+def model_n_head(runtime: LlamaRuntime) -> int:
+    return int(llama_cpp.llama_model_n_head(runtime._llm.model))
+
+
+def has_eval_callback(runtime: LlamaRuntime) -> bool:
+    """Whether the runtime's own context was made with cb_eval set (never, by design). llama.cpp
+    takes cb_eval only when a context is made (there is no setter), so the parameters it was
+    made with tell."""
+    return bool(runtime._llm.context_params.cb_eval)
+
+
+class _SoftMaxReader:
+    """The cb_eval callback of one capture: asks for each layer's kq_soft_max while the batch
+    holds wanted rows, and hands those rows, as float32 (n_head, rows, n_kv), to the collector
+    (`chatapp.engine.attention.SoftMaxCollector`). An error inside the callback is kept and raised
+    after llama_decode returns; it never crosses into C."""
+
+    def __init__(self, collector) -> None:
+        self.collector = collector
+        self.lib = _ggml_base()
+        self.start = 0
+        self.n_tokens = 0
+        self.wanted: tuple[int, int] | None = None
+        self.error: Exception | None = None
+        self.callback = llama_cpp.ggml_backend_sched_eval_callback(self._on_node)
+
+    def batch(self, start: int, n_tokens: int) -> None:
+        self.start, self.n_tokens = start, n_tokens
+        self.wanted = self.collector.rows_wanted(start, n_tokens)
+
+    def _on_node(self, tensor, ask, _user_data) -> bool:
+        if self.error is not None:
+            return not ask  # ask: not wanted; data: go on computing (False would abandon the graph)
+        try:
+            if ask:
+                return self.wanted is not None and self.lib.ggml_get_name(tensor).startswith(_SOFT_MAX)
+            self._read(tensor)
+        except Exception as exc:  # noqa: BLE001 - raised again by the replay, on the Python side
+            self.error = exc
+        return True
+
+    def _read(self, tensor) -> None:
+        head = _TensorHead.from_address(tensor)
+        n_kv, n_tokens, n_head, n_stream = head.ne
+        if head.type != llama_cpp.GGML_TYPE_F32 or n_kv * n_tokens * n_head * n_stream != \
+                self.lib.ggml_nelements(tensor):
+            raise ModelError("llama.cpp's soft-max tensor is not laid out as chatapp reads it")
+        if n_tokens != self.n_tokens or n_stream != 1 or head.nb[0] != 4 or head.nb[1] != 4 * n_kv:
+            raise ModelError(f"unexpected soft-max shape {tuple(head.ne)} for a batch of {self.n_tokens}")
+        first, end = self.wanted
+        rows = np.empty((n_head, end - first, n_kv), dtype=np.float32)
+        for h in range(n_head):  # each head's wanted rows are contiguous
+            self.lib.ggml_backend_tensor_get(tensor, rows[h].ctypes.data, h * head.nb[2] + first * head.nb[1],
+                                             rows[h].nbytes)
+        layer = int(self.lib.ggml_get_name(tensor)[len(_SOFT_MAX):])
+        self.collector.take(layer, self.start + first, rows)
+
+
+def replay_soft_max(runtime: LlamaRuntime, tokens, collector, should_stop: Callable[[], bool]) -> bool:
+    """Run `tokens` from position 0 through a fresh capture context on the runtime's model (flash
+    attention off, an f16 cache, cb_eval reading soft-max rows into `collector`); False when
+    should_stop cut it short. The runtime's own context and cache are not touched."""
+    tokens = list(tokens)
+    reader = _SoftMaxReader(collector)
+    abort = llama_cpp.ggml_abort_callback(lambda _data: bool(should_stop()))
+    params = llama_cpp.llama_context_default_params()
+    params.n_ctx = max(256, -(-len(tokens) // 256) * 256)
+    batch = capture_batch(params.n_ctx, model_n_head(runtime))
+    params.n_batch = params.n_ubatch = batch
+    params.n_threads = params.n_threads_batch = runtime.threads[1]
+    params.type_k = params.type_v = KV_GGML_TYPES[CAPTURE_KV_TYPE]
+    params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+    params.swa_full = True  # every cell stays, so cell i is position i for the whole replay
+    params.no_perf = True
+    params.cb_eval = reader.callback
+    params.cb_eval_user_data = None
+    with _quiet_stderr():
+        ctx = llama_cpp.llama_init_from_model(runtime._llm.model, params)
+    if not ctx:
+        raise ModelError("llama.cpp could not make a context for the attention capture")
+    try:
+        llama_cpp.llama_set_abort_callback(ctx, abort, None)
+        for start in range(0, len(tokens), batch):
+            chunk = tokens[start:start + batch]
+            reader.batch(start, len(chunk))
+            ids = (llama_cpp.llama_token * len(chunk))(*chunk)
+            status = llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(ids, len(chunk)))
+            if reader.error is not None:
+                raise reader.error
+            if status == 2:
+                return False
+            if status != 0:
+                raise ModelError(f"llama.cpp could not replay the turn (llama_decode returned {status})")
+        llama_cpp.llama_synchronize(ctx)
+        return True
+    finally:
+        llama_cpp.llama_free(ctx)

@@ -15,11 +15,13 @@ from pathlib import Path
 
 from chatapp.config import Settings
 from chatapp.engine import tokens as token_views
+from chatapp.engine.attention import AttentionMap, AttentionUnavailable, capture
 from chatapp.engine.backend import CacheState, GenerationSettings, ModelSummary
 from chatapp.engine.conversation import common_prefix
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
 from chatapp.engine.hardware import cpu_name, physical_cores
-from chatapp.engine.llama import LlamaRuntime, LoadOptions, PerfCounters, versions
+from chatapp.engine.llama import (
+    CAPTURE_KV_TYPE, LlamaRuntime, LoadOptions, PerfCounters, model_n_head, replay_soft_max, versions)
 from chatapp.engine.stats import LiveDecode
 from chatapp.engine.threads import ThreadPolicy
 from chatapp.engine.tokens import Token, Utf8Stream
@@ -179,6 +181,20 @@ class LocalBackend:
     def _extra(self) -> dict:
         decode, batch = self.runtime.threads
         return {"threads": decode, "threads_batch": batch, "threads_reason": self.threads.reason(decode)}
+
+    # --- attention -----------------------------------------------------------------------------
+    def attention(self, tokens: Sequence[int], reply_start: int, head_layer: int | None,
+                  stop: threading.Event) -> AttentionMap | AttentionUnavailable:
+        """A replay of `tokens` in a capture context of its own (chatapp.engine.attention)."""
+        rt = self.runtime
+        if rt.info.backend != "CPU":
+            return AttentionUnavailable(
+                f"attention capture is not available on {rt.info.backend}: it is verified on the CPU backend "
+                "only (a model loaded with gpu_layers = 0 runs there)")
+        return capture(
+            lambda ids, collector, should_stop: replay_soft_max(rt, ids, collector, should_stop),
+            tokens, reply_start, n_layer=rt.info.n_layer, n_head=model_n_head(rt), head_layer=head_layer,
+            kv_type=CAPTURE_KV_TYPE, chat_kv_type=rt.info.kv_type, stop=stop)
 
     # --- the cache ---------------------------------------------------------------------------
     def clear_cache(self) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from chatapp.engine import tokens as token_views
+from chatapp.engine.attention import AttentionUnavailable
 from chatapp.engine.backend import CacheState, GenerationSettings
 from chatapp.engine.conversation import common_prefix
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
@@ -322,6 +323,11 @@ class ServerBackend:
             return False
         self._tokens = list(state.tokens[:keep])
         return True
+
+    def attention(self, tokens: Sequence[int], reply_start: int, head_layer: int | None,
+                  stop: threading.Event) -> AttentionUnavailable:
+        return AttentionUnavailable("llama-server does not expose attention weights: its API returns tokens, "
+                                    "text and probabilities, not the model's internals")
 
     def close(self) -> None:
         self._client.close()

@@ -36,6 +36,7 @@ from chatapp.ui.messages import (
     ReplyProgress,
     TurnFailed, TurnFinished, TurnStarted, TurnTrimmed, dropped_after_exit,
 )
+from chatapp.ui.screens.attention import AttentionScreen
 from chatapp.ui.screens.help import HelpScreen
 from chatapp.ui.screens.model_picker import ModelPickerScreen
 from chatapp.ui.screens.sampling import Sampling, SamplingScreen
@@ -93,6 +94,9 @@ class ChatApp(SessionControl, InsideControl, AttachControl, App[None]):
         Binding("f7", "anatomy", "Anatomy", show=False, priority=True,  # the composer binds F7 too
                 tooltip="The model's anatomy: blocks, heads, experts, bytes per tensor family, KV cost per token"),
         Binding("f8", "detach", "Detach", show=False, tooltip="Remove an attachment (they are listed in the header)"),
+        Binding("f9", "attention", "Attention", show=False, priority=True,
+                tooltip="Attention in the last turn: which earlier tokens a reply token attended to, per layer "
+                        "and head (the reply token selected in the Tokens panel, if any)"),
         Binding("ctrl+p", "command_palette", "Palette", show=False,
                 tooltip="Command palette: every action, and the theme picker"),
     ]
@@ -424,6 +428,7 @@ class ChatApp(SessionControl, InsideControl, AttachControl, App[None]):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen([("In the composer", Composer.BINDINGS), ("Anywhere", self.BINDINGS),
                                          ("In the Tokens panel (or click a token)", TokensPanel.BINDINGS),
+                                         ("In the attention view (F9)", AttentionScreen.BINDINGS),
                                          ("In the sessions list (F6)", SessionsScreen.BINDINGS)]))
 
     # --- panels ------------------------------------------------------------------------------

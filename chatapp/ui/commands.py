@@ -17,6 +17,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Save chat as session", "Save this chat under a name; it is saved after every turn from then on",
      "save_session"),
     ("Model anatomy", "Blocks, heads, experts, bytes per tensor family, KV cost per token (F7)", "anatomy"),
+    ("Attention in the last turn", "Which earlier tokens a reply token attended to, per layer and head (F9)",
+     "attention"),
     ("Attach a file or folder", "Text, Markdown, code or PDF: the best parts go before each question (/attach PATH)",
      "attach_file"),
     ("Remove an attachment", "Pick one of the attached files to remove (F8)", "detach"),

@@ -1,5 +1,5 @@
-"""The app's side of looking inside the model: the Anatomy screen (F7), and the neighbours of the
-token selected in the Tokens panel.
+"""The app's side of looking inside the model: the Anatomy screen (F7), the neighbours of the
+token selected in the Tokens panel, and the attention view (F9).
 
 ChatApp inherits this. The neighbours worker calls headless code (chatapp.engine.neighbours)
 and only posts a message; the first lookup on a model builds the embedding cache (about a second
@@ -15,11 +15,14 @@ from textual import work
 from textual.message import Message
 from textual.worker import get_current_worker
 
+from chatapp.engine.attention import AttentionMap, AttentionUnavailable
 from chatapp.engine.neighbours import EmbeddingIndex, Neighbour
+from chatapp.engine.tokens import Token
 from chatapp.errors import ChatappError
 from chatapp.ui.messages import dropped_after_exit
 from chatapp.ui.screens.anatomy import AnatomyScreen
-from chatapp.ui.widgets.tokens_panel import TokensPanel
+from chatapp.ui.screens.attention import AttentionScreen
+from chatapp.ui.widgets.tokens_panel import WINDOW, TokensPanel
 
 NEIGHBOURS_SHOWN = 10
 
@@ -45,6 +48,39 @@ class InsideControl:
             return
         summary = self.engine.summary
         self.push_screen(AnatomyScreen(summary.path, summary.kv_type))
+
+    def action_attention(self) -> None:
+        """F9 opens the attention view for the last turn, at the reply token selected in the Tokens
+        panel if there is one; F9 again closes it."""
+        if isinstance(self.screen, AttentionScreen):
+            self.screen.dismiss(None)
+            return
+        if self._busy("look at attention"):
+            return
+        n_layer = self.engine.summary.n_layer or 1
+        self.push_screen(AttentionScreen(self._capture_attention, position=self._selected_reply_position(),
+                                         layer=n_layer // 2))
+
+    def _selected_reply_position(self) -> int | None:
+        """The cache position of the token selected in the Tokens panel, when it is a generated one."""
+        panel = self.query_one(TokensPanel)
+        if panel.mode != "turn" or panel.selected is None:
+            return None
+        position = panel.selected + max(len(panel.turn_view) - WINDOW, 0)
+        if position < len(panel.turn_view) and panel.turn_view[position].origin == "generated":
+            return position
+        return None
+
+    def _capture_attention(self, head_layer: int | None,
+                           stop: threading.Event) -> tuple[AttentionMap | AttentionUnavailable, list[Token]]:
+        """On the attention screen's worker: the engine's capture, under the turn lock (a turn
+        waits for it, and closing the engine too)."""
+        with self._turn_lock:
+            if self._released:
+                return AttentionUnavailable("chatapp is closing"), []
+            found = self.engine.attention(head_layer, stop)
+            tokens = self.engine.describe(found.tokens) if isinstance(found, AttentionMap) else []
+        return found, tokens
 
     def on_tokens_panel_token_selected(self, message: TokensPanel.TokenSelected) -> None:
         message.stop()

@@ -9,6 +9,7 @@ import threading
 import httpx
 import pytest
 
+from chatapp.engine.attention import AttentionUnavailable
 from chatapp.engine.backend import NOT_REPORTED, Backend
 from chatapp.engine.engine import Engine
 from chatapp.engine.events import ContextTrimmed, Message, PrefillProgress, TextDelta, TurnDone
@@ -170,6 +171,13 @@ def test_a_templated_prompt_marks_the_same_special_tokens(local, remote):
 
 
 # --- stopping -------------------------------------------------------------------------------
+def test_the_server_shows_no_attention_and_says_why(remote):
+    turn(remote, "Name a fruit.")
+    found = remote.attention()
+    assert isinstance(found, AttentionUnavailable)
+    assert found.reason.startswith("llama-server does not expose attention weights")
+
+
 def test_stop_mid_reply_keeps_it_and_the_next_turn_reuses_the_slot(remote, llama_server):
     remote.set_generation(max_tokens=400)
     deltas, events = [], remote.send("Write a very long story about a ship.")

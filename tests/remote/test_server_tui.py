@@ -11,6 +11,7 @@ from chatapp.engine.engine import Engine
 from chatapp.format import count, ms, tps
 from chatapp.ui.app import ChatApp
 from chatapp.ui.messages import ModelInfoReady, PrefillProgressed, ReplyProgress, TurnFailed, TurnFinished
+from chatapp.ui.screens.attention import AttentionScreen, AttentionView
 from chatapp.ui.widgets.composer import Composer
 from chatapp.ui.widgets.header import AppHeader
 from chatapp.ui.widgets.kv_panel import KVPanel
@@ -84,6 +85,18 @@ async def test_every_panel_shows_the_servers_figures(server_app, llama_server):
 
         await pilot.press("ctrl+l")
         await notified(pilot, seen, lambda n: "serves the model it was started with" in n.message)
+
+
+async def test_the_attention_view_says_the_server_has_no_weights_to_show(server_app, llama_server):
+    app, seen = server_app(llama_server.url)
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        await send(pilot, app, seen, "Name a fruit.")
+        await pilot.press("f9")
+        await wait_until(pilot, lambda: isinstance(app.screen, AttentionScreen))
+        view = app.screen.query_one(AttentionView)
+        await wait_until(pilot, lambda: view.problem is not None, 30)
+        assert view.map is None
+        assert view.plain.startswith("llama-server does not expose attention weights")
 
 
 async def test_a_model_file_this_machine_cannot_read_shows_what_the_server_reports(

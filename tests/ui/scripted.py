@@ -2,7 +2,9 @@
 every run. Feature tests use the real model (and the real backends).
 
 It speaks ChatML, cuts text into words, answers with a fixed reply, and books fixed times:
-4 ms per prefilled token, 10 ms per decoded token.
+4 ms per prefilled token, 10 ms per decoded token. Its attention weights are made up (each
+query's weight falls off with distance, plus a share on the first token), fed through the real
+collector: only for snapshots of the attention view.
 """
 
 from __future__ import annotations
@@ -11,6 +13,9 @@ import re
 import threading
 from collections.abc import Iterator, Sequence
 
+import numpy as np
+
+from chatapp.engine.attention import AttentionMap, AttentionUnavailable, SoftMaxCollector, capture
 from chatapp.engine.backend import CacheState, GenerationSettings, ModelSummary
 from chatapp.engine.conversation import common_prefix
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
@@ -85,6 +90,32 @@ class ScriptedBackend:
 
     def interrupt(self) -> None:
         pass
+
+    # --- attention (scripted weights) ---------------------------------------------------------
+    N_HEAD = 3
+
+    def attention(self, tokens: Sequence[int], reply_start: int, head_layer: int | None,
+                  stop: threading.Event) -> AttentionMap | AttentionUnavailable:
+        return capture(self._replay, tokens, reply_start, n_layer=self.summary.n_layer, n_head=self.N_HEAD,
+                       head_layer=head_layer, kv_type="f16", chat_kv_type="f16", stop=stop)
+
+    def _replay(self, tokens: Sequence[int], collector: SoftMaxCollector, should_stop) -> bool:
+        n_kv = -(-len(tokens) // 256) * 256
+        for start in range(0, len(tokens), 256):
+            wanted = collector.rows_wanted(start, min(256, len(tokens) - start))
+            if wanted is None:
+                continue
+            queries = np.arange(start + wanted[0], start + wanted[1])[:, None]
+            keys = np.arange(n_kv)[None, :]
+            for layer in range(self.summary.n_layer):
+                heads = []
+                for head in range(self.N_HEAD):
+                    distance = np.maximum(queries - keys, 0) + 1.0
+                    rows = np.where(keys <= queries, distance ** -(1 + (layer + head) % 3 / 2), 0)
+                    rows[:, 0] += 1.0 + layer % 4
+                    heads.append(rows / rows.sum(axis=1, keepdims=True))
+                collector.take(layer, start + wanted[0], np.array(heads, dtype=np.float32))
+        return True
 
     # --- the cache ---------------------------------------------------------------------------
     def clear_cache(self) -> None:

@@ -20,7 +20,8 @@ NOTES = (
     "In the composer, /attach PATH attaches a file or folder (Tab completes the path; /attach alone "
     "opens the picker) and /detach NAME removes one; the header lists what is attached."
 )
-NAMES = {"question_mark": "?", "escape": "Esc", "enter": "Enter", "ctrl": "Ctrl", "shift": "Shift", "alt": "Alt"}
+NAMES = {"question_mark": "?", "escape": "Esc", "enter": "Enter", "ctrl": "Ctrl", "shift": "Shift", "alt": "Alt",
+         "up": "Up", "left_square_bracket": "[", "right_square_bracket": "]"}
 
 
 def key_label(keys: str) -> str:

@@ -21,12 +21,27 @@ def theme_colour(widget: Widget, name: str) -> RichColor:
 
     Parsed through Textual so ANSI themes' names (ansi_blue) become colours Rich knows.
     """
+    colour = _textual_colour(widget, name)
+    return RichColor.default() if colour is None else colour.rich_color
+
+
+def _textual_colour(widget: Widget, name: str) -> Color | None:
     variables = widget.app.theme_variables
     value = variables.get(name) or variables.get("foreground", "default")
     try:
-        return Color.parse(value).rich_color
+        return Color.parse(value)
     except ColorParseError:
-        return RichColor.default()
+        return None
+
+
+def blend(widget: Widget, low: str, high: str, share: float, **attrs) -> Style:
+    """A background `share` (0 to 1) of the way from theme colour `low` to `high`, with text in
+    whichever of black or white reads better on it (a heat scale)."""
+    start, end = _textual_colour(widget, low), _textual_colour(widget, high)
+    if start is None or end is None:
+        return Style(**attrs)
+    mixed = start.blend(end, max(0.0, min(share, 1.0)))
+    return Style(bgcolor=mixed.rich_color, color=mixed.get_contrast_text(1.0).rich_color, **attrs)
 
 
 def fg(widget: Widget, name: str, **attrs) -> Style:
