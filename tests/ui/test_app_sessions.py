@@ -118,7 +118,7 @@ async def test_a_stopped_turn_is_saved_and_quitting_saves_the_rest(make_app):
         app.query_one("#composer").load_text("Write a long story about a dragon who learns to fly.")
         await pilot.press("enter")
         await wait_until(pilot, lambda: app.generating and app.engine.messages[-1].role == "user")
-        app.session_request("new", "later")  # changes the conversation: waits for the turn
+        app.sessions_ui.request("new", "later")  # changes the conversation: waits for the turn
         await pilot.pause()
         await notified(pilot, seen, lambda n: "cannot start a new session while a reply is being written"
                        in n.message)
@@ -166,7 +166,7 @@ async def test_save_as_new_and_open_from_the_sessions_screen(make_app):
         await press_in_name_box(pilot, "fruit")
         await opened(pilot, seen)
         assert not isinstance(app.screen, SessionsScreen)
-        assert app.live.name == "fruit" and "session: fruit" in header(app)
+        assert app.sessions_ui.live.name == "fruit" and "session: fruit" in header(app)
         assert texts(app, Reply) == [first.reply]  # the chat stays
         saved = store().store.get("fruit")
         assert [m.content for m in saved.messages if m.role == "user"] == ["Name a fruit."]
@@ -179,7 +179,7 @@ async def test_save_as_new_and_open_from_the_sessions_screen(make_app):
         await pilot.press("n")
         await press_in_name_box(pilot, "fresh")
         await opened(pilot, seen, 2)
-        assert app.live.name == "fresh"
+        assert app.sessions_ui.live.name == "fresh"
         assert not app.query_one(Transcript).query(Reply)
         assert [m.role for m in app.engine.messages] == ["system"]
         assert app.query_one(KVPanel).kv_used == 0
@@ -218,7 +218,7 @@ async def test_rename_and_delete_from_the_sessions_screen(make_app):
         await notified(pilot, seen, lambda n: n.severity == "error" and "no path separators" in n.message)
         await press_in_name_box(pilot, "renamed")
         assert app.screen is screen and screen.names == ["renamed"]
-        assert app.live.name == "renamed" and "session: renamed" in header(app)
+        assert app.sessions_ui.live.name == "renamed" and "session: renamed" in header(app)
         assert [s.name for s in store().store.summaries()] == ["renamed"]
 
         await pilot.press("d")
@@ -229,7 +229,7 @@ async def test_rename_and_delete_from_the_sessions_screen(make_app):
         await pilot.press("y")
         await pilot.pause()
         assert screen.names == [] and store().store.summaries() == []
-        assert app.live is None and "session: (none)" in header(app)
+        assert app.sessions_ui.live is None and "session: (none)" in header(app)
         await pilot.press("escape")
         assert not isinstance(app.screen, SessionsScreen)
         await send(pilot, app, seen, "Still here?")  # no session: nothing is saved
@@ -242,7 +242,7 @@ async def test_rename_and_delete_from_the_sessions_screen(make_app):
         await pilot.pause()
         await press_in_name_box(pilot, "again")
         await opened(pilot, seen, 2)
-        assert app.live.name == "again" and "session: again" in header(app)
+        assert app.sessions_ui.live.name == "again" and "session: again" in header(app)
         saved = store().store.get("again")
         assert [m.content for m in saved.messages if m.role == "user"] == ["Hi!", "Still here?"]
 
@@ -254,7 +254,7 @@ async def test_new_chat_leaves_the_open_session_as_saved(make_app):
         await send(pilot, app, seen, "Hi!")
         await pilot.press("ctrl+n")
         await pilot.pause()
-        assert app.live is None and "session: (none)" in header(app)
+        assert app.sessions_ui.live is None and "session: (none)" in header(app)
         await send(pilot, app, seen, "Another topic.")
     assert [m.content for m in store().store.get("kept").messages if m.role == "user"] == ["Hi!"]
 
@@ -269,7 +269,7 @@ async def test_a_newer_session_database_is_one_line_and_the_app_keeps_running(ma
         await pilot.pause()
         await notified(pilot, seen, lambda n: n.severity == "error" and "newer chatapp" in n.message
                        and "\n" not in n.message)
-        assert "session: (none)" in header(app) and app.live is None
+        assert "session: (none)" in header(app) and app.sessions_ui.live is None
         await pilot.press("f6")
         await pilot.pause()
         assert not isinstance(app.screen, SessionsScreen)
