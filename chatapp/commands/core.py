@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -16,6 +16,9 @@ from rich.text import Text
 
 from chatapp.config import Settings, adjusted, load_settings
 from chatapp.errors import InputError
+
+if TYPE_CHECKING:  # the engine is imported once the arguments are checked
+    from chatapp.engine.engine import Engine
 
 ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="A GGUF path or a catalog name.")]
 CtxOpt = Annotated[Optional[int], typer.Option("--ctx", help="Context window in tokens.")]
@@ -58,7 +61,7 @@ def settings_with(**overrides) -> Settings:
     return settings
 
 
-def open_engine(settings: Settings, model: str | None, console: Console | None = None):
+def open_engine(settings: Settings, model: str | None, console: Console | None = None) -> Engine:
     """The engine the settings ask for: a local model (pulled if missing) or a llama-server."""
     from chatapp.commands.progress import pull_progress, server_loading, tidy_models_dir
     from chatapp.engine.engine import Engine

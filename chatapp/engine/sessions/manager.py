@@ -37,8 +37,9 @@ from chatapp.config import Settings
 from chatapp.engine.backend import CacheState
 from chatapp.engine.conversation import common_prefix
 from chatapp.engine.engine import Engine
+from chatapp.engine.events import Message
 from chatapp.engine.sessions.files import atomic_write, clean_temp_files, evict_lru, list_states, temp_path, touch
-from chatapp.engine.sessions.fingerprint import mismatch, model_id
+from chatapp.engine.sessions.fingerprint import Fingerprint, mismatch, model_id
 from chatapp.engine.sessions.names import validate_name
 from chatapp.engine.sessions.reports import ResumeReport, SaveReport, reprefill_estimate
 from chatapp.engine.sessions.statefile import SUFFIX, StateFile, StateRejected, encode_state, read_state
@@ -52,12 +53,16 @@ from chatapp.private import make_private_dir
 MIB = 1024 * 1024
 STATES_DIR = "states"
 
+SavedKey = tuple[str, tuple[Message, ...], int, int]
+"""What a save wrote: name, messages, window start, cached tokens (to skip a repeat)."""
+
 
 class SessionManager:
-    def __init__(self, store: SessionStore, cap_bytes: int):
-        self.store = store
-        self.cap_bytes = cap_bytes
-        self.states_dir = store.directory / STATES_DIR
+    def __init__(self, store: SessionStore, cap_bytes: int) -> None:
+        self.store: SessionStore = store
+        self.cap_bytes: int = cap_bytes
+        """The most bytes of KV state files kept (state_cap_mb); the least recently used go first."""
+        self.states_dir: Path = store.directory / STATES_DIR
         self.notices: list[str] = []
         """What opening found and tidied (an empty database, orphaned state files), in words."""
 
@@ -126,7 +131,7 @@ class SessionManager:
     def rename(self, old: str, new: str) -> None:
         self.store.rename(old, validate_name(new))
 
-    def prefill_tps(self, engine: Engine, fingerprint: dict | None = None) -> float | None:
+    def prefill_tps(self, engine: Engine, fingerprint: Fingerprint | None = None) -> float | None:
         """This machine's measured prefill speed for the engine's model, from saved turns."""
         fingerprint = fingerprint or engine.fingerprint()
         return self.store.prefill_speed(model_id(fingerprint), engine.summary.backend)
@@ -192,7 +197,7 @@ class SessionManager:
         return valid, ""
 
     # --- save ------------------------------------------------------------------------
-    def write_state(self, saved: Saved, engine: Engine, fingerprint: dict) -> SaveReport:
+    def write_state(self, saved: Saved, engine: Engine, fingerprint: Fingerprint) -> SaveReport:
         """Write the engine's KV cache as the state of the session `saved` wrote, if the session
         is still at that revision when the file is put in place."""
         path = self.state_path(saved.state_key)
@@ -231,19 +236,20 @@ class SessionManager:
 class LiveSession:
     """One open session bound to one engine. Safe to save from a worker thread."""
 
-    def __init__(self, manager: SessionManager, name: str, engine: Engine, revision: Revision | None = None):
-        self.manager = manager
-        self.name = name
-        self.engine = engine
-        self.revision = revision
+    def __init__(self, manager: SessionManager, name: str, engine: Engine,
+                 revision: Revision | None = None) -> None:
+        self.manager: SessionManager = manager
+        self.name: str = name
+        self.engine: Engine = engine
+        self.revision: Revision | None = revision
         """The session's row and revision as this process last read or wrote it; None until the
         first save of a session that didn't exist."""
         self.report: ResumeReport = ResumeReport(name, created=True, messages=0)
         self.pending: ResumeReport | None = None
         """The resume figures, until the first turn's record carries them."""
-        self._fingerprint: dict | None = None
+        self._fingerprint: Fingerprint | None = None
         self._lock = threading.Lock()
-        self._saved: tuple | None = None
+        self._saved: SavedKey | None = None
         """What the last save wrote (name, messages, window, cache size), to skip a repeat."""
 
     def moved_to(self, engine: Engine) -> "LiveSession":
@@ -270,7 +276,7 @@ class LiveSession:
         return SessionConflict(f"session {self.name!r} was changed by another process")
 
     @property
-    def fingerprint(self) -> dict:
+    def fingerprint(self) -> Fingerprint:
         if self._fingerprint is None:
             self._fingerprint = self.engine.fingerprint()
         return self._fingerprint
@@ -298,7 +304,7 @@ class LiveSession:
         after a turn's autosave costs no second KV-state write."""
         return self._save(None)
 
-    def _what_is_saved(self) -> tuple:
+    def _what_is_saved(self) -> SavedKey:
         engine = self.engine
         return self.name, tuple(engine.messages), engine.window_start, engine.kv_used()
 
