@@ -96,7 +96,8 @@ def sources_line(context: RetrievedContext) -> str:
 
 
 def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_json: bool,
-            session: str | None = None, attachments: list[Loaded] | None = None) -> None:
+            session: str | None = None, attachments: list[Loaded] | None = None, system: str | None = None) -> None:
+    """`system`: the --system given, which replaces a resumed session's system prompt."""
     from chatapp.commands.core import open_engine
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -114,7 +115,7 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
         err.print(f"[yellow]{escape(notice)}[/]")
     try:
         with ctrl_c_stops(engine):
-            _ask(engine, manager, session, prompts, as_json, err, out, attachments or [])
+            _ask(engine, manager, session, prompts, as_json, err, out, attachments or [], system)
     finally:
         engine.close()
     out.raise_if_failed()
@@ -132,9 +133,9 @@ def _attach(engine: Engine, attachments: list[Loaded], err: Console) -> None:
 
 
 def _ask(engine: Engine, manager: SessionManager | None, session: str | None, prompts: list[str], as_json: bool,
-         err: Console, out: TurnOutput, attachments: list[Loaded]) -> None:
+         err: Console, out: TurnOutput, attachments: list[Loaded], system: str | None = None) -> None:
     summary = engine.summary
-    live = manager.resume(session, engine) if manager is not None else None
+    live = manager.resume(session, engine, system_prompt=system) if manager is not None and session else None
     if live is not None:
         for line in filter(None, (live.report.notice, *live.report.notices)):
             err.print(f"[dim]session {escape(session)}: {escape(line)}[/]")
@@ -144,7 +145,7 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
         record = None
         if live is not None and number > 1 and (changed := live.changed_elsewhere()):
             # Another process saved between two of our prompts: go on from what it saved.
-            live = manager.resume(live.name, engine)
+            live = manager.resume(live.name, engine, system_prompt=system)
             err.print(f"[yellow]{escape(changed.message)}; reloaded it before prompt {number}[/]")
         for event in engine.send(prompt):
             if isinstance(event, ContextTrimmed):

@@ -110,7 +110,10 @@ class ChatApp(App[None]):
     """An attach worker is reading and sizing a file (chatapp.ui.attach_control)."""
 
     def __init__(self, engine: Engine, *, settings: Settings | None = None, session: str | None = None,
-                 themes: ThemeLoadResult | None = None, sessions: SessionManager | None = None) -> None:
+                 themes: ThemeLoadResult | None = None, sessions: SessionManager | None = None,
+                 system_prompt: str | None = None) -> None:
+        """`system_prompt`: one given on the command line, which replaces the system prompt of
+        the session opened at start (the engine's settings start a new chat with it already)."""
         self.engine: Engine = engine
         self.settings: Settings = settings or engine.settings
         self.session = session
@@ -137,7 +140,7 @@ class ChatApp(App[None]):
         """Holds back reply text updates when the screen is costly to lay out (chatapp.ui.pacing)."""
         self._panels_shown: bool | None = None
         """None follows the width (shown when wide); F2 makes it the user's choice."""
-        self.sessions_ui = SessionController(self, sessions)
+        self.sessions_ui = SessionController(self, sessions, system_prompt)
         self.attachments_ui = AttachController(self)
         self.inside_ui = InsideController(self)
 
@@ -402,8 +405,12 @@ class ChatApp(App[None]):
         def apply(text: str | None) -> None:
             if text is None or self.busy("change the system prompt"):
                 return
+            changed = text != self.engine.system_prompt
             self.engine.set_system_prompt(text)
-            self.notify("System prompt set" if text else "System prompt cleared", timeout=3)
+            line = "System prompt set" if text else "System prompt cleared"
+            if changed and any(m.role == "user" for m in self.engine.context_messages()):
+                line += "; the next turn prefills the conversation again (the cache starts with the old one)"
+            self.notify(line, timeout=5)
 
         self.push_screen(SystemPromptScreen(self.engine.system_prompt), apply)
 

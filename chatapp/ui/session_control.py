@@ -79,10 +79,14 @@ def other_model(stored: StoredSession | None, live: LiveSession) -> str | None:
 class SessionController:
     """The open session (`live`) and the sessions database (`manager`) for one ChatApp."""
 
-    def __init__(self, app: ChatApp, manager: SessionManager | None = None) -> None:
+    def __init__(self, app: ChatApp, manager: SessionManager | None = None,
+                 system_prompt: str | None = None) -> None:
         self.app = app
         self.manager = manager
         """The sessions database; opened on first use when not given."""
+        self.start_system_prompt = system_prompt
+        """The command line's system prompt, for the session opened at start: it replaces the
+        session's own from its next turn on (None: the session keeps its own)."""
         self.live: LiveSession | None = None
         """The open session, saved after every turn and on quit; None: nothing is saved."""
 
@@ -114,7 +118,7 @@ class SessionController:
         if self._session_manager() is None:
             self._header().session = None
             return
-        self._start_work("open", name)
+        self._start_work("open", name, self.start_system_prompt)
 
     # --- F6 and the palette ------------------------------------------------------------------
     def show_list(self) -> None:
@@ -242,18 +246,19 @@ class SessionController:
             self.live = self.live.moved_to(engine)
 
     # --- work on the session worker ------------------------------------------------------------
-    def _start_work(self, action: SessionWork, name: str) -> None:
+    def _start_work(self, action: SessionWork, name: str, system_prompt: str | None = None) -> None:
         app = self.app
         app.session_busy = True
         self._header().status = STATUS[action]
-        app.run_worker(partial(self._work, action, name), name=f"session {action}", group="session",
-                       thread=True, exclusive=True, exit_on_error=False)
+        app.run_worker(partial(self._work, action, name, system_prompt), name=f"session {action}",
+                       group="session", thread=True, exclusive=True, exit_on_error=False)
 
-    def _work(self, action: SessionWork, name: str) -> None:
-        """open: save the open session, then resume `name` into the engine (transcript and KV cache).
-        new: save the open session, then start `name` from an empty chat. save_as: keep this chat,
-        saved from now on as `name`. reload: resume the open session `name` again, as another
-        process saved it, without saving this chat over it. Runs on a thread worker."""
+    def _work(self, action: SessionWork, name: str, system_prompt: str | None = None) -> None:
+        """open: save the open session, then resume `name` into the engine (transcript and KV cache;
+        `system_prompt` replaces its own when given). new: save the open session, then start
+        `name` from an empty chat. save_as: keep this chat, saved from now on as `name`. reload:
+        resume the open session `name` again, as another process saved it, without saving this
+        chat over it. Runs on a thread worker."""
         app, manager = self.app, self.manager
         assert manager is not None, "work starts only once the database is open"
         with app.turn_lock:
@@ -269,7 +274,7 @@ class SessionController:
                 if action == "new":
                     engine.new_chat()
                 stored = manager.store.load(name) if action == "open" else None
-                live = manager.resume(name, engine)
+                live = manager.resume(name, engine, system_prompt=system_prompt)
                 if action != "open":
                     notices += live.save_now().notices
                 notices = live.manager.notices + notices  # what opening the database tidied, said once

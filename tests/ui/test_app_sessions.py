@@ -10,11 +10,12 @@ import sqlite3
 from types import SimpleNamespace
 
 import pytest
-from textual.widgets import DataTable, Input
+from textual.widgets import DataTable, Input, TextArea
 
 from chatapp import paths
 from chatapp.config import Settings
 from chatapp.engine.engine import Engine
+from chatapp.engine.events import Message as ChatMessage
 from chatapp.engine.sessions import SessionManager
 from chatapp.engine.sessions.reports import ResumeReport
 from chatapp.engine.sessions.store import ModelIdentity
@@ -152,6 +153,56 @@ async def test_without_a_session_nothing_is_saved(make_app):
         assert "session: (none)" in header(app)
     app.release_engine()
     assert store().store.summaries() == []
+
+
+async def test_a_system_prompt_from_the_command_line_replaces_the_sessions_from_its_next_turn(make_app,
+                                                                                            default_model_path):
+    app, seen = make_app(session="s1")
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        await opened(pilot, seen)
+        await send(pilot, app, seen, "Name a colour.")
+    app.release_engine()
+
+    pirate = "You are a pirate. Answer like one."  # `chatapp chat --session s1 --system ...`
+    settings = Settings().replace(n_ctx=1024, temperature=0.0, max_tokens=16, system_prompt=pirate)
+    again = ChatApp(Engine.open(settings, str(default_model_path)), settings=settings, session="s1",
+                    system_prompt=pirate)
+    seen = Messages()
+    try:
+        async with again.run_test(size=NARROW, message_hook=seen) as pilot:
+            report = (await opened(pilot, seen)).live.report
+            assert report.fallback == "the system prompt changed" and not report.restored
+            assert again.engine.system_prompt == pirate
+            assert texts(again, UserMessage) == ["Name a colour."]  # the transcript is kept
+            line = (f"session s1: saved KV state not used (the system prompt changed); re-prefilling "
+                    f"{report.reprefill_tokens:,} tokens from the transcript with the next turn")
+            assert line in [n.render().plain for n in again.query_one(Transcript).query(Notice)]
+            await notified(pilot, seen, lambda n: n.message == line)
+
+            record = (await send(pilot, again, seen, "And another one?")).record
+            assert record.cached_tokens == 0 and record.prefill_tokens == record.prompt_tokens
+            history = again.engine.messages[:-2]
+            assert history[0].content == pirate
+            assert report.reprefill_tokens == len(again.engine.prompt_ids(history, add_generation_prompt=False))
+            assert record.prompt_tokens == len(again.engine.prompt_ids([*history, ChatMessage("user",
+                                                                                              "And another one?")]))
+    finally:
+        again.release_engine()
+    assert store().store.get("s1").system_prompt == pirate
+
+
+async def test_a_new_system_prompt_mid_chat_says_the_next_turn_prefills_again(make_app):
+    app, seen = make_app()
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        await send(pilot, app, seen, "Name a colour.")
+        await pilot.press("ctrl+s")
+        app.screen.query_one(TextArea).load_text("You answer in one word.")
+        await pilot.press("ctrl+s")
+        await notified(pilot, seen, lambda n: n.message == "System prompt set; the next turn prefills the "
+                       "conversation again (the cache starts with the old one)")
+        record = (await send(pilot, app, seen, "Another?")).record
+        system_at = len(app.engine.prompt_ids(app.engine.messages[:1], add_generation_prompt=False))
+        assert record.cached_tokens < system_at  # at most the template's opening, before the prompt's text
 
 
 # --- the sessions screen ------------------------------------------------------------------------

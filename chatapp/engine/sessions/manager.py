@@ -137,10 +137,18 @@ class SessionManager:
         return self.store.prefill_speed(model_id(fingerprint), engine.summary.backend)
 
     # --- resume ----------------------------------------------------------------------
-    def resume(self, name: str, engine: Engine) -> "LiveSession":
+    def resume(self, name: str, engine: Engine, *, system_prompt: str | None = None) -> "LiveSession":
         """Load session `name` into the engine's chat, restoring its KV cache when the saved
         state is valid and leaving the cache empty otherwise. An unknown name starts a new
-        session from the chat as it stands; it is written on the first save."""
+        session from the chat as it stands; it is written on the first save.
+
+        When the state is not used, the next turn prefills its whole prompt anyway, so the
+        context window is placed again for the engine's n_ctx first: turns that a run with a
+        smaller context dropped come back when they fit now, turns that no longer fit leave,
+        and the report says how many, and how many tokens the next turn prefills before its
+        question. (A state that loads was saved under this n_ctx, for the window as saved.)
+        `system_prompt` (the command line's), when it differs from the session's, replaces it
+        from this turn on; the state starts with the old one, so it is not used."""
         validate_name(name)
         stored = self.store.load(name)
         live = LiveSession(self, name, engine, stored.revision if stored else None)
@@ -150,6 +158,9 @@ class SessionManager:
         engine.clear_cache()
         n_system = 1 if stored.messages and stored.messages[0].role == "system" else 0
         engine.load_conversation(stored.messages, stored.window_start)
+        system_changed = system_prompt is not None and system_prompt != engine.system_prompt
+        if system_changed:
+            engine.set_system_prompt(system_prompt or "")
         engine.set_attachments(stored.attachments)  # sized for this model: it retrieves as before
         notices = stored.notices
         if stored.attachments:
@@ -157,8 +168,10 @@ class SessionManager:
             notices = (f"{len(stored.attachments)} attachment{'s' if len(stored.attachments) != 1 else ''} "
                        f"restored: {names}", *notices)
         started = time.perf_counter()
-        expected = engine.prompt_ids()
-        restored, reason = self._restore(live, stored, expected)
+        if system_changed:  # the state's tokens start with the old system prompt: none of it is reusable
+            restored, reason = 0, "the system prompt changed"
+        else:
+            restored, reason = self._restore(live, stored, engine.prompt_ids())
         restore_ms = (time.perf_counter() - started) * 1000
         if restored:
             estimate = reprefill_estimate(restored, self.prefill_tps(engine, live.fingerprint))
@@ -166,8 +179,12 @@ class SessionManager:
                                        restore_ms=restore_ms, estimate_s=estimate, notices=notices)
         else:
             has_turns = len(stored.messages) > n_system
+            turns_back = engine.refit_window()
+            # Nothing is cached: the next turn prefills all of its prompt, which starts with these.
+            reprefill = len(engine.prompt_ids(add_generation_prompt=False)) if has_turns else 0
             live.report = ResumeReport(name, False, len(stored.messages), fallback=reason if has_turns else None,
-                                       reprefill_tokens=len(expected) if has_turns else 0, notices=notices)
+                                       reprefill_tokens=reprefill, notices=notices, turns_back=turns_back,
+                                       system_changed=system_changed)
         live.pending = live.report
         return live
 
