@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -18,6 +19,10 @@ from chatapp.engine.retrieval.context import RetrievedContext
 from chatapp.engine.retrieval.loading import Loaded
 from chatapp.engine.stats import TurnRecord
 from chatapp.errors import OutputError, ServerError
+
+if TYPE_CHECKING:  # both are imported where they are first needed, after the arguments are checked
+    from chatapp.engine.engine import Engine
+    from chatapp.engine.sessions import SessionManager
 
 
 def stats_line(record: TurnRecord) -> str:
@@ -57,7 +62,7 @@ class TurnOutput:
 
 
 @contextlib.contextmanager
-def ctrl_c_stops(engine) -> Iterator[None]:
+def ctrl_c_stops(engine: Engine) -> Iterator[None]:
     """The first Ctrl+C stops the turn (the reply so far is kept and saved, even mid-prefill:
     llama.cpp abandons the batch it is on); a second one quits at once, like kill -9 (saved
     sessions survive that). The handler may run inside llama.cpp's abort callback, where an
@@ -91,12 +96,13 @@ def sources_line(context: RetrievedContext) -> str:
 
 
 def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_json: bool,
-            session: str | None = None, attachments: list[Loaded] | None = None) -> None:
+            session: str | None = None, attachments: list[Loaded] | None = None, system: str | None = None) -> None:
+    """`system`: the --system given, which replaces a resumed session's system prompt."""
     from chatapp.commands.core import open_engine
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     out = TurnOutput()
-    manager = None
+    manager: SessionManager | None = None
     if session is not None:
         from chatapp.engine.sessions import SessionManager, validate_name
 
@@ -109,13 +115,13 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
         err.print(f"[yellow]{escape(notice)}[/]")
     try:
         with ctrl_c_stops(engine):
-            _ask(engine, manager, session, prompts, as_json, err, out, attachments or [])
+            _ask(engine, manager, session, prompts, as_json, err, out, attachments or [], system)
     finally:
         engine.close()
     out.raise_if_failed()
 
 
-def _attach(engine, attachments: list[Loaded], err: Console) -> None:
+def _attach(engine: Engine, attachments: list[Loaded], err: Console) -> None:
     """Size the files read before the model loaded for it, and say how each one is used."""
     report = engine.add_attachments([a for loaded in attachments for a in loaded.attachments],
                                     [n for loaded in attachments for n in loaded.notices])
@@ -126,10 +132,10 @@ def _attach(engine, attachments: list[Loaded], err: Console) -> None:
         err.print(f"[dim]attached {escape(plan.attachment.name)}: {plan.tokens:,} tokens, {how}[/]")
 
 
-def _ask(engine, manager, session: str | None, prompts: list[str], as_json: bool, err: Console,
-         out: TurnOutput, attachments: list[Loaded]) -> None:
+def _ask(engine: Engine, manager: SessionManager | None, session: str | None, prompts: list[str], as_json: bool,
+         err: Console, out: TurnOutput, attachments: list[Loaded], system: str | None = None) -> None:
     summary = engine.summary
-    live = manager.resume(session, engine) if manager is not None else None
+    live = manager.resume(session, engine, system_prompt=system) if manager is not None and session else None
     if live is not None:
         for line in filter(None, (live.report.notice, *live.report.notices)):
             err.print(f"[dim]session {escape(session)}: {escape(line)}[/]")
@@ -139,7 +145,7 @@ def _ask(engine, manager, session: str | None, prompts: list[str], as_json: bool
         record = None
         if live is not None and number > 1 and (changed := live.changed_elsewhere()):
             # Another process saved between two of our prompts: go on from what it saved.
-            live = manager.resume(live.name, engine)
+            live = manager.resume(live.name, engine, system_prompt=system)
             err.print(f"[yellow]{escape(changed.message)}; reloaded it before prompt {number}[/]")
         for event in engine.send(prompt):
             if isinstance(event, ContextTrimmed):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -17,9 +17,14 @@ from rich.text import Text
 from chatapp.config import Settings, adjusted, load_settings
 from chatapp.errors import InputError
 
+if TYPE_CHECKING:  # the engine is imported once the arguments are checked
+    from chatapp.engine.engine import Engine
+
 ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="A GGUF path or a catalog name.")]
 CtxOpt = Annotated[Optional[int], typer.Option("--ctx", help="Context window in tokens.")]
 LongCtxOpt = Annotated[bool, typer.Option("--allow-long-ctx", help="Allow --ctx above the model's training context.")]
+SystemOpt = Annotated[Optional[str], typer.Option(
+    "--system", help="System prompt; on a saved session, it replaces the session's from this turn on.")]
 ServerOpt = Annotated[Optional[str], typer.Option(
     "--server", help="Chat through the llama-server at this URL (also $CHATAPP_SERVER or `server` in the config).")]
 ApiKeyOpt = Annotated[Optional[str], typer.Option(
@@ -46,7 +51,8 @@ def root(
 ) -> None:
     """Chat with a local model in the terminal and watch how inference works."""
     if ctx.invoked_subcommand is None:
-        chat(model=None, theme=None, n_ctx=None, session=None, allow_long_ctx=False, server=None, api_key=None)
+        chat(model=None, theme=None, n_ctx=None, session=None, system=None, allow_long_ctx=False, server=None,
+             api_key=None)
 
 
 def settings_with(**overrides) -> Settings:
@@ -58,7 +64,7 @@ def settings_with(**overrides) -> Settings:
     return settings
 
 
-def open_engine(settings: Settings, model: str | None, console: Console | None = None):
+def open_engine(settings: Settings, model: str | None, console: Console | None = None) -> Engine:
     """The engine the settings ask for: a local model (pulled if missing) or a llama-server."""
     from chatapp.commands.progress import pull_progress, server_loading, tidy_models_dir
     from chatapp.engine.engine import Engine
@@ -75,6 +81,7 @@ def chat(
     theme: Annotated[Optional[str], typer.Option("--theme", help="Theme name (see chatapp themes list).")] = None,
     n_ctx: CtxOpt = None,
     session: Annotated[Optional[str], typer.Option("--session", help="Open or create a saved session.")] = None,
+    system: SystemOpt = None,
     allow_long_ctx: LongCtxOpt = False,
     server: ServerOpt = None,
     api_key: ApiKeyOpt = None,
@@ -82,15 +89,15 @@ def chat(
     """Open the chat TUI."""
     from chatapp.commands.tui import run_app
 
-    settings = settings_with(theme=theme, n_ctx=n_ctx, allow_long_ctx=allow_long_ctx or None, server=server,
-                             api_key=api_key)
-    run_app(settings, model=model, session=session)
+    settings = settings_with(theme=theme, n_ctx=n_ctx, system_prompt=system, allow_long_ctx=allow_long_ctx or None,
+                             server=server, api_key=api_key)
+    run_app(settings, model=model, session=session, system=system)
 
 
 def ask(
     prompts: Annotated[list[str], typer.Argument(help="One user turn each, in order, in one conversation.")],
     model: ModelOpt = None,
-    system: Annotated[Optional[str], typer.Option("--system", help="System prompt.")] = None,
+    system: SystemOpt = None,
     max_tokens: Annotated[Optional[int], typer.Option("--max-tokens")] = None,
     temperature: Annotated[Optional[float], typer.Option("--temperature", help="0 is greedy and repeatable.")] = None,
     seed: Annotated[Optional[int], typer.Option("--seed")] = None,
@@ -117,7 +124,7 @@ def ask(
                              allow_long_ctx=allow_long_ctx or None, server=server, api_key=api_key)
     from chatapp.commands.ask_output import run_ask
 
-    run_ask(settings, model, prompts, as_json=as_json, session=session, attachments=loaded)
+    run_ask(settings, model, prompts, as_json=as_json, session=session, attachments=loaded, system=system)
 
 
 def tokenize(

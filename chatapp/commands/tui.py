@@ -30,9 +30,11 @@ def check_terminal() -> None:
                              "in scripts and pipes use: chatapp ask PROMPT")
 
 
-def run_app(settings: Settings, *, model: str | None = None, session: str | None = None) -> None:
+def run_app(settings: Settings, *, model: str | None = None, session: str | None = None,
+            system: str | None = None) -> None:
     """Load (pulling the default model if missing) before the TUI starts, then run it. A session
-    is resumed once the TUI is up, and saved again when it closes."""
+    is resumed once the TUI is up (`system`, the --system given, replacing its system prompt),
+    and saved again when it closes."""
     from chatapp.commands.progress import pull_progress, server_loading  # noqa: PLC0415
     from chatapp.engine.engine import Engine  # noqa: PLC0415
     from chatapp.engine.models import resolve_model  # noqa: PLC0415
@@ -60,7 +62,7 @@ def run_app(settings: Settings, *, model: str | None = None, session: str | None
             from chatapp.ui.app import ChatApp  # noqa: PLC0415 - imported while the model loads
 
             engine = loading.result()
-    app = ChatApp(engine, settings=settings, session=session, sessions=sessions)
+    app = ChatApp(engine, settings=settings, session=session, sessions=sessions, system_prompt=system)
     try:
         app.run()
     finally:

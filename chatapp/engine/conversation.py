@@ -68,6 +68,36 @@ class Conversation:
             raise InputError("there is no user message to answer again")
         return dropped
 
+    def refit(self, prompt_ids: Callable[[list[Message]], list[int]], n_ctx: int, reserve: int) -> int:
+        """Place the window again from scratch: it starts at the oldest whole turn from which
+        the prompt (every later message, and the system prompt) fits with `reserve` tokens
+        left for the reply, whether that turn was inside the window before or not. A
+        conversation loaded from a session saved under another n_ctx needs this: `fit` only
+        ever drops turns. When not even the system prompt fits, the window holds no turn (the
+        next turn's `fit` says why it can't run). Returns how many turns came back into the
+        window (negative: how many left it).
+
+        A prompt grows with every message put before it, so the first start that fits is
+        found by bisection: a few tokenizations of the transcript, not one per turn."""
+        n_system = self.n_system
+        starts = [i for i in range(n_system, len(self.messages))
+                  if i == n_system or self.messages[i].role == "user"] + [len(self.messages)]
+
+        def fits(start: int) -> bool:
+            return len(prompt_ids(self.messages[:n_system] + self.messages[start:])) + reserve <= n_ctx
+
+        low, high = 0, len(starts) - 1  # starts[high] is taken when nothing earlier fits
+        while low < high:
+            middle = (low + high) // 2
+            if fits(starts[middle]):
+                high = middle
+            else:
+                low = middle + 1
+        before, self.window_start = self.window_start, starts[low]
+        between = self.messages[min(before, self.window_start):max(before, self.window_start)]
+        turns = sum(1 for m in between if m.role == "user")
+        return turns if self.window_start < before else -turns
+
     def fit(self, prompt_ids: Callable[[list[Message]], list[int]], n_ctx: int,
             reserve: int) -> tuple[list[int], ContextTrimmed | None]:
         """The prompt's ids once the oldest whole turns (never the system prompt) are dropped

@@ -139,6 +139,15 @@ class Engine:
         self._last_reuse = None
         self._last_turn = None
 
+    def refit_window(self) -> int:
+        """Place the context window again for this n_ctx and max_tokens, as for a conversation
+        saved under others (a resumed session): the earlier turns that fit come back, those
+        that no longer fit leave. Returns how many turns came back (negative: how many left)."""
+        moved = self._conversation.refit(self.prompt_ids, self.n_ctx, self._reserve())
+        if moved:
+            self._last_reuse = None
+        return moved
+
     def set_generation(self, **changes) -> None:
         self.generation = replace(self.generation, **changes)
 
@@ -150,11 +159,13 @@ class Engine:
         messages = self.context_messages() if messages is None else messages
         return self._backend.render(messages, add_generation_prompt=add_generation_prompt)
 
-    def prompt_ids(self, messages: Sequence[Message] | None = None) -> list[int]:
+    def prompt_ids(self, messages: Sequence[Message] | None = None, *, add_generation_prompt: bool = True) -> list[int]:
         """The templated prompt's token ids for these messages (the window's, by default):
-        the template's markers as control tokens, message text always as plain text."""
+        the template's markers as control tokens, message text always as plain text. Without
+        the generation prompt, these are the ids the next turn's prompt starts with."""
         messages = self.context_messages() if messages is None else messages
-        return prompt_tokens.prompt_ids(self._backend, self.render, messages)
+        return prompt_tokens.prompt_ids(self._backend, self.render, messages,
+                                        add_generation_prompt=add_generation_prompt)
 
     def tokenize(self, text: str) -> list[Token]:
         return self._backend.tokenize(text)

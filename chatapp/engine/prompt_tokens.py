@@ -35,18 +35,19 @@ class PromptTokenizer(Protocol):
     def tokenize(self, text: str) -> list[Token]: ...
 
 
-def prompt_ids(backend: PromptTokenizer, render: Render, messages: Sequence[Message]) -> list[int]:
-    """The ids of the templated prompt for `messages` (generation prompt added), with every
-    message's content read as plain text."""
+def prompt_ids(backend: PromptTokenizer, render: Render, messages: Sequence[Message], *,
+               add_generation_prompt: bool = True) -> list[int]:
+    """The ids of the templated prompt for `messages` (generation prompt added unless told),
+    with every message's content read as plain text."""
     messages = list(messages)
-    text = render(messages, add_generation_prompt=True)
+    text = render(messages, add_generation_prompt=add_generation_prompt)
     ids = backend.tokenize_prompt(text)
     tokens = backend.describe(ids)
     specials = {t.piece for t in tokens if t.special and t.piece}
     contents = [m.as_template_input()["content"] for m in messages]
     if not any(piece in content for piece in specials for content in contents):
         return ids  # no message spells a special token: nothing to change
-    _, spans = content_spans(render, messages)
+    _, spans = content_spans(render, messages, add_generation_prompt=add_generation_prompt)
     cuts = _template_specials(text, tokens, [(s.start, s.end) for s in spans])
     out: list[int] = []
     first, text_from = 0, 0

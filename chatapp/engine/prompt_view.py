@@ -43,12 +43,13 @@ class ContentSpan:
         return self.start + (len(self.message.context.text) if self.message.context else 0)
 
 
-def content_spans(render: Render, messages: Sequence[Message]) -> tuple[str, list[ContentSpan]]:
-    """The templated prompt for `messages` (generation prompt added) and each message's content
-    span in it, found by rendering one more message at a time. A message whose content the
-    template changed (trimmed, say) has no span: its text counts as template."""
+def content_spans(render: Render, messages: Sequence[Message], *,
+                  add_generation_prompt: bool = True) -> tuple[str, list[ContentSpan]]:
+    """The templated prompt for `messages` (generation prompt added unless told) and each
+    message's content span in it, found by rendering one more message at a time. A message
+    whose content the template changed (trimmed, say) has no span: its text counts as template."""
     messages = list(messages)
-    full = render(messages, add_generation_prompt=True)
+    full = render(messages, add_generation_prompt=add_generation_prompt)
     spans, start = [], 0
     for i, message in enumerate(messages):
         prefix = render(messages[: i + 1], add_generation_prompt=False)

@@ -1,7 +1,10 @@
 """The chat App: layout, key bindings, thin thread workers around the engine, message handlers.
 
 llama.cpp never runs on the UI thread. Each worker calls headless engine code and only posts
-messages (chatapp.ui.messages); the handlers here hand the results to the widgets.
+messages (chatapp.ui.messages); the handlers here hand the results to the widgets. Sessions,
+attachments and the look inside the model each have a controller the app holds
+(`sessions_ui`, `attachments_ui`, `inside_ui`): their actions and message handlers here only
+delegate to it.
 """
 
 from __future__ import annotations
@@ -25,16 +28,17 @@ from textual.widgets import Footer, Tab, Tabs, TextArea
 from textual.worker import get_current_worker
 
 from chatapp.config import Settings, save_setting
-from chatapp.engine.sessions import LiveSession, SessionManager
+from chatapp.engine.engine import Engine
+from chatapp.engine.sessions import SessionManager
 from chatapp.errors import ChatappError, ConfigError, ContextFullError, InputError, ServerError
-from chatapp.ui.attach_control import AttachControl, command_of
+from chatapp.ui.attach_control import AttachController, command_of
 from chatapp.ui.commands import ChatCommands, ThemePicker
-from chatapp.ui.inside_control import InsideControl
+from chatapp.ui.inside_control import InsideController, NeighboursFound
 from chatapp.ui.pacing import UpdatePacer
 from chatapp.ui.messages import (
-    ComposerTokenized, ModelInfoReady, ModelSwitched, ModelSwitchFailed, PrefillFinished, PrefillProgressed,
-    ReplyProgress,
-    TurnFailed, TurnFinished, TurnStarted, TurnTrimmed, dropped_after_exit,
+    AttachFailed, Attached, ComposerTokenized, ModelInfoReady, ModelSwitched, ModelSwitchFailed, PrefillFinished,
+    PrefillProgressed, ReplyProgress, SessionFailed, SessionOpened, SessionSaved, TurnFailed, TurnFinished,
+    TurnRetrieved, TurnStarted, TurnTrimmed, dropped_after_exit,
 )
 from chatapp.ui.screens.attention import AttentionScreen
 from chatapp.ui.screens.help import HelpScreen
@@ -42,7 +46,7 @@ from chatapp.ui.screens.model_picker import ModelPickerScreen
 from chatapp.ui.screens.sampling import Sampling, SamplingScreen
 from chatapp.ui.screens.sessions import SessionsScreen
 from chatapp.ui.screens.system_prompt import SystemPromptScreen
-from chatapp.ui.session_control import SessionControl
+from chatapp.ui.session_control import SessionController
 from chatapp.ui.themes import DEFAULT_THEME, ThemeLoadResult, load_themes, register_themes
 from chatapp.ui.turns import decode_gets_the_gil, stream_turn
 from chatapp.ui.widgets.composer import Composer
@@ -62,7 +66,7 @@ QUIT_WINDOW = 2.0
 PANELS = ("tokens", "kv", "speed", "quant")
 
 
-class ChatApp(SessionControl, InsideControl, AttachControl, App[None]):
+class ChatApp(App[None]):
     CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "chatapp"
     COMMANDS = App.COMMANDS | {ChatCommands}
@@ -109,16 +113,15 @@ class ChatApp(SessionControl, InsideControl, AttachControl, App[None]):
     attaching: var[bool] = var(False, bindings=True)
     """An attach worker is reading and sizing a file (chatapp.ui.attach_control)."""
 
-    def __init__(self, engine, *, settings: Settings | None = None, session: str | None = None,
-                 themes: ThemeLoadResult | None = None, sessions: SessionManager | None = None) -> None:
-        self.engine = engine
-        self.settings = settings or engine.settings
+    def __init__(self, engine: Engine, *, settings: Settings | None = None, session: str | None = None,
+                 themes: ThemeLoadResult | None = None, sessions: SessionManager | None = None,
+                 system_prompt: str | None = None) -> None:
+        """`system_prompt`: one given on the command line, which replaces the system prompt of
+        the session opened at start (the engine's settings start a new chat with it already)."""
+        self.engine: Engine = engine
+        self.settings: Settings = settings or engine.settings
         self.session = session
         """The session to open at start (it is created on the first save if it doesn't exist)."""
-        self.sessions = sessions
-        """The sessions database; opened on first use when not given."""
-        self.live: LiveSession | None = None
-        """The open session, saved after every turn and on quit; None: nothing is saved."""
         # Textual asks for the variable defaults while it sets up, so these come first.
         self.theme_result = themes if themes is not None else load_themes()
         super().__init__()
@@ -127,12 +130,13 @@ class ChatApp(SessionControl, InsideControl, AttachControl, App[None]):
         # Only chatapp's themes, as the picker and `chatapp themes list` offer (not Textual's built-ins).
         self._theme_problem = None if wanted in self.theme_result.names() else wanted
         self.theme = wanted if self._theme_problem is None else DEFAULT_THEME
-        self._turn_lock = threading.Lock()
-        """Held by whichever thread is using the engine for a turn; closing waits for it."""
-        self._tokenize_lock = threading.Lock()
+        self.turn_lock = threading.Lock()
+        """Held by whichever thread is using the engine for a turn (or a session or attach
+        worker); closing waits for it."""
+        self.tokenize_lock = threading.Lock()
         """Held while the composer is tokenized (that runs alongside a turn); closing waits for it too."""
-        self._released = False
-        """release_engine() ran: no worker may use the engine. (Not `_closed`: Textual's own.)"""
+        self.engine_released = False
+        """release_engine() ran: no worker may use the engine."""
         self._quit_armed_at: float | None = None
         self._tokenize_timer: Timer | None = None
         self._theme_before_preview: str | None = None
@@ -140,6 +144,9 @@ class ChatApp(SessionControl, InsideControl, AttachControl, App[None]):
         """Holds back reply text updates when the screen is costly to lay out (chatapp.ui.pacing)."""
         self._panels_shown: bool | None = None
         """None follows the width (shown when wide); F2 makes it the user's choice."""
+        self.sessions_ui = SessionController(self, sessions, system_prompt)
+        self.attachments_ui = AttachController(self)
+        self.inside_ui = InsideController(self)
 
     async def on_event(self, event: events.Event) -> None:
         # A printable key for the focused composer on the main screen goes straight to it: no
@@ -186,7 +193,7 @@ class ChatApp(SessionControl, InsideControl, AttachControl, App[None]):
             self.notify(f"theme {self._theme_problem!r} is not available; using {DEFAULT_THEME}",
                         title="Theme", severity="warning", timeout=10, markup=False)
         if self.session is not None:
-            self._open_at_start(self.session)
+            self.sessions_ui.open_at_start(self.session)
 
     def on_resize(self, event: Resize) -> None:
         self._apply_layout(event.size.width)  # self.size is updated after this handler runs
@@ -210,10 +217,10 @@ class ChatApp(SessionControl, InsideControl, AttachControl, App[None]):
     @on(Composer.Submitted)
     def _submit(self, message: Composer.Submitted) -> None:
         if command_of(message.text) is not None:
-            if self.composer_command(message.text):
+            if self.attachments_ui.composer_command(message.text):
                 message.composer.clear()
             return
-        if self._busy("send") or self.session_changed_elsewhere():
+        if self.busy("send") or self.sessions_ui.changed_elsewhere():
             return
         message.composer.clear()
         self._start_turn(message.text)
@@ -223,7 +230,7 @@ class ChatApp(SessionControl, InsideControl, AttachControl, App[None]):
         self.query_one(AppHeader).status = "prefill…"
         self.run_turn(text, regenerate)
 
-    def _busy(self, what: str) -> bool:
+    def busy(self, what: str) -> bool:
         """True (and say so) when a reply is being written or a model is loading."""
         if self.generating:
             self.notify(f"cannot {what} while a reply is being written: Esc stops it", severity="warning")
@@ -242,10 +249,10 @@ class ChatApp(SessionControl, InsideControl, AttachControl, App[None]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="turn")
     def run_turn(self, text: str, regenerate: bool = False) -> None:
         worker = get_current_worker()
-        engine, live = self.engine, self.live
-        autosave = partial(self._autosave, live) if live is not None else None
-        with self._turn_lock:
-            if self._released:
+        engine, live = self.engine, self.sessions_ui.live
+        autosave = partial(self.sessions_ui.autosave, live) if live is not None else None
+        with self.turn_lock:
+            if self.engine_released:
                 return
             self.post_message(TurnStarted(text, regenerate))
             try:
@@ -307,7 +314,7 @@ class ChatApp(SessionControl, InsideControl, AttachControl, App[None]):
         self.query_one(QuantPanel).show_kv_used(record.kv_used)
         if error := record.extra.get("server_error"):  # the reply so far is kept, marked stopped
             self.notify(str(error), title="Server", severity="error", timeout=10, markup=False)
-        self.show_attachments()  # sized again for this turn (max_tokens may have changed)
+        self.attachments_ui.show()  # sized again for this turn (max_tokens may have changed)
         self._turn_over()
 
     @dropped_after_exit
@@ -352,18 +359,18 @@ class ChatApp(SessionControl, InsideControl, AttachControl, App[None]):
     def release_engine(self, timeout: float = 30.0) -> list[str]:
         """After the app has exited: stop any turn, wait for its worker, save the open session,
         close the engine. Returns what went wrong saving, in words, for the terminal. Once only."""
-        if self._released:
+        if self.engine_released:
             return []
-        self._released = True
+        self.engine_released = True
         self.engine.stop()
         problems: list[str] = []
-        if self._turn_lock.acquire(timeout=timeout):
+        if self.turn_lock.acquire(timeout=timeout):
             try:
-                problems = self.save_on_quit()
-                with self._tokenize_lock:
+                problems = self.sessions_ui.save_on_quit()
+                with self.tokenize_lock:
                     self.engine.close()
             finally:
-                self._turn_lock.release()
+                self.turn_lock.release()
         return problems
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -375,14 +382,14 @@ class ChatApp(SessionControl, InsideControl, AttachControl, App[None]):
 
     # --- conversation actions ------------------------------------------------------------------
     async def action_new_chat(self) -> None:
-        if self._busy("start a new chat"):
+        if self.busy("start a new chat"):
             return
         self.engine.new_chat()
         await self.query_one(Transcript).clear()
         self.query_one(KVPanel).reset()
         self.query_one(TokensPanel).reset()
-        self.show_attachments()  # a new chat starts without attachments
-        left = self._detach_session()
+        self.attachments_ui.show()  # a new chat starts without attachments
+        left = self.sessions_ui.detach()
         if left is None:
             self.notify("New chat", timeout=2)
         else:
@@ -390,7 +397,7 @@ class ChatApp(SessionControl, InsideControl, AttachControl, App[None]):
                         timeout=5, markup=False)
 
     def action_regenerate(self) -> None:
-        if self._busy("regenerate") or self.session_changed_elsewhere():
+        if self.busy("regenerate") or self.sessions_ui.changed_elsewhere():
             return
         users = [m for m in self.engine.messages if m.role == "user"]
         if not users:
@@ -400,10 +407,14 @@ class ChatApp(SessionControl, InsideControl, AttachControl, App[None]):
 
     def action_system_prompt(self) -> None:
         def apply(text: str | None) -> None:
-            if text is None or self._busy("change the system prompt"):
+            if text is None or self.busy("change the system prompt"):
                 return
+            changed = text != self.engine.system_prompt
             self.engine.set_system_prompt(text)
-            self.notify("System prompt set" if text else "System prompt cleared", timeout=3)
+            line = "System prompt set" if text else "System prompt cleared"
+            if changed and any(m.role == "user" for m in self.engine.context_messages()):
+                line += "; the next turn prefills the conversation again (the cache starts with the old one)"
+            self.notify(line, timeout=5)
 
         self.push_screen(SystemPromptScreen(self.engine.system_prompt), apply)
 
@@ -430,6 +441,64 @@ class ChatApp(SessionControl, InsideControl, AttachControl, App[None]):
                                          ("In the Tokens panel (or click a token)", TokensPanel.BINDINGS),
                                          ("In the attention view (F9)", AttentionScreen.BINDINGS),
                                          ("In the sessions list (F6)", SessionsScreen.BINDINGS)]))
+
+    # --- sessions, attachments, inside the model: their controllers do the work ----------------
+    def action_sessions(self) -> None:
+        self.sessions_ui.show_list()
+
+    def action_save_session(self) -> None:
+        self.sessions_ui.ask_save_as()
+
+    def on_sessions_screen_request(self, message: SessionsScreen.Request) -> None:
+        message.stop()
+        self.sessions_ui.request(message.action, message.session, message.new_name, message.origin)
+
+    @dropped_after_exit
+    async def on_session_opened(self, message: SessionOpened) -> None:
+        await self.sessions_ui.opened(message)
+
+    @dropped_after_exit
+    def on_session_failed(self, message: SessionFailed) -> None:
+        self.sessions_ui.failed(message)
+
+    @dropped_after_exit
+    def on_session_saved(self, message: SessionSaved) -> None:
+        self.sessions_ui.saved(message)
+
+    def action_attach_file(self) -> None:
+        self.attachments_ui.pick_file()
+
+    def action_detach(self) -> None:
+        self.attachments_ui.pick_detach()
+
+    @dropped_after_exit
+    async def on_attached(self, message: Attached) -> None:
+        await self.attachments_ui.attached(message)
+
+    @dropped_after_exit
+    def on_attach_failed(self, message: AttachFailed) -> None:
+        self.attachments_ui.attach_failed(message)
+
+    @dropped_after_exit
+    async def on_turn_retrieved(self, message: TurnRetrieved) -> None:
+        await self.attachments_ui.retrieved(message)
+
+    def on_composer_path_candidates(self, message: Composer.PathCandidates) -> None:
+        self.attachments_ui.path_candidates(message)
+
+    def action_anatomy(self) -> None:
+        self.inside_ui.toggle_anatomy()
+
+    def action_attention(self) -> None:
+        self.inside_ui.toggle_attention()
+
+    def on_tokens_panel_token_selected(self, message: TokensPanel.TokenSelected) -> None:
+        message.stop()
+        self.inside_ui.token_selected(message)
+
+    @dropped_after_exit
+    def on_neighbours_found(self, message: NeighboursFound) -> None:
+        self.inside_ui.found(message)
 
     # --- panels ------------------------------------------------------------------------------
     def action_toggle_panels(self) -> None:
@@ -471,9 +540,9 @@ class ChatApp(SessionControl, InsideControl, AttachControl, App[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="tokenize")
     def tokenize(self, text: str) -> None:
-        with self._tokenize_lock:
+        with self.tokenize_lock:
             engine = self.engine
-            if not self._released:
+            if not self.engine_released:
                 self.post_message(ComposerTokenized(text, engine.tokenize(text)))
 
     @dropped_after_exit
@@ -502,7 +571,7 @@ class ChatApp(SessionControl, InsideControl, AttachControl, App[None]):
         self.query_one(QuantPanel).show_info(message.info, summary)
 
     def action_switch_model(self) -> None:
-        if self._busy("switch model"):
+        if self.busy("switch model"):
             return
         if self.engine.summary.kind != "in-process":
             self.notify(f"{self.engine.summary.location} serves the model it was started with; restart it "
@@ -511,7 +580,7 @@ class ChatApp(SessionControl, InsideControl, AttachControl, App[None]):
         from chatapp.engine.models import LocalModel, local_models  # noqa: PLC0415
 
         def chosen(spec: str | None) -> None:
-            if spec is None or self._busy("switch model"):
+            if spec is None or self.busy("switch model"):
                 return
             if Path(spec).resolve() == Path(self.engine.summary.path).resolve():
                 self.notify("that model is already loaded", timeout=3)
@@ -550,14 +619,13 @@ class ChatApp(SessionControl, InsideControl, AttachControl, App[None]):
         new.generation = old.generation
         new.load_conversation(old.messages, old.window_start)
         self.engine = new
-        if self.live is not None:  # the session goes on with the new model, saved from the next turn
-            self.live = self.live.moved_to(new)
+        self.sessions_ui.moved_to(new)  # the session goes on with the new model, saved from the next turn
         self.close_engine(old)
         self.loading_model = False
         self.query_one(AppHeader).status = ""
         self.query_one(KVPanel).reset()
         self._show_model()
-        self.show_attachments()
+        self.attachments_ui.show()
         self._tokenize_composer()
         self.notify(f"Loaded {new.summary.name}", timeout=3, markup=False)
 
@@ -568,8 +636,8 @@ class ChatApp(SessionControl, InsideControl, AttachControl, App[None]):
         self.notify(message.error, severity="error", timeout=10, markup=False)
 
     @work(thread=True, exit_on_error=False, group="close")
-    def close_engine(self, engine) -> None:
-        with self._turn_lock, self._tokenize_lock:
+    def close_engine(self, engine: Engine) -> None:
+        with self.turn_lock, self.tokenize_lock:
             engine.close()
 
     # --- themes --------------------------------------------------------------------------------

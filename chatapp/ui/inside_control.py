@@ -1,17 +1,19 @@
 """The app's side of looking inside the model: the Anatomy screen (F7), the neighbours of the
 token selected in the Tokens panel, and the attention view (F9).
 
-ChatApp inherits this. The neighbours worker calls headless code (chatapp.engine.neighbours)
-and only posts a message; the first lookup on a model builds the embedding cache (about a second
-for the default model), so it never runs on the UI thread.
+ChatApp holds one `InsideController` (`app.inside_ui`). Its neighbours lookup runs in the app's
+thread workers (group "neighbours"), calls headless code (chatapp.engine.neighbours) and only
+posts a message; the first lookup on a model builds the embedding cache (about a second for
+the default model), so it never runs on the UI thread.
 """
 
 from __future__ import annotations
 
 import threading
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from textual import work
 from textual.message import Message
 from textual.worker import get_current_worker
 
@@ -19,10 +21,12 @@ from chatapp.engine.attention import AttentionMap, AttentionUnavailable
 from chatapp.engine.neighbours import EmbeddingIndex, Neighbour
 from chatapp.engine.tokens import Token
 from chatapp.errors import ChatappError
-from chatapp.ui.messages import dropped_after_exit
 from chatapp.ui.screens.anatomy import AnatomyScreen
 from chatapp.ui.screens.attention import AttentionScreen
 from chatapp.ui.widgets.tokens_panel import WINDOW, TokensPanel
+
+if TYPE_CHECKING:
+    from chatapp.ui.app import ChatApp
 
 NEIGHBOURS_SHOWN = 10
 
@@ -34,36 +38,41 @@ class NeighboursFound(Message):
         self.path, self.token_id, self.neighbours, self.problem = path, token_id, neighbours, problem
 
 
-class InsideControl:
-    """Mixed into ChatApp, which provides engine, screen, the tokenize lock and `_released`."""
+class InsideController:
+    """The Anatomy screen, the token neighbours and the attention view for one ChatApp."""
 
-    _index: EmbeddingIndex | None = None
-    _index_lock = threading.Lock()
-    """Held while an index is opened, so quick selections wait for one build instead of starting several."""
+    def __init__(self, app: ChatApp) -> None:
+        self.app = app
+        self._index: EmbeddingIndex | None = None
+        """The last model's embedding index, kept for the next lookup."""
+        self._index_lock = threading.Lock()
+        """Held while an index is opened, so quick selections wait for one build instead of starting several."""
 
-    def action_anatomy(self) -> None:
+    def toggle_anatomy(self) -> None:
         """F7 opens the Anatomy screen, and closes it (the binding has priority over the screen's own)."""
-        if isinstance(self.screen, AnatomyScreen):
-            self.screen.dismiss(None)
+        app = self.app
+        if isinstance(app.screen, AnatomyScreen):
+            app.screen.dismiss(None)
             return
-        summary = self.engine.summary
-        self.push_screen(AnatomyScreen(summary.path, summary.kv_type))
+        summary = app.engine.summary
+        app.push_screen(AnatomyScreen(summary.path, summary.kv_type))
 
-    def action_attention(self) -> None:
+    def toggle_attention(self) -> None:
         """F9 opens the attention view for the last turn, at the reply token selected in the Tokens
         panel if there is one; F9 again closes it."""
-        if isinstance(self.screen, AttentionScreen):
-            self.screen.dismiss(None)
+        app = self.app
+        if isinstance(app.screen, AttentionScreen):
+            app.screen.dismiss(None)
             return
-        if self._busy("look at attention"):
+        if app.busy("look at attention"):
             return
-        n_layer = self.engine.summary.n_layer or 1
-        self.push_screen(AttentionScreen(self._capture_attention, position=self._selected_reply_position(),
-                                         layer=n_layer // 2))
+        n_layer = app.engine.summary.n_layer or 1
+        app.push_screen(AttentionScreen(self._capture_attention, position=self._selected_reply_position(),
+                                        layer=n_layer // 2))
 
     def _selected_reply_position(self) -> int | None:
         """The cache position of the token selected in the Tokens panel, when it is a generated one."""
-        panel = self.query_one(TokensPanel)
+        panel = self.app.query_one(TokensPanel)
         if panel.mode != "turn" or panel.selected is None:
             return None
         position = panel.selected + max(len(panel.turn_view) - WINDOW, 0)
@@ -75,16 +84,18 @@ class InsideControl:
                            stop: threading.Event) -> tuple[AttentionMap | AttentionUnavailable, list[Token]]:
         """On the attention screen's worker: the engine's capture, under the turn lock (a turn
         waits for it, and closing the engine too)."""
-        with self._turn_lock:
-            if self._released:
+        app = self.app
+        with app.turn_lock:
+            if app.engine_released:
                 return AttentionUnavailable("chatapp is closing"), []
-            found = self.engine.attention(head_layer, stop)
-            tokens = self.engine.describe(found.tokens) if isinstance(found, AttentionMap) else []
+            found = app.engine.attention(head_layer, stop)
+            tokens = app.engine.describe(found.tokens) if isinstance(found, AttentionMap) else []
         return found, tokens
 
-    def on_tokens_panel_token_selected(self, message: TokensPanel.TokenSelected) -> None:
-        message.stop()
-        self.find_neighbours(Path(self.engine.summary.path), message.token.id)
+    def token_selected(self, message: TokensPanel.TokenSelected) -> None:
+        path, token_id = Path(self.app.engine.summary.path), message.token.id
+        self.app.run_worker(partial(self._find_neighbours, path, token_id), name="find neighbours",
+                            group="neighbours", thread=True, exclusive=True, exit_on_error=False)
 
     def _embedding_index(self, path: Path) -> EmbeddingIndex:
         with self._index_lock:
@@ -93,25 +104,24 @@ class InsideControl:
                 self._index = EmbeddingIndex.open(path)
             return self._index
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="neighbours")
-    def find_neighbours(self, path: Path, token_id: int) -> None:
-        worker = get_current_worker()
+    def _find_neighbours(self, path: Path, token_id: int) -> None:
+        """Runs on a thread worker."""
+        app, worker = self.app, get_current_worker()
         try:
             index = self._embedding_index(path)
             if worker.is_cancelled:
                 return
-            with self._tokenize_lock:  # closing the engine waits for this, as for the composer's tokens
-                if self._released:
+            with app.tokenize_lock:  # closing the engine waits for this, as for the composer's tokens
+                if app.engine_released:
                     return
-                found = index.nearest(self.engine.describe, token_id, NEIGHBOURS_SHOWN)
+                found = index.nearest(app.engine.describe, token_id, NEIGHBOURS_SHOWN)
         except (ChatappError, ValueError, OSError) as exc:
-            self.post_message(NeighboursFound(path, token_id, None, f"no neighbours: {exc}"))
+            app.post_message(NeighboursFound(path, token_id, None, f"no neighbours: {exc}"))
             return
         if not worker.is_cancelled:
-            self.post_message(NeighboursFound(path, token_id, found))
+            app.post_message(NeighboursFound(path, token_id, found))
 
-    @dropped_after_exit
-    def on_neighbours_found(self, message: NeighboursFound) -> None:
-        if Path(self.engine.summary.path) != message.path:
+    def found(self, message: NeighboursFound) -> None:
+        if Path(self.app.engine.summary.path) != message.path:
             return  # looked up in a model that has since been replaced
-        self.query_one(TokensPanel).show_neighbours(message.token_id, message.neighbours, message.problem)
+        self.app.query_one(TokensPanel).show_neighbours(message.token_id, message.neighbours, message.problem)

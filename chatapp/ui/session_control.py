@@ -1,35 +1,43 @@
 """The app's side of saved sessions: resuming one at start, autosaving after every turn and on
 quit, and carrying out what the sessions screen (F6) asks for.
 
-ChatApp inherits this. The workers hold the app's turn lock while they use the engine (a
-resume loads the KV cache, a save reads it) and only post messages; the handlers here update
-the widgets. Renaming and deleting are single SQLite statements, so they run where they are
-asked for.
+ChatApp holds one `SessionController` (`app.sessions_ui`) and hands it the session messages
+and actions. Its work runs in the app's thread workers (group "session"), holding the app's
+turn lock while it uses the engine (a resume loads the KV cache, a save reads it), and only
+posts messages; the app's handlers pass them back here to update the widgets. Renaming and
+deleting are single SQLite statements, so they run where they are asked for.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Literal
 
-from textual import work
-
+from chatapp.engine.engine import Engine
 from chatapp.engine.events import Message as ChatMessage
 from chatapp.engine.sessions import LiveSession, SessionManager, validate_name
 from chatapp.engine.sessions.store import StoredSession
 from chatapp.engine.stats import TurnRecord
 from chatapp.errors import ChatappError, SessionConflict, SessionError, SessionRemoved
-from chatapp.ui.messages import SessionFailed, SessionOpened, SessionSaved, dropped_after_exit
+from chatapp.ui.messages import SessionFailed, SessionOpened, SessionSaved
 from chatapp.ui.screens.session_changed import KEEP, RELOAD, SessionChangedScreen
-from chatapp.ui.screens.sessions import NameScreen, SessionsScreen
+from chatapp.ui.screens.sessions import NameScreen, SessionAction, SessionsScreen
 from chatapp.ui.widgets.header import AppHeader
 from chatapp.ui.widgets.kv_panel import KVPanel
 from chatapp.ui.widgets.tokens_panel import TokensPanel
 from chatapp.ui.widgets.transcript import FINISH_NOTES, Notice, Reply, Transcript, UserMessage, sources
 
-STATUS = {"open": "opening session…", "new": "starting session…", "save_as": "saving session…",
-          "reload": "reloading session…"}
-WHAT = {"open": "open a session", "new": "start a new session", "save_as": "save this chat as a session",
-        "reload": "reload the session"}
+if TYPE_CHECKING:
+    from chatapp.ui.app import ChatApp
+
+SessionWork = Literal["open", "new", "save_as", "reload"]
+"""What the session worker does; rename and delete run in place."""
+
+STATUS: dict[SessionWork, str] = {"open": "opening session…", "new": "starting session…",
+                                  "save_as": "saving session…", "reload": "reloading session…"}
+WHAT: dict[SessionWork, str] = {"open": "open a session", "new": "start a new session",
+                                "save_as": "save this chat as a session", "reload": "reload the session"}
 
 
 async def show_conversation(transcript: Transcript, messages: Sequence[ChatMessage], window_start: int) -> None:
@@ -68,104 +76,122 @@ def other_model(stored: StoredSession | None, live: LiveSession) -> str | None:
     return None if same else f"{stored.model.name} ({stored.model.quant})"
 
 
-class SessionControl:
-    """Mixed into ChatApp, which provides engine, settings, sessions, live, session_busy and the locks."""
+class SessionController:
+    """The open session (`live`) and the sessions database (`manager`) for one ChatApp."""
+
+    def __init__(self, app: ChatApp, manager: SessionManager | None = None,
+                 system_prompt: str | None = None) -> None:
+        self.app = app
+        self.manager = manager
+        """The sessions database; opened on first use when not given."""
+        self.start_system_prompt = system_prompt
+        """The command line's system prompt, for the session opened at start: it replaces the
+        session's own from its next turn on (None: the session keeps its own)."""
+        self.live: LiveSession | None = None
+        """The open session, saved after every turn and on quit; None: nothing is saved."""
+
+    @property
+    def name(self) -> str | None:
+        return self.live.name if self.live is not None else None
+
+    def _header(self) -> AppHeader:
+        return self.app.query_one(AppHeader)
 
     # --- the session database --------------------------------------------------------------
     def _session_manager(self) -> SessionManager | None:
         """The sessions database, opened on first use; None (and say why) when it can't be."""
-        if self.sessions is None:
+        if self.manager is None:
             try:
-                self.sessions = SessionManager.open(self.settings)
+                self.manager = SessionManager.open(self.app.settings)
             except SessionError as exc:
-                self.notify(exc.one_line(), title="Sessions", severity="error", timeout=10, markup=False)
-        return self.sessions
+                self.app.notify(exc.one_line(), title="Sessions", severity="error", timeout=10, markup=False)
+        return self.manager
 
-    def _open_at_start(self, name: str) -> None:
+    def open_at_start(self, name: str) -> None:
+        """Open (or create) the session named on the command line."""
         try:
             validate_name(name)
         except SessionError as exc:
-            self.query_one(AppHeader).session = None
-            self.notify(exc.one_line(), severity="error", timeout=10, markup=False)
+            self._header().session = None
+            self.app.notify(exc.one_line(), severity="error", timeout=10, markup=False)
             return
         if self._session_manager() is None:
-            self.query_one(AppHeader).session = None
+            self._header().session = None
             return
-        self._start_session_work("open", name)
+        self._start_work("open", name, self.start_system_prompt)
 
     # --- F6 and the palette ------------------------------------------------------------------
-    def action_sessions(self) -> None:
-        if isinstance(self.screen, SessionsScreen):
+    def show_list(self) -> None:
+        """F6: the sessions screen."""
+        if isinstance(self.app.screen, SessionsScreen):
             return
         manager = self._session_manager()
         if manager is not None:
-            self.push_screen(SessionsScreen(manager, self.live.name if self.live else None))
+            self.app.push_screen(SessionsScreen(manager, self.name))
 
-    def action_save_session(self) -> None:
+    def ask_save_as(self) -> None:
         def chosen(name: str | None) -> None:
             if name:
-                self.session_request("save_as", name)
+                self.request("save_as", name)
 
-        self.push_screen(NameScreen("Save as", "Save this chat as a new session named:"), chosen)
+        self.app.push_screen(NameScreen("Save as", "Save this chat as a new session named:"), chosen)
 
-    def on_sessions_screen_request(self, message: SessionsScreen.Request) -> None:
-        message.stop()
-        self.session_request(message.action, message.session, message.new_name, message.origin)
-
-    def session_request(self, action: str, name: str, new_name: str | None = None,
-                        screen: SessionsScreen | None = None) -> None:
+    def request(self, action: SessionAction | SessionWork, name: str, new_name: str | None = None,
+                screen: SessionsScreen | None = None) -> None:
         """Carry out one sessions action, or say in one line why not."""
         manager = self._session_manager()
         if manager is None:
             return
-        current = self.live.name if self.live is not None else None
+        app, current = self.app, self.name
         try:
-            if action in ("rename", "delete"):
+            if action == "rename" or action == "delete":
                 self._rename_or_delete(manager, action, name, new_name, current, screen)
                 return
             if action == "open" and name == current:
-                self.notify(f"session {name} is already open", timeout=3, markup=False)
+                app.notify(f"session {name} is already open", timeout=3, markup=False)
             elif action != "open" and manager.store.load(validate_name(name)) is not None:
-                self.notify(f"a session named {name!r} already exists", severity="error", markup=False)
+                app.notify(f"a session named {name!r} already exists", severity="error", markup=False)
                 return
-            elif self._busy(WHAT[action]):
+            elif app.busy(WHAT[action]):
                 return
             else:
-                self._start_session_work(action, name)
+                self._start_work(action, name)
         except SessionError as exc:
-            self.notify(exc.one_line(), severity="error", timeout=8, markup=False)
+            app.notify(exc.one_line(), severity="error", timeout=8, markup=False)
             return
         if screen is not None:
             screen.dismiss(None)
 
-    def _rename_or_delete(self, manager: SessionManager, action: str, name: str, new_name: str | None,
-                          current: str | None, screen: SessionsScreen | None) -> None:
+    def _rename_or_delete(self, manager: SessionManager, action: Literal["rename", "delete"], name: str,
+                          new_name: str | None, current: str | None, screen: SessionsScreen | None) -> None:
+        app = self.app
         is_open = name == current
-        if is_open and self._busy(f"{action} the open session"):
+        if is_open and app.busy(f"{action} the open session"):
             return  # the turn's autosave would write under the old name
         if action == "rename":
-            manager.rename(name, new_name or "")
-            if is_open:
+            new_name = new_name or ""
+            manager.rename(name, new_name)
+            if is_open and self.live is not None:
                 self.live.name = new_name
-                self.query_one(AppHeader).session = new_name
-            self.notify(f"renamed session {name} to {new_name}", timeout=3, markup=False)
+                self._header().session = new_name
+            app.notify(f"renamed session {name} to {new_name}", timeout=3, markup=False)
         else:
             manager.delete(name)
             if is_open:
                 self.live = None
-                self.query_one(AppHeader).session = None
-            self.notify(f"deleted session {name}" + ("; this chat is no longer saved" if is_open else ""),
-                        timeout=5, markup=False)
+                self._header().session = None
+            app.notify(f"deleted session {name}" + ("; this chat is no longer saved" if is_open else ""),
+                       timeout=5, markup=False)
         if screen is not None:
-            screen.current = self.live.name if self.live is not None else None
+            screen.current = self.name
             screen.reload(select=new_name)
 
     # --- another process changed the open session ------------------------------------------------
-    def session_changed_elsewhere(self) -> bool:
+    def changed_elsewhere(self) -> bool:
         """Call before a turn. When another process saved turns this chat doesn't hold (or removed
         the session), say so and offer to reload; True means the turn should wait. A rename in
         another process is followed."""
-        live = self.live
+        live, app = self.live, self.app
         if live is None:
             return False
         before = live.name
@@ -174,61 +200,71 @@ class SessionControl:
         except SessionError:
             return False  # the database can't be read now; the autosave will say what is wrong
         if live.name != before:
-            self.query_one(AppHeader).session = live.name
-            self.notify(f"session {before} was renamed to {live.name} by another process", title="Session",
-                        timeout=5, markup=False)
+            self._header().session = live.name
+            app.notify(f"session {before} was renamed to {live.name} by another process", title="Session",
+                       timeout=5, markup=False)
         if what is None:
             return False
         if isinstance(what, SessionRemoved):
-            self._detach_session()
-            self.notify(f"{what.message}; this chat is no longer saved (F6 → save as keeps it)", title="Session",
-                        severity="warning", timeout=10, markup=False)
+            self.detach()
+            app.notify(f"{what.message}; this chat is no longer saved (F6 → save as keeps it)", title="Session",
+                       severity="warning", timeout=10, markup=False)
             return False
         self._offer_reload(what.message)
         return True
 
     def _offer_reload(self, what: str, unsaved_turn: bool = False) -> None:
-        if isinstance(self.screen, SessionChangedScreen):
+        app = self.app
+        if isinstance(app.screen, SessionChangedScreen):
             return
         live = self.live
 
         def answered(choice: str | None) -> None:
-            if live is not self.live:
+            if live is None or live is not self.live:
                 return  # the app moved on meanwhile (another session opened, a new chat)
-            if choice == RELOAD and not self._busy(WHAT["reload"]):
-                self._start_session_work("reload", live.name)
+            if choice == RELOAD and not app.busy(WHAT["reload"]):
+                self._start_work("reload", live.name)
             elif choice == KEEP:
-                left = self._detach_session()
-                self.notify(f"this chat is no longer saved into session {left} (F6 → save as keeps it)",
-                            title="Session", timeout=6, markup=False)
+                left = self.detach()
+                app.notify(f"this chat is no longer saved into session {left} (F6 → save as keeps it)",
+                           title="Session", timeout=6, markup=False)
 
-        self.push_screen(SessionChangedScreen(what, unsaved_turn=unsaved_turn), answered)
+        app.push_screen(SessionChangedScreen(what, unsaved_turn=unsaved_turn), answered)
 
-    def _detach_session(self) -> str | None:
-        """A new chat leaves the open session as it was saved, rather than overwriting it."""
+    def detach(self) -> str | None:
+        """Stop saving into the open session, leaving it as it was saved (a new chat does this
+        rather than overwrite it). Returns its name, or None when none was open."""
         live, self.live = self.live, None
         if live is not None:
-            self.query_one(AppHeader).session = None
+            self._header().session = None
             return live.name
         return None
 
-    # --- workers -------------------------------------------------------------------------------
-    def _start_session_work(self, action: str, name: str) -> None:
-        self.session_busy = True
-        self.query_one(AppHeader).status = STATUS[action]
-        self.session_worker(action, name)
+    def moved_to(self, engine: Engine) -> None:
+        """After a model switch: the open session goes on with `engine`, saved from the next turn."""
+        if self.live is not None:
+            self.live = self.live.moved_to(engine)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="session")
-    def session_worker(self, action: str, name: str) -> None:
-        """open: save the open session, then resume `name` into the engine (transcript and KV cache).
-        new: save the open session, then start `name` from an empty chat. save_as: keep this chat,
-        saved from now on as `name`. reload: resume the open session `name` again, as another
-        process saved it, without saving this chat over it."""
-        manager = self.sessions
-        with self._turn_lock:
-            if self._released:
+    # --- work on the session worker ------------------------------------------------------------
+    def _start_work(self, action: SessionWork, name: str, system_prompt: str | None = None) -> None:
+        app = self.app
+        app.session_busy = True
+        self._header().status = STATUS[action]
+        app.run_worker(partial(self._work, action, name, system_prompt), name=f"session {action}",
+                       group="session", thread=True, exclusive=True, exit_on_error=False)
+
+    def _work(self, action: SessionWork, name: str, system_prompt: str | None = None) -> None:
+        """open: save the open session, then resume `name` into the engine (transcript and KV cache;
+        `system_prompt` replaces its own when given). new: save the open session, then start
+        `name` from an empty chat. save_as: keep this chat, saved from now on as `name`. reload:
+        resume the open session `name` again, as another process saved it, without saving this
+        chat over it. Runs on a thread worker."""
+        app, manager = self.app, self.manager
+        assert manager is not None, "work starts only once the database is open"
+        with app.turn_lock:
+            if app.engine_released:
                 return
-            engine, notices = self.engine, []
+            engine, notices = app.engine, []
             try:
                 if action not in ("save_as", "reload") and self.live is not None:
                     try:
@@ -238,29 +274,29 @@ class SessionControl:
                 if action == "new":
                     engine.new_chat()
                 stored = manager.store.load(name) if action == "open" else None
-                live = manager.resume(name, engine)
+                live = manager.resume(name, engine, system_prompt=system_prompt)
                 if action != "open":
                     notices += live.save_now().notices
                 notices = live.manager.notices + notices  # what opening the database tidied, said once
                 live.manager.notices = []
-                self.post_message(SessionOpened(live, replaced=action != "save_as", notices=notices,
-                                                other_model=other_model(stored, live)))
+                app.post_message(SessionOpened(live, replaced=action != "save_as", notices=notices,
+                                               other_model=other_model(stored, live)))
             except ChatappError as exc:
-                self.post_message(SessionFailed(exc.one_line()))
+                app.post_message(SessionFailed(exc.one_line()))
             except Exception as exc:  # noqa: BLE001 - the app must not stay "opening session"
-                self.post_message(SessionFailed(f"Session: {type(exc).__name__}: {exc}"))
+                app.post_message(SessionFailed(f"Session: {type(exc).__name__}: {exc}"))
 
-    def _autosave(self, live: LiveSession, record: TurnRecord) -> None:
+    def autosave(self, live: LiveSession, record: TurnRecord) -> None:
         """On the turn's worker, right after TurnFinished: save the turn (its record annotated)."""
         try:
             saved = live.save_turn(record)
         except (ChatappError, OSError) as exc:
             error = exc.one_line() if isinstance(exc, ChatappError) else str(exc)
-            self.post_message(SessionSaved(live.name, [], f"session {live.name} not saved: {error}",
-                                           conflict=exc if isinstance(exc, SessionConflict) else None))
+            self.app.post_message(SessionSaved(live.name, [], f"session {live.name} not saved: {error}",
+                                               conflict=exc if isinstance(exc, SessionConflict) else None))
             return
         if saved.notices:
-            self.post_message(SessionSaved(live.name, saved.notices))
+            self.app.post_message(SessionSaved(live.name, saved.notices))
 
     def save_on_quit(self) -> list[str]:
         """Save the open session as it stands (call with the turn lock held). Returns problems, in words."""
@@ -273,64 +309,61 @@ class SessionControl:
             return [f"session {live.name} not saved: {exc}"]
         return [f"session {live.name}: {notice}" for notice in saved.notices]
 
-    # --- handlers ------------------------------------------------------------------------------
-    @dropped_after_exit
-    async def on_session_opened(self, message: SessionOpened) -> None:
-        live = message.live
-        self.live, self.sessions = live, live.manager
-        header = self.query_one(AppHeader)
+    # --- what the workers posted (the app's handlers call these) ----------------------------------
+    async def opened(self, message: SessionOpened) -> None:
+        app, live = self.app, message.live
+        self.live, self.manager = live, live.manager
+        header = self._header()
         header.session, header.status = live.name, ""
-        self.show_attachments()
-        transcript = self.query_one(Transcript)
+        app.attachments_ui.show()
+        transcript = app.query_one(Transcript)
         report = live.report
         if message.replaced:
-            engine = self.engine
+            engine = app.engine
             await show_conversation(transcript, engine.messages, engine.window_start)
-            self.query_one(TokensPanel).reset()
+            app.query_one(TokensPanel).reset()
             if report.restored:
-                self.query_one(KVPanel).show_restored(report.restored_tokens)
+                app.query_one(KVPanel).show_restored(report.restored_tokens)
             else:  # a new chat, or a state that couldn't be used: the next turn fills the cache
-                self.query_one(KVPanel).reset()
+                app.query_one(KVPanel).reset()
         if report.notice:
             line = f"session {live.name}: {report.notice}"
             await transcript.add_notice(line, "session" if report.restored else "session-fallback")
-            self.notify(line, title="Session", severity="information" if report.restored else "warning",
-                        timeout=8, markup=False)
+            app.notify(line, title="Session", severity="information" if report.restored else "warning",
+                       timeout=8, markup=False)
         elif report.created:
-            self.notify(f"{'new session' if message.replaced else 'saved this chat as'} {live.name}: "
-                        "saved after every turn", title="Session", timeout=4, markup=False)
+            app.notify(f"{'new session' if message.replaced else 'saved this chat as'} {live.name}: "
+                       "saved after every turn", title="Session", timeout=4, markup=False)
         else:
-            self.notify(f"opened session {live.name}", title="Session", timeout=4, markup=False)
+            app.notify(f"opened session {live.name}", title="Session", timeout=4, markup=False)
         if message.other_model:
-            summary = self.engine.summary
-            self.notify(f"session {live.name} was saved with {message.other_model}; it continues with "
-                        f"{summary.name} ({summary.quant})", title="Session", severity="warning", timeout=10,
-                        markup=False)
+            summary = app.engine.summary
+            app.notify(f"session {live.name} was saved with {message.other_model}; it continues with "
+                       f"{summary.name} ({summary.quant})", title="Session", severity="warning", timeout=10,
+                       markup=False)
         for notice in report.notices:  # attachments restored, or dropped
-            self.notify(f"session {live.name}: {notice}", title="Session", timeout=8, markup=False)
+            app.notify(f"session {live.name}: {notice}", title="Session", timeout=8, markup=False)
         for notice in message.notices:
-            self.notify(notice, title="Session", severity="warning", timeout=10, markup=False)
-        self.session_busy = False
+            app.notify(notice, title="Session", severity="warning", timeout=10, markup=False)
+        app.session_busy = False
 
-    @dropped_after_exit
-    def on_session_failed(self, message: SessionFailed) -> None:
-        self.session_busy = False
-        header = self.query_one(AppHeader)
-        header.session, header.status = (self.live.name if self.live else None), ""
-        self.notify(message.error, severity="error", timeout=10, markup=False)
+    def failed(self, message: SessionFailed) -> None:
+        self.app.session_busy = False
+        header = self._header()
+        header.session, header.status = self.name, ""
+        self.app.notify(message.error, severity="error", timeout=10, markup=False)
 
-    @dropped_after_exit
-    def on_session_saved(self, message: SessionSaved) -> None:
+    def saved(self, message: SessionSaved) -> None:
         if self.live is not None:  # the save follows a rename made in another process
-            self.query_one(AppHeader).session = self.live.name
+            self._header().session = self.live.name
         if message.conflict and self.live is not None:
             if isinstance(message.conflict, SessionRemoved):
-                self._detach_session()
+                self.detach()
             else:
                 self._offer_reload(f"session {self.live.name!r} was changed by another process",
                                    unsaved_turn=True)
         if message.error:
-            self.notify(message.error, title="Session", severity="error", timeout=10, markup=False)
+            self.app.notify(message.error, title="Session", severity="error", timeout=10, markup=False)
         for notice in message.notices:
-            self.notify(f"session {message.name}: {notice}", title="Session", severity="warning", timeout=10,
-                        markup=False)
+            self.app.notify(f"session {message.name}: {notice}", title="Session", severity="warning", timeout=10,
+                            markup=False)

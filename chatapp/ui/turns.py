@@ -17,6 +17,7 @@ from contextlib import contextmanager
 
 from textual.message import Message
 
+from chatapp.engine.engine import Engine
 from chatapp.engine.events import (
     ContextRetrieved, ContextTrimmed, Event, PrefillDone, PrefillProgress, TextDelta, TurnDone)
 from chatapp.engine.stats import TurnRecord
@@ -49,7 +50,7 @@ def decode_gets_the_gil(interval: float = DECODE_SWITCH_INTERVAL):
         sys.setswitchinterval(before)
 
 
-def stream_turn(engine, events: Iterator[Event], post: Callable[[Message], object], *,
+def stream_turn(engine: Engine, events: Iterator[Event], post: Callable[[Message], object], *,
                 cancelled: Callable[[], bool] = lambda: False, interval: float = PROGRESS_INTERVAL,
                 clock: Callable[[], float] = time.monotonic,
                 annotate: Callable[[TurnRecord], TurnRecord] | None = None,

@@ -33,8 +33,12 @@ class Terminal:
         self.screen = b""
 
     def read_until(self, text: bytes, timeout: float = 60.0) -> None:
+        """Read until `text` is on the screen; fail once `timeout` seconds have passed in all
+        (the TUI redraws now and then, so a silence-only timeout could wait forever)."""
+        deadline = time.monotonic() + timeout
         while text not in self.screen:
-            if not select.select([self.fd], [], [], timeout)[0]:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
                 raise AssertionError(f"no {text!r} on the screen within {timeout:g} s: {self.screen[-400:]!r}")
             try:
                 self.screen += os.read(self.fd, 1 << 16)
@@ -127,3 +131,18 @@ def test_ctrl_c_during_a_long_prefill_stops_ask_and_keeps_the_turn(isolated_dirs
     assert "Traceback" not in err and "stopping" in err
     stored = SessionManager.open(Settings(), tmp_path / "data" / "chatapp" / "sessions").store.get("long")
     assert [m.role for m in stored.messages][-2:] == ["user", "assistant"] and stored.messages[-1].stopped
+
+
+def test_chat_system_on_a_saved_session_replaces_its_system_prompt(chatapp_exe):
+    from chatapp.config import Settings
+    from chatapp.engine.sessions import SessionManager
+
+    out = chatapp_exe("ask", "--session", "s", "--temperature", "0", "--max-tokens", "8", "Name a colour.")
+    assert out.returncode == 0, out.stderr
+    terminal = Terminal("chat", "--session", "s", "--system", "You are a pirate.")
+    terminal.read_until(b"system prompt changed")
+    os.write(terminal.fd, CTRL_Q)
+    assert terminal.exit_code() == 0
+    stored = SessionManager.open(Settings(), create=False).store.get("s")
+    assert stored.system_prompt == "You are a pirate."
+    assert [m.content for m in stored.messages if m.role == "user"] == ["Name a colour."]

@@ -75,7 +75,7 @@ async def test_keeping_the_chat_leaves_the_session_as_the_other_process_saved_it
         await wait_until(pilot, lambda: isinstance(app.screen, SessionChangedScreen))
         await pilot.press("k")
         await pilot.pause()
-        assert app.live is None and "session: (none)" in header(app)
+        assert app.sessions_ui.live is None and "session: (none)" in header(app)
         await send(pilot, app, seen, "And a fruit?")
     assert user_turns("s") == ["Hi!", "Name a colour."]
 
@@ -132,7 +132,7 @@ async def test_a_session_removed_elsewhere_is_let_go_with_a_warning(make_app):
         await send(pilot, app, seen, "Still there?")
         await notified(pilot, seen, lambda n: "session 's' was removed by another process; this chat is no longer "
                                               "saved" in n.message)
-        assert app.live is None
+        assert app.sessions_ui.live is None
     assert store().store.summaries() == []
 
 

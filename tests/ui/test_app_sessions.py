@@ -10,11 +10,12 @@ import sqlite3
 from types import SimpleNamespace
 
 import pytest
-from textual.widgets import DataTable, Input
+from textual.widgets import DataTable, Input, TextArea
 
 from chatapp import paths
 from chatapp.config import Settings
 from chatapp.engine.engine import Engine
+from chatapp.engine.events import Message as ChatMessage
 from chatapp.engine.sessions import SessionManager
 from chatapp.engine.sessions.reports import ResumeReport
 from chatapp.engine.sessions.store import ModelIdentity
@@ -118,7 +119,7 @@ async def test_a_stopped_turn_is_saved_and_quitting_saves_the_rest(make_app):
         app.query_one("#composer").load_text("Write a long story about a dragon who learns to fly.")
         await pilot.press("enter")
         await wait_until(pilot, lambda: app.generating and app.engine.messages[-1].role == "user")
-        app.session_request("new", "later")  # changes the conversation: waits for the turn
+        app.sessions_ui.request("new", "later")  # changes the conversation: waits for the turn
         await pilot.pause()
         await notified(pilot, seen, lambda n: "cannot start a new session while a reply is being written"
                        in n.message)
@@ -154,6 +155,56 @@ async def test_without_a_session_nothing_is_saved(make_app):
     assert store().store.summaries() == []
 
 
+async def test_a_system_prompt_from_the_command_line_replaces_the_sessions_from_its_next_turn(make_app,
+                                                                                            default_model_path):
+    app, seen = make_app(session="s1")
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        await opened(pilot, seen)
+        await send(pilot, app, seen, "Name a colour.")
+    app.release_engine()
+
+    pirate = "You are a pirate. Answer like one."  # `chatapp chat --session s1 --system ...`
+    settings = Settings().replace(n_ctx=1024, temperature=0.0, max_tokens=16, system_prompt=pirate)
+    again = ChatApp(Engine.open(settings, str(default_model_path)), settings=settings, session="s1",
+                    system_prompt=pirate)
+    seen = Messages()
+    try:
+        async with again.run_test(size=NARROW, message_hook=seen) as pilot:
+            report = (await opened(pilot, seen)).live.report
+            assert report.fallback == "the system prompt changed" and not report.restored
+            assert again.engine.system_prompt == pirate
+            assert texts(again, UserMessage) == ["Name a colour."]  # the transcript is kept
+            line = (f"session s1: saved KV state not used (the system prompt changed); re-prefilling "
+                    f"{report.reprefill_tokens:,} tokens from the transcript with the next turn")
+            assert line in [n.render().plain for n in again.query_one(Transcript).query(Notice)]
+            await notified(pilot, seen, lambda n: n.message == line)
+
+            record = (await send(pilot, again, seen, "And another one?")).record
+            assert record.cached_tokens == 0 and record.prefill_tokens == record.prompt_tokens
+            history = again.engine.messages[:-2]
+            assert history[0].content == pirate
+            assert report.reprefill_tokens == len(again.engine.prompt_ids(history, add_generation_prompt=False))
+            assert record.prompt_tokens == len(again.engine.prompt_ids([*history, ChatMessage("user",
+                                                                                              "And another one?")]))
+    finally:
+        again.release_engine()
+    assert store().store.get("s1").system_prompt == pirate
+
+
+async def test_a_new_system_prompt_mid_chat_says_the_next_turn_prefills_again(make_app):
+    app, seen = make_app()
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        await send(pilot, app, seen, "Name a colour.")
+        await pilot.press("ctrl+s")
+        app.screen.query_one(TextArea).load_text("You answer in one word.")
+        await pilot.press("ctrl+s")
+        await notified(pilot, seen, lambda n: n.message == "System prompt set; the next turn prefills the "
+                       "conversation again (the cache starts with the old one)")
+        record = (await send(pilot, app, seen, "Another?")).record
+        system_at = len(app.engine.prompt_ids(app.engine.messages[:1], add_generation_prompt=False))
+        assert record.cached_tokens < system_at  # at most the template's opening, before the prompt's text
+
+
 # --- the sessions screen ------------------------------------------------------------------------
 async def test_save_as_new_and_open_from_the_sessions_screen(make_app):
     app, seen = make_app()
@@ -166,7 +217,7 @@ async def test_save_as_new_and_open_from_the_sessions_screen(make_app):
         await press_in_name_box(pilot, "fruit")
         await opened(pilot, seen)
         assert not isinstance(app.screen, SessionsScreen)
-        assert app.live.name == "fruit" and "session: fruit" in header(app)
+        assert app.sessions_ui.live.name == "fruit" and "session: fruit" in header(app)
         assert texts(app, Reply) == [first.reply]  # the chat stays
         saved = store().store.get("fruit")
         assert [m.content for m in saved.messages if m.role == "user"] == ["Name a fruit."]
@@ -179,7 +230,7 @@ async def test_save_as_new_and_open_from_the_sessions_screen(make_app):
         await pilot.press("n")
         await press_in_name_box(pilot, "fresh")
         await opened(pilot, seen, 2)
-        assert app.live.name == "fresh"
+        assert app.sessions_ui.live.name == "fresh"
         assert not app.query_one(Transcript).query(Reply)
         assert [m.role for m in app.engine.messages] == ["system"]
         assert app.query_one(KVPanel).kv_used == 0
@@ -218,7 +269,7 @@ async def test_rename_and_delete_from_the_sessions_screen(make_app):
         await notified(pilot, seen, lambda n: n.severity == "error" and "no path separators" in n.message)
         await press_in_name_box(pilot, "renamed")
         assert app.screen is screen and screen.names == ["renamed"]
-        assert app.live.name == "renamed" and "session: renamed" in header(app)
+        assert app.sessions_ui.live.name == "renamed" and "session: renamed" in header(app)
         assert [s.name for s in store().store.summaries()] == ["renamed"]
 
         await pilot.press("d")
@@ -229,7 +280,7 @@ async def test_rename_and_delete_from_the_sessions_screen(make_app):
         await pilot.press("y")
         await pilot.pause()
         assert screen.names == [] and store().store.summaries() == []
-        assert app.live is None and "session: (none)" in header(app)
+        assert app.sessions_ui.live is None and "session: (none)" in header(app)
         await pilot.press("escape")
         assert not isinstance(app.screen, SessionsScreen)
         await send(pilot, app, seen, "Still here?")  # no session: nothing is saved
@@ -242,7 +293,7 @@ async def test_rename_and_delete_from_the_sessions_screen(make_app):
         await pilot.pause()
         await press_in_name_box(pilot, "again")
         await opened(pilot, seen, 2)
-        assert app.live.name == "again" and "session: again" in header(app)
+        assert app.sessions_ui.live.name == "again" and "session: again" in header(app)
         saved = store().store.get("again")
         assert [m.content for m in saved.messages if m.role == "user"] == ["Hi!", "Still here?"]
 
@@ -254,7 +305,7 @@ async def test_new_chat_leaves_the_open_session_as_saved(make_app):
         await send(pilot, app, seen, "Hi!")
         await pilot.press("ctrl+n")
         await pilot.pause()
-        assert app.live is None and "session: (none)" in header(app)
+        assert app.sessions_ui.live is None and "session: (none)" in header(app)
         await send(pilot, app, seen, "Another topic.")
     assert [m.content for m in store().store.get("kept").messages if m.role == "user"] == ["Hi!"]
 
@@ -269,7 +320,7 @@ async def test_a_newer_session_database_is_one_line_and_the_app_keeps_running(ma
         await pilot.pause()
         await notified(pilot, seen, lambda n: n.severity == "error" and "newer chatapp" in n.message
                        and "\n" not in n.message)
-        assert "session: (none)" in header(app) and app.live is None
+        assert "session: (none)" in header(app) and app.sessions_ui.live is None
         await pilot.press("f6")
         await pilot.pause()
         assert not isinstance(app.screen, SessionsScreen)

@@ -112,8 +112,8 @@ async def test_attach_typed_then_asked_shows_its_sources_and_its_cost(make_app, 
     # A new app on the same session: its attachments, and the sources of the earlier question.
     app2, seen2 = make_app(session="s")
     async with app2.run_test(size=WIDE, message_hook=seen2) as pilot:
-        await wait_until(pilot, lambda: app2.live is not None and not app2.session_busy, TURN_TIMEOUT)
-        assert app2.live.report.restored_tokens > 0
+        await wait_until(pilot, lambda: app2.sessions_ui.live is not None and not app2.session_busy, TURN_TIMEOUT)
+        assert app2.sessions_ui.live.report.restored_tokens > 0
         assert "attached (F8): typer.md" in header(app2)
         assert len(sources_notices(app2)) == 2
         await notified(pilot, seen2, lambda n: "1 attachment restored: typer.md" in n.message)

@@ -8,6 +8,11 @@ else is refused with the first difference found, in words. The backend says what
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+Fingerprint = dict[str, str | int | bool]
+"""What a backend says must match (`Backend.fingerprint`), in the order it is checked."""
+
 LABELS = {
     "model_sha256": "other model or quant",
     "model_id": "other model",
@@ -24,13 +29,13 @@ INFORMATIONAL = ("model", "quant")
 """Keys that name what was saved, for the message, without being checked."""
 
 
-def model_id(fingerprint: dict) -> str:
+def model_id(fingerprint: Mapping[str, object]) -> str:
     """The model's identity for the sessions database: its sha256 in-process, the server's
     model path and size over HTTP."""
     return str(fingerprint.get("model_sha256") or fingerprint.get("model_id") or "")
 
 
-def mismatch(saved: dict, current: dict) -> str | None:
+def mismatch(saved: Mapping[str, object], current: Fingerprint) -> str | None:
     """Why a state saved under `saved` can't load under `current`, or None when it can."""
     for key, value in current.items():
         if key in INFORMATIONAL or saved.get(key) == value:

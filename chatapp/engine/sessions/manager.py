@@ -37,8 +37,9 @@ from chatapp.config import Settings
 from chatapp.engine.backend import CacheState
 from chatapp.engine.conversation import common_prefix
 from chatapp.engine.engine import Engine
+from chatapp.engine.events import Message
 from chatapp.engine.sessions.files import atomic_write, clean_temp_files, evict_lru, list_states, temp_path, touch
-from chatapp.engine.sessions.fingerprint import mismatch, model_id
+from chatapp.engine.sessions.fingerprint import Fingerprint, mismatch, model_id
 from chatapp.engine.sessions.names import validate_name
 from chatapp.engine.sessions.reports import ResumeReport, SaveReport, reprefill_estimate
 from chatapp.engine.sessions.statefile import SUFFIX, StateFile, StateRejected, encode_state, read_state
@@ -52,12 +53,16 @@ from chatapp.private import make_private_dir
 MIB = 1024 * 1024
 STATES_DIR = "states"
 
+SavedKey = tuple[str, tuple[Message, ...], int, int]
+"""What a save wrote: name, messages, window start, cached tokens (to skip a repeat)."""
+
 
 class SessionManager:
-    def __init__(self, store: SessionStore, cap_bytes: int):
-        self.store = store
-        self.cap_bytes = cap_bytes
-        self.states_dir = store.directory / STATES_DIR
+    def __init__(self, store: SessionStore, cap_bytes: int) -> None:
+        self.store: SessionStore = store
+        self.cap_bytes: int = cap_bytes
+        """The most bytes of KV state files kept (state_cap_mb); the least recently used go first."""
+        self.states_dir: Path = store.directory / STATES_DIR
         self.notices: list[str] = []
         """What opening found and tidied (an empty database, orphaned state files), in words."""
 
@@ -126,16 +131,24 @@ class SessionManager:
     def rename(self, old: str, new: str) -> None:
         self.store.rename(old, validate_name(new))
 
-    def prefill_tps(self, engine: Engine, fingerprint: dict | None = None) -> float | None:
+    def prefill_tps(self, engine: Engine, fingerprint: Fingerprint | None = None) -> float | None:
         """This machine's measured prefill speed for the engine's model, from saved turns."""
         fingerprint = fingerprint or engine.fingerprint()
         return self.store.prefill_speed(model_id(fingerprint), engine.summary.backend)
 
     # --- resume ----------------------------------------------------------------------
-    def resume(self, name: str, engine: Engine) -> "LiveSession":
+    def resume(self, name: str, engine: Engine, *, system_prompt: str | None = None) -> "LiveSession":
         """Load session `name` into the engine's chat, restoring its KV cache when the saved
         state is valid and leaving the cache empty otherwise. An unknown name starts a new
-        session from the chat as it stands; it is written on the first save."""
+        session from the chat as it stands; it is written on the first save.
+
+        When the state is not used, the next turn prefills its whole prompt anyway, so the
+        context window is placed again for the engine's n_ctx first: turns that a run with a
+        smaller context dropped come back when they fit now, turns that no longer fit leave,
+        and the report says how many, and how many tokens the next turn prefills before its
+        question. (A state that loads was saved under this n_ctx, for the window as saved.)
+        `system_prompt` (the command line's), when it differs from the session's, replaces it
+        from this turn on; the state starts with the old one, so it is not used."""
         validate_name(name)
         stored = self.store.load(name)
         live = LiveSession(self, name, engine, stored.revision if stored else None)
@@ -145,6 +158,9 @@ class SessionManager:
         engine.clear_cache()
         n_system = 1 if stored.messages and stored.messages[0].role == "system" else 0
         engine.load_conversation(stored.messages, stored.window_start)
+        system_changed = system_prompt is not None and system_prompt != engine.system_prompt
+        if system_changed:
+            engine.set_system_prompt(system_prompt or "")
         engine.set_attachments(stored.attachments)  # sized for this model: it retrieves as before
         notices = stored.notices
         if stored.attachments:
@@ -152,8 +168,10 @@ class SessionManager:
             notices = (f"{len(stored.attachments)} attachment{'s' if len(stored.attachments) != 1 else ''} "
                        f"restored: {names}", *notices)
         started = time.perf_counter()
-        expected = engine.prompt_ids()
-        restored, reason = self._restore(live, stored, expected)
+        if system_changed:  # the state's tokens start with the old system prompt: none of it is reusable
+            restored, reason = 0, "the system prompt changed"
+        else:
+            restored, reason = self._restore(live, stored, engine.prompt_ids())
         restore_ms = (time.perf_counter() - started) * 1000
         if restored:
             estimate = reprefill_estimate(restored, self.prefill_tps(engine, live.fingerprint))
@@ -161,8 +179,12 @@ class SessionManager:
                                        restore_ms=restore_ms, estimate_s=estimate, notices=notices)
         else:
             has_turns = len(stored.messages) > n_system
+            turns_back = engine.refit_window()
+            # Nothing is cached: the next turn prefills all of its prompt, which starts with these.
+            reprefill = len(engine.prompt_ids(add_generation_prompt=False)) if has_turns else 0
             live.report = ResumeReport(name, False, len(stored.messages), fallback=reason if has_turns else None,
-                                       reprefill_tokens=len(expected) if has_turns else 0, notices=notices)
+                                       reprefill_tokens=reprefill, notices=notices, turns_back=turns_back,
+                                       system_changed=system_changed)
         live.pending = live.report
         return live
 
@@ -192,7 +214,7 @@ class SessionManager:
         return valid, ""
 
     # --- save ------------------------------------------------------------------------
-    def write_state(self, saved: Saved, engine: Engine, fingerprint: dict) -> SaveReport:
+    def write_state(self, saved: Saved, engine: Engine, fingerprint: Fingerprint) -> SaveReport:
         """Write the engine's KV cache as the state of the session `saved` wrote, if the session
         is still at that revision when the file is put in place."""
         path = self.state_path(saved.state_key)
@@ -231,19 +253,20 @@ class SessionManager:
 class LiveSession:
     """One open session bound to one engine. Safe to save from a worker thread."""
 
-    def __init__(self, manager: SessionManager, name: str, engine: Engine, revision: Revision | None = None):
-        self.manager = manager
-        self.name = name
-        self.engine = engine
-        self.revision = revision
+    def __init__(self, manager: SessionManager, name: str, engine: Engine,
+                 revision: Revision | None = None) -> None:
+        self.manager: SessionManager = manager
+        self.name: str = name
+        self.engine: Engine = engine
+        self.revision: Revision | None = revision
         """The session's row and revision as this process last read or wrote it; None until the
         first save of a session that didn't exist."""
         self.report: ResumeReport = ResumeReport(name, created=True, messages=0)
         self.pending: ResumeReport | None = None
         """The resume figures, until the first turn's record carries them."""
-        self._fingerprint: dict | None = None
+        self._fingerprint: Fingerprint | None = None
         self._lock = threading.Lock()
-        self._saved: tuple | None = None
+        self._saved: SavedKey | None = None
         """What the last save wrote (name, messages, window, cache size), to skip a repeat."""
 
     def moved_to(self, engine: Engine) -> "LiveSession":
@@ -270,7 +293,7 @@ class LiveSession:
         return SessionConflict(f"session {self.name!r} was changed by another process")
 
     @property
-    def fingerprint(self) -> dict:
+    def fingerprint(self) -> Fingerprint:
         if self._fingerprint is None:
             self._fingerprint = self.engine.fingerprint()
         return self._fingerprint
@@ -298,7 +321,7 @@ class LiveSession:
         quitting right after a turn's autosave costs no second KV-state write."""
         return self._save(None, force=force)
 
-    def _what_is_saved(self) -> tuple:
+    def _what_is_saved(self) -> SavedKey:
         engine = self.engine
         return self.name, tuple(engine.messages), engine.window_start, engine.kv_used()
 

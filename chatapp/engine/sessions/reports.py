@@ -18,7 +18,15 @@ class ResumeReport:
     fallback: str | None = None
     """Why the saved KV state wasn't used; None when it was, or when there was nothing to use."""
     reprefill_tokens: int = 0
-    """Tokens the next turn prefills from the transcript (in the fallback case)."""
+    """In the fallback case, the tokens of the transcript the next turn prefills before its
+    question: its prompt starts with them, and nothing of it is cached."""
+    turns_back: int = 0
+    """In the fallback case, the earlier turns the context holds again, its window placed anew
+    for this n_ctx (they were dropped under a smaller context or a larger reply reserve);
+    negative: the turns that no longer fit, and left it."""
+    system_changed: bool = False
+    """The system prompt was replaced on opening (the command line's): from this turn on it is
+    the new one."""
     estimate_s: float | None = None
     """How long re-prefilling the restored tokens would take here, from measured prefill speed."""
     notices: tuple[str, ...] = ()
@@ -37,9 +45,20 @@ class ResumeReport:
                 line += f"; re-prefill would take ~{format_seconds(self.estimate_s)}"
             return line
         if self.fallback:
-            return f"saved KV state not used ({self.fallback}); re-prefilling {self.reprefill_tokens:,} tokens " \
-                   "from the transcript"
+            return f"saved KV state not used ({self.fallback}); {self._window_change()}re-prefilling " \
+                   f"{self.reprefill_tokens:,} tokens from the transcript with the next turn"
+        if self.system_changed:
+            return "system prompt replaced from this turn on"
         return None
+
+    def _window_change(self) -> str:
+        turns = abs(self.turns_back)
+        plural = "s" if turns != 1 else ""
+        if self.turns_back > 0:
+            return f"{turns} earlier turn{plural} came back into the context; "
+        if self.turns_back < 0:
+            return f"the oldest {turns} turn{plural} no longer fit{'' if plural else 's'} and left the context; "
+        return ""
 
 
 @dataclass(frozen=True)

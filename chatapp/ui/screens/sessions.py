@@ -8,6 +8,7 @@ whether the action may run now (not while a reply is being written) and then doe
 from __future__ import annotations
 
 import time
+from typing import Literal
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -19,6 +20,9 @@ from textual.widgets import Button, DataTable, Input, Label, Static
 from chatapp.engine.sessions import SessionManager, validate_name
 from chatapp.errors import SessionError
 from chatapp.format import count, human_bytes
+
+SessionAction = Literal["open", "new", "save_as", "rename", "delete"]
+"""What the screen asks the app to do with a session."""
 
 COLUMNS = ("name", "model", "turns", "tokens", "state", "last used")
 EMPTY = "No saved sessions yet: n starts one, s saves this chat."
@@ -53,7 +57,8 @@ class SessionsScreen(ModalScreen[None]):
     class Request(Message):
         """An action on a session for the app to carry out: open, new, save_as, rename or delete."""
 
-        def __init__(self, origin: "SessionsScreen", action: str, session: str, new_name: str | None = None) -> None:
+        def __init__(self, origin: "SessionsScreen", action: SessionAction, session: str,
+                     new_name: str | None = None) -> None:
             super().__init__()
             self.origin = origin
             self.action = action
@@ -118,7 +123,7 @@ class SessionsScreen(ModalScreen[None]):
             self.notify("no session selected", severity="warning")
         return name
 
-    def _request(self, action: str, name: str, new_name: str | None = None) -> None:
+    def _request(self, action: SessionAction, name: str, new_name: str | None = None) -> None:
         self.post_message(self.Request(self, action, name, new_name))
 
     # --- actions --------------------------------------------------------------------------
