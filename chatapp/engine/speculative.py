@@ -33,6 +33,7 @@ from typing import Protocol
 
 from chatapp.engine.draft_policy import DraftPolicy
 from chatapp.engine.lookup import NgramDrafter
+from chatapp.engine.stats import DraftFigures
 
 
 class Target(Protocol):
@@ -83,17 +84,21 @@ class DraftStats:
     tokens: int = 0
     """Tokens added to the cache by the steps."""
 
+    def figures(self) -> DraftFigures:
+        return DraftFigures(self.steps, self.tokens, self.drafted, self.accepted,
+                            tuple((a, d) for a, d in self.by_position), self.decode_ms, self.baseline_ms)
+
     @property
     def acceptance(self) -> float:
-        return self.accepted / self.drafted if self.drafted else 0.0
+        return self.figures().acceptance
 
     @property
     def tokens_per_step(self) -> float:
-        return self.tokens / self.steps if self.steps else 0.0
+        return self.figures().tokens_per_step
 
     @property
     def speedup(self) -> float:
-        return self.baseline_ms / self.decode_ms if self.decode_ms > 0 else 0.0
+        return self.figures().speedup
 
     def count(self, outcomes: Sequence[bool]) -> None:
         while len(self.by_position) < len(outcomes):
@@ -174,6 +179,18 @@ class SpeculativeDecoder:
         self._account(guess.match, outcomes, 1 + len(drafts), kept, ms)
         from_draft = (False,) * (len(emitted) - len(outcomes)) + tuple(outcomes)
         return Step(tuple(emitted), from_draft, 1 + len(drafts), len(drafts), sum(outcomes), ms, ended=ended)
+
+    def settle(self, max_cells: int) -> None:
+        """Decode the pending token (a correction already emitted) into the cache, so that the
+        cache holds every emitted token, as the plain loop leaves it after a turn; nothing when
+        no token is pending or the cache is full (`max_cells` < 1)."""
+        if self.pending is None or max_cells < 1:
+            return
+        started = self.clock()
+        head, self.pending = self.pending, None
+        self.target.decode([head])
+        self._row = -1
+        self._account(0, [], 1, 1, (self.clock() - started) * 1000)
 
     def _account(self, match: int, outcomes: list[bool], batch: int, kept: int, ms: float) -> None:
         self.policy.observe(match, outcomes)

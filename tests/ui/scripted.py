@@ -11,7 +11,8 @@ import re
 import threading
 from collections.abc import Iterator, Sequence
 
-from chatapp.engine.backend import CacheState, GenerationSettings, ModelSummary
+from chatapp.config import DraftMode
+from chatapp.engine.backend import CacheState, Drafting, GenerationSettings, ModelSummary
 from chatapp.engine.conversation import common_prefix
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
 from chatapp.engine.stats import LiveDecode
@@ -34,6 +35,7 @@ class ScriptedBackend:
         self._by_id: dict[int, str] = {v: k for k, v in self._words.items()}
         self._kv: list[int] = []
         self._reply = reply
+        self.drafting = Drafting("off", 8)
 
     # --- tokens ----------------------------------------------------------------------------
     def _ids(self, text: str, special: bool) -> list[int]:
@@ -85,6 +87,10 @@ class ScriptedBackend:
 
     def interrupt(self) -> None:
         pass
+
+    def set_drafting(self, mode: DraftMode, draft_max: int) -> Drafting:
+        self.drafting = Drafting(mode, draft_max, "" if mode == "off" else "the scripted backend does not draft")
+        return self.drafting
 
     # --- the cache ---------------------------------------------------------------------------
     def clear_cache(self) -> None:
