@@ -79,8 +79,9 @@ class DraftStats:
     """[accepted, drafted] per draft position (1st, 2nd, ...)."""
     decode_ms: float = 0.0
     """Wall time of the steps: llama.cpp's perf counters book multi-token batches as prompt."""
-    baseline_ms: float = 0.0
-    """What plain steps would have taken for the same tokens, at the measured one-token step time."""
+    baseline_ms: float | None = 0.0
+    """What plain steps would have taken for the same tokens, at the measured one-token step time
+    (None once a verify step ran before any plain step was timed: then nothing says)."""
     tokens: int = 0
     """Tokens added to the cache by the steps."""
 
@@ -199,6 +200,7 @@ class SpeculativeDecoder:
         stats.steps += 1
         stats.tokens += kept
         stats.decode_ms += ms
-        stats.baseline_ms += kept * (self.policy.t1_ms or ms)
+        t1 = self.policy.t1_ms  # a plain step has just been timed into it, when this was one
+        stats.baseline_ms = None if stats.baseline_ms is None or t1 is None else stats.baseline_ms + kept * t1
         if outcomes:
             stats.count(outcomes)

@@ -30,8 +30,9 @@ class DraftFigures:
     """(accepted, drafted) per draft position: 1st, 2nd, ..."""
     decode_ms: float
     """Wall time of the steps."""
-    baseline_ms: float
-    """What plain one-token steps would have taken for the same tokens, at their measured time."""
+    baseline_ms: float | None
+    """What plain one-token steps would have taken for the same tokens, at their measured time
+    (None when no plain step had been timed before a verify step)."""
 
     @property
     def acceptance(self) -> float:
@@ -44,13 +45,14 @@ class DraftFigures:
     @property
     def speedup(self) -> float:
         """Against this turn's non-speculative estimate."""
-        return self.baseline_ms / self.decode_ms if self.decode_ms > 0 else 0.0
+        return self.baseline_ms / self.decode_ms if self.baseline_ms and self.decode_ms > 0 else 0.0
 
     def record(self) -> dict:
         """The turn record's drafting keys (see DRAFT_KEYS), and the detail behind them."""
         return {"draft": "ngram", "draft_tokens": self.drafted, "draft_accepted": self.accepted,
                 "decode_steps": self.steps, "draft_by_position": [list(p) for p in self.by_position],
-                "draft_baseline_ms": round(self.baseline_ms, 3), "draft_speedup": round(self.speedup, 3),
+                "draft_baseline_ms": None if self.baseline_ms is None else round(self.baseline_ms, 3),
+                "draft_speedup": round(self.speedup, 3) if self.speedup else None,
                 "timing": "wall clock"}
 
 
@@ -134,6 +136,6 @@ def draft_figures(record: TurnRecord) -> DraftFigures | None:
         by_position = tuple((int(a), int(d)) for a, d in extra["draft_by_position"])
         return DraftFigures(int(extra["decode_steps"]), record.decode_tokens, int(extra["draft_tokens"]),
                             int(extra["draft_accepted"]), by_position, record.decode_ms,
-                            float(extra["draft_baseline_ms"]))
+                            None if extra["draft_baseline_ms"] is None else float(extra["draft_baseline_ms"]))
     except (KeyError, TypeError, ValueError):
         return None
