@@ -49,9 +49,12 @@ class LocalDrafting:
         if check is None or not check.covers(draft_max + 1):
             return Drafting(mode, draft_max)  # checked at the start of the next turn
         if not check.passed:
-            return Drafting(mode, draft_max, f"llama.cpp computes a batch's rows differently from single steps for "
-                                             f"this model here (by up to {check.worst:.2g} in a logit, at "
-                                             f"{check.checked} tokens), so drafts would change replies")
+            why = (f"llama.cpp computes a batch's rows differently from single steps for this model here (by up to "
+                   f"{check.worst:.2g} in a logit, {check.checked} tokens after {check.fill} cells), so drafts "
+                   "would change replies")
+            if info.kv_type == "f16" and check.fill >= 256:
+                why += "; a quantized KV cache (kv_type = q8_0) avoids the f16 long-context attention path"
+            return Drafting(mode, draft_max, why)
         return Drafting(mode, draft_max)
 
     def for_turn(self) -> Drafting:
