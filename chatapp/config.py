@@ -24,6 +24,19 @@ from chatapp.private import make_private_dir
 KVType = Literal["f16", "q8_0", "q4_0"]
 """The KV-cache types chatapp offers: the one list the CLI, the config and the engine share."""
 KV_TYPES: tuple[str, ...] = get_args(KVType)
+DraftMode = Literal["ngram", "off"]
+"""Speculative decoding: "ngram" drafts by prompt lookup (chatapp.engine.lookup) and verifies
+the drafts in one batch; "off" decodes one token a step. The one list the CLI, the config and
+the engine share."""
+DRAFT_MODES: tuple[str, ...] = get_args(DraftMode)
+DEFAULT_DRAFT: DraftMode = "off"
+"""The default for `draft`, the one place it is set. On ("ngram") only where
+benchmarks/speculative.py --engine shows drafting never loses: at least 0.97x of plain decode
+on open chat (and it should reach 1.5x on copy-heavy replies). Until a quiet machine has
+measured that, off."""
+MAX_DRAFT_TOKENS = 32
+"""The most draft tokens one step may verify (draft_max's ceiling): past a few, acceptance
+has long fallen off, and each one costs a row of logits."""
 SECRET_SETTINGS = ("api_key",)
 """Settings whose values are never shown: `config show` masks them, errors leave them out."""
 ENV_SETTINGS = {"server": "CHATAPP_SERVER", "api_key": "CHATAPP_API_KEY"}
@@ -47,6 +60,13 @@ class Settings:
     flash_attn: bool = True
     """Flash attention, as llama.cpp does by default on a CPU: faster here (prefill +20%,
     decode +6% at 1,700 tokens), and a verify batch then gives exactly a step's logits."""
+    draft: DraftMode = DEFAULT_DRAFT
+    """Speculative decoding in-process: ngram (prompt lookup) or off. Replies are the same
+    either way (greedy ones byte for byte); drafting backs off by itself when drafts miss. It
+    needs flash attention, and the llama-server backend does not draft."""
+    draft_max: int = 8
+    """The most draft tokens one decode step verifies (1 to 32); the engine verifies fewer when
+    its measured costs say more would not pay."""
     temperature: float = 0.7
     top_p: float = 0.95
     """0 to 1; 1 turns it off."""
@@ -98,6 +118,9 @@ def validate(settings: Settings) -> Settings:
     # No ceiling here: chatapp.engine.memory_check weighs n_ctx against the machine when a model loads.
     if settings.kv_type not in KV_TYPES:
         raise ConfigError(f"kv_type must be one of {', '.join(KV_TYPES)}, got {settings.kv_type!r}")
+    if settings.draft not in DRAFT_MODES:
+        raise ConfigError(f"draft must be one of {', '.join(DRAFT_MODES)}, got {settings.draft!r}")
+    _in_range("draft_max", settings.draft_max, 1, MAX_DRAFT_TOKENS)
     if settings.threads < 0:
         raise ConfigError(f"threads must be 0 (auto) or more, got {settings.threads}")
     _in_range("gpu_layers", settings.gpu_layers, -1, MAX_GPU_LAYERS, f"-1 (all) or 0 to {MAX_GPU_LAYERS:,}")

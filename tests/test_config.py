@@ -6,7 +6,7 @@ import tomllib
 
 import pytest
 
-from chatapp.config import Settings, load_settings, save_setting, to_toml
+from chatapp.config import DEFAULT_DRAFT, DRAFT_MODES, Settings, load_settings, save_setting, to_toml
 from chatapp.errors import ConfigError
 
 
@@ -32,6 +32,16 @@ def test_values_from_the_file_override_defaults(tmp_path):
     assert settings == Settings(n_ctx=8192, kv_type="q8_0", theme="chatapp-light")
 
 
+def test_drafting_is_one_closed_set_with_one_default(tmp_path):
+    assert DRAFT_MODES == ("ngram", "off") and DEFAULT_DRAFT in DRAFT_MODES
+    assert Settings().draft == DEFAULT_DRAFT and Settings().draft_max == 8
+    settings = load_settings(write(tmp_path, 'draft = "ngram"\ndraft_max = 32\n'))
+    assert (settings.draft, settings.draft_max) == ("ngram", 32)
+    assert Settings().replace(draft="off", draft_max=1).draft_max == 1
+    with pytest.raises(ConfigError, match="draft must be one of ngram, off"):
+        Settings().replace(draft="NGRAM")
+
+
 def test_an_integer_is_accepted_where_a_float_is_expected(tmp_path):
     settings = load_settings(write(tmp_path, "temperature = 1\n"))
     assert settings.temperature == 1.0 and isinstance(settings.temperature, float)
@@ -48,6 +58,11 @@ def test_an_integer_is_accepted_where_a_float_is_expected(tmp_path):
         ("colour = 1\n", "unknown setting 'colour'"),
         ('kv_type = "q5_1"\n', "kv_type must be one of f16, q8_0, q4_0"),
         ("n_ctx = 8\n", "n_ctx must be at least 16"),
+        ('draft = "medusa"\n', "draft must be one of ngram, off, got 'medusa'"),
+        ("draft = true\n", "draft must be str"),
+        ("draft_max = 0\n", "draft_max must be 1 to 32, got 0"),
+        ("draft_max = 33\n", "draft_max must be 1 to 32, got 33"),
+        ('draft_max = "8"\n', "draft_max must be int"),
         ("threads = -2\n", "threads must be 0"),
         ("temperature = -0.1\n", "temperature must be 0 or more"),
         ('n_ctx = "unterminated\n', "cannot read"),

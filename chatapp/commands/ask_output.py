@@ -17,7 +17,7 @@ from chatapp.config import Settings
 from chatapp.engine.events import ContextRetrieved, ContextTrimmed, TextDelta, TurnDone
 from chatapp.engine.retrieval.context import RetrievedContext
 from chatapp.engine.retrieval.loading import Loaded
-from chatapp.engine.stats import TurnRecord
+from chatapp.engine.stats import DRAFT_KEYS, ROOFLINE_KEYS, TurnRecord
 from chatapp.errors import OutputError, ServerError
 
 if TYPE_CHECKING:  # both are imported where they are first needed, after the arguments are checked
@@ -33,6 +33,11 @@ def stats_line(record: TurnRecord) -> str:
         f"decode {record.decode_tokens} tok at {record.decode_tps:,.1f} tok/s",
         f"KV {record.kv_used}/{record.n_ctx}",
     ]
+    drafted = record.extra.get("draft_tokens")
+    if drafted:
+        accepted = record.extra.get("draft_accepted", 0)
+        parts.insert(4, f"drafted {drafted} tok, {accepted} accepted ({accepted / drafted:.0%}) in "
+                        f"{record.extra.get('decode_steps', 0)} steps")
     if record.restored_tokens:
         parts.insert(0, f"restored {record.restored_tokens} tok in {record.restore_ms:,.0f} ms")
     if record.finish_reason != "stop":
@@ -141,6 +146,7 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
             err.print(f"[dim]session {escape(session)}: {escape(line)}[/]")
     if attachments:
         _attach(engine, attachments, err)
+    said_drafting = ""
     for number, prompt in enumerate(prompts, 1):
         record = None
         if live is not None and number > 1 and (changed := live.changed_elsewhere()):
@@ -170,9 +176,15 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
                                 layers_offloaded=summary.layers_offloaded, server=summary.server)
                     if summary.kv_bytes_per_token is None:  # the backend cannot tell: not a zero
                         data["kv_bytes_per_token"] = None
+                    for key in (*DRAFT_KEYS, *ROOFLINE_KEYS):  # a backend without the figure: null
+                        data.setdefault(key, None)
                     out.write(json.dumps(data, ensure_ascii=False) + "\n")
                 elif not record.extra.get("server_error"):  # a broken turn gets its one line below
                     err.print(f"[dim]{stats_line(record)}[/]")
+                why = str(record.extra.get("draft_off_because", ""))
+                if why and why != said_drafting:  # found out at the first drafted turn: said once
+                    err.print(f"[yellow]drafting off: {escape(why)}[/]")
+                    said_drafting = why
         if record is not None and record.extra.get("server_error"):
             raise ServerError(str(record.extra["server_error"]))  # what was said is kept (and saved)
         if record is not None and record.finish_reason == "stopped":

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from chatapp.config import Settings, adjusted, load_settings
+from chatapp.config import DRAFT_MODES, Settings, adjusted, load_settings
 from chatapp.errors import InputError
 
 if TYPE_CHECKING:  # the engine is imported once the arguments are checked
@@ -27,6 +27,11 @@ SystemOpt = Annotated[Optional[str], typer.Option(
     "--system", help="System prompt; on a saved session, it replaces the session's from this turn on.")]
 ServerOpt = Annotated[Optional[str], typer.Option(
     "--server", help="Chat through the llama-server at this URL (also $CHATAPP_SERVER or `server` in the config).")]
+DraftOpt = Annotated[Optional[str], typer.Option(
+    "--draft", help=f"Speculative decoding: {' or '.join(DRAFT_MODES)} (ngram drafts by prompt lookup and "
+                    "verifies the drafts in one batch; the replies stay the same).")]
+DraftMaxOpt = Annotated[Optional[int], typer.Option(
+    "--draft-max", help="The most draft tokens one decode step verifies (1 to 32).")]
 ApiKeyOpt = Annotated[Optional[str], typer.Option(
     "--api-key", help="The key of a llama-server started with --api-key (also $CHATAPP_API_KEY).", show_default=False)]
 
@@ -52,7 +57,7 @@ def root(
     """Chat with a local model in the terminal and watch how inference works."""
     if ctx.invoked_subcommand is None:
         chat(model=None, theme=None, n_ctx=None, session=None, system=None, allow_long_ctx=False, server=None,
-             api_key=None)
+             api_key=None, draft=None, draft_max=None)
 
 
 def settings_with(**overrides) -> Settings:
@@ -85,12 +90,14 @@ def chat(
     allow_long_ctx: LongCtxOpt = False,
     server: ServerOpt = None,
     api_key: ApiKeyOpt = None,
+    draft: DraftOpt = None,
+    draft_max: DraftMaxOpt = None,
 ) -> None:
     """Open the chat TUI."""
     from chatapp.commands.tui import run_app
 
     settings = settings_with(theme=theme, n_ctx=n_ctx, system_prompt=system, allow_long_ctx=allow_long_ctx or None,
-                             server=server, api_key=api_key)
+                             server=server, api_key=api_key, draft=draft, draft_max=draft_max)
     run_app(settings, model=model, session=session, system=system)
 
 
@@ -112,6 +119,8 @@ def ask(
     api_key: ApiKeyOpt = None,
     attach: Annotated[Optional[list[Path]], typer.Option(
         "--attach", help="A file or folder (text, Markdown, code, PDF) to answer from; repeatable.")] = None,
+    draft: DraftOpt = None,
+    draft_max: DraftMaxOpt = None,
 ) -> None:
     """Ask one or more questions in one conversation; print replies and per-turn stats."""
     if not prompts or any(not p.strip() for p in prompts):
@@ -121,7 +130,8 @@ def ask(
     loaded = [load_path(path) for path in attach or ()]  # a bad file fails here, before the model loads
     settings = settings_with(system_prompt=system, max_tokens=max_tokens, temperature=temperature, seed=seed,
                              n_ctx=n_ctx, kv_type=kv_type, threads=threads, gpu_layers=gpu_layers,
-                             allow_long_ctx=allow_long_ctx or None, server=server, api_key=api_key)
+                             allow_long_ctx=allow_long_ctx or None, server=server, api_key=api_key,
+                             draft=draft, draft_max=draft_max)
     from chatapp.commands.ask_output import run_ask
 
     run_ask(settings, model, prompts, as_json=as_json, session=session, attachments=loaded, system=system)

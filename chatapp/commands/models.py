@@ -218,7 +218,7 @@ def _decode_table(facts, decode: dict) -> Table:
         ("empty cache", decode_line(decode["weight_bytes_per_token"], 0.0, gbps, backend)),
         (f"{decode['n_ctx']:,} cells ({decode['kv_type']})",
          decode_line(decode["bytes_per_token_at_n_ctx"], 0.0, gbps, backend)),
-        ("prefill", prefill_line(facts, 0.0)),
+        ("prefill", prefill_line(decode["prefill_flops_per_token"], 0.0)),
     ]
     for key, value in rows:
         table.add_row(key, escape(value))

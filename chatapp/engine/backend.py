@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, get_args, runtime_checkable
 
-from chatapp.config import Settings
+from chatapp.config import DraftMode, Settings
 from chatapp.engine.attention import AttentionMap, AttentionUnavailable
 from chatapp.engine.events import BackendEvent, Message
 from chatapp.engine.tokens import Token
@@ -86,9 +86,33 @@ class CacheState:
     meta: dict[str, str | int | bool] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Drafting:
+    """Speculative decoding as a backend will run it from the next turn."""
+
+    mode: DraftMode
+    """What was asked for."""
+    draft_max: int
+    off_because: str = ""
+    """Why replies will not be drafted although `mode` asks for it, in one line ("" otherwise)."""
+
+    @property
+    def active(self) -> bool:
+        return self.mode != "off" and not self.off_because
+
+    def describe(self) -> str:
+        """One line, e.g. "drafting on: prompt lookup, up to 8 tokens a step"."""
+        if self.active:
+            n = self.draft_max
+            return f"drafting on: prompt lookup, up to {n} token{'s' if n != 1 else ''} a step"
+        return f"drafting off: {self.off_because}" if self.mode != "off" else "drafting off"
+
+
 @runtime_checkable
 class Backend(Protocol):
     summary: ModelSummary
+    drafting: Drafting
+    """Speculative decoding as the next turn will run it (see set_drafting)."""
 
     def render(self, messages: Sequence[Message], *, add_generation_prompt: bool) -> str:
         """The conversation through the model's own chat template."""
@@ -113,6 +137,10 @@ class Backend(Protocol):
 
     def interrupt(self) -> None:
         """Called from another thread after `stop` is set, to cut a blocking call short."""
+
+    def set_drafting(self, mode: DraftMode, draft_max: int) -> Drafting:
+        """Speculative decoding from the next turn on. A backend that cannot draft says why in
+        the result's `off_because` rather than ignore the request."""
 
     def clear_cache(self) -> None: ...
 

@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from chatapp.config import Settings
+from chatapp.config import DraftMode, Settings, validate
 from chatapp.engine import prompt_tokens, prompt_view
 from chatapp.engine.attention import AttentionMap, AttentionUnavailable
-from chatapp.engine.backend import Backend, CacheState, GenerationSettings, ModelSummary
+from chatapp.engine.backend import Backend, CacheState, Drafting, GenerationSettings, ModelSummary
 from chatapp.engine.conversation import Conversation
 from chatapp.engine.events import (
     ContextRetrieved, ContextTrimmed, Event, Generated, Message, PrefillDone, TextDelta, TurnDone)
@@ -55,6 +55,9 @@ class Engine:
         self._last_turn: tuple[list[int], int] | None = None
         """The last turn's cache ids and where its reply starts in them, for `attention`; None when
         the conversation or the cache changed since (a new chat, a session opened, cleared)."""
+        drafting = backend.set_drafting(settings.draft, settings.draft_max)
+        if drafting.off_because:
+            self.load_notices.append(drafting.describe())
 
     # --- opening -------------------------------------------------------------------------
     @classmethod
@@ -96,7 +99,7 @@ class Engine:
 
         notices = check_load(settings, path, offloaded=settings.gpu_layers != 0 and gpu_offload_supported())
         engine = cls(LocalBackend.load(path, settings), settings)
-        engine.load_notices = notices
+        engine.load_notices[:0] = notices
         return engine
 
     # --- what is loaded ------------------------------------------------------------------
@@ -150,6 +153,20 @@ class Engine:
 
     def set_generation(self, **changes) -> None:
         self.generation = replace(self.generation, **changes)
+
+    # --- speculative decoding ----------------------------------------------------------------
+    @property
+    def drafting(self) -> Drafting:
+        """Speculative decoding as the next turn will run it."""
+        return self._backend.drafting
+
+    def set_drafting(self, mode: DraftMode, draft_max: int | None = None) -> Drafting:
+        """Turn drafting on ("ngram") or off from the next turn; the backend keeps what it has
+        measured about drafting (acceptance, step costs) either way. When drafting cannot run
+        here, the result's `off_because` says why in one line (the caller shows it)."""
+        draft_max = self.drafting.draft_max if draft_max is None else draft_max
+        validate(replace(self.settings, draft=mode, draft_max=draft_max))  # one line naming what is wrong
+        return self._backend.set_drafting(mode, draft_max)
 
     def context_messages(self) -> list[Message]:
         return self._conversation.context_messages()
@@ -314,14 +331,15 @@ class Engine:
         )
         if question.context is not None or self.attachments:
             record.extra["retrieved"] = question.context.to_json() if question.context else []
-        cache_ids = self._backend.cached_tokens()
+        cache_ids, drafted = self._backend.cached_tokens(), finished.drafted
         self._last_turn = (cache_ids, len(prompt))
-        yield TurnDone(record, lambda: self._view(cache_ids, prompt_messages, record))
+        yield TurnDone(record, lambda: self._view(cache_ids, prompt_messages, record, drafted))
 
-    def _view(self, cache_ids: list[int], prompt_messages: list[Message], record: TurnRecord):
+    def _view(self, cache_ids: list[int], prompt_messages: list[Message], record: TurnRecord,
+              drafted: tuple[int, ...] = ()):
         try:
             return prompt_view.build(self._backend.describe(cache_ids), self.render, prompt_messages,
-                                     record.prompt_tokens, record.cached_tokens)
+                                     record.prompt_tokens, record.cached_tokens, drafted)
         except ServerError:  # the server went away after the turn: the turn stands, without its view
             return []
 

@@ -78,6 +78,8 @@ class PrefillDone:
     prefill_tokens: int
     prefill_ms: float
     reuse_broken_at: int | None
+    flops_per_token: int = 0
+    """About 2 x the active parameters: the compute a prompt token costs (0: unknown)."""
 
     @property
     def prefill_tps(self) -> float:
@@ -105,6 +107,8 @@ class Generated:
     """None only when the turn was stopped before its prefill finished."""
     extra: dict = field(default_factory=dict)
     """Backend-specific figures for the record (threads, the server's timings, ...)."""
+    drafted: tuple[int, ...] = ()
+    """Indexes of the reply's tokens (0: its first) that were accepted drafts."""
 
 
 class TurnDone:

@@ -488,6 +488,14 @@ class VerifyTarget:
     def sample(self, row: int) -> int:
         return llama_cpp.llama_sampler_sample(self._sampler._chain, self._runtime._llm.ctx, row)
 
+    def row_logits(self, row: int) -> np.ndarray:
+        """A copy of logits row `row` of the last decode (-1: its last), before any sampler."""
+        logits = llama_cpp.llama_get_logits_ith(self._runtime._llm.ctx, row)
+        if not logits:
+            raise ModelError(f"llama.cpp has no logits at row {row}")
+        n_vocab = llama_cpp.llama_vocab_n_tokens(self._runtime._vocab)
+        return np.ctypeslib.as_array(logits, shape=(n_vocab,)).copy()
+
     def truncate(self, n: int) -> None:
         self._runtime.keep_kv_prefix(n)
 

@@ -2,8 +2,11 @@
 
 A turn reuses the longest prefix the cache shares with the prompt, prefills the rest in
 chunks (each one a single llama_decode that a stop can abandon mid-way, with a progress
-event after it), then decodes one token per llama_decode. Figures come from llama.cpp's own
-perf counters.
+event after it), then decodes one token per llama_decode, or, with drafting on, one
+speculative step per llama_decode (chatapp.engine.speculative: prompt-lookup drafts verified
+in one batch). Prefill figures come from llama.cpp's own perf counters, and so do decode's
+without drafting; with drafting they are wall clock around the steps, because llama.cpp books
+every multi-token batch as prompt evaluation (the record says "timing": "wall clock").
 """
 
 from __future__ import annotations
@@ -11,18 +14,22 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from functools import cached_property
 from pathlib import Path
 
-from chatapp.config import Settings
+from chatapp.config import DraftMode, Settings
 from chatapp.engine import tokens as token_views
 from chatapp.engine.attention import AttentionMap, AttentionUnavailable, capture
-from chatapp.engine.backend import CacheState, GenerationSettings, ModelSummary
+from chatapp.engine.backend import CacheState, Drafting, GenerationSettings, ModelSummary
 from chatapp.engine.conversation import common_prefix
+from chatapp.engine.draft_policy import DraftPolicy
+from chatapp.engine.drafting import LocalDrafting
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
 from chatapp.engine.hardware import cpu_name, physical_cores
 from chatapp.engine.llama import (
     CAPTURE_KV_TYPE, LlamaRuntime, LoadOptions, PerfCounters, model_n_head, replay_soft_max, versions)
-from chatapp.engine.stats import LiveDecode
+from chatapp.engine.roofline import prefill_flops_per_token, record_figures
+from chatapp.engine.stats import DraftFigures, LiveDecode, rate
 from chatapp.engine.threads import ThreadPolicy
 from chatapp.engine.tokens import Token, Utf8Stream
 
@@ -42,7 +49,8 @@ def display_name(path: Path) -> str:
 class LocalBackend:
     """`Backend` over llama.cpp in this process."""
 
-    def __init__(self, runtime: LlamaRuntime, name: str | None = None, threads: ThreadPolicy | None = None) -> None:
+    def __init__(self, runtime: LlamaRuntime, name: str | None = None, threads: ThreadPolicy | None = None,
+                 draft_policy: DraftPolicy | None = None) -> None:
         from chatapp.engine.quant import model_info  # noqa: PLC0415 - the GGUF scan, cached per file
 
         self.runtime = runtime
@@ -57,6 +65,9 @@ class LocalBackend:
             n_params=facts.n_params, size_bytes=facts.file_size, flash_attn=info.flash_attn,
             local_file=str(runtime.path),
         )
+        self._facts = facts
+        self._kv_bytes_per_token = runtime.kv_bytes_per_token
+        self._drafting = LocalDrafting(runtime, draft_policy)
 
     @classmethod
     def load(cls, path: Path, settings: Settings) -> "LocalBackend":
@@ -89,13 +100,36 @@ class LocalBackend:
     def cached_tokens(self) -> list[int]:
         return self.runtime.kv_tokens
 
+    # --- drafting and the bandwidth bound ----------------------------------------------------
+    @property
+    def drafting(self) -> Drafting:
+        return self._drafting.state
+
+    def set_drafting(self, mode: DraftMode, draft_max: int) -> Drafting:
+        return self._drafting.set(mode, draft_max)
+
+    @cached_property
+    def bandwidth_gbps(self) -> float | None:
+        """The memory read bandwidth decode runs against (chatapp.engine.bandwidth), GB/s. On a new
+        machine the first turn measures it (a few tenths of a second, on the thread running the
+        turn, before its prefill), then it is cached per machine; None where decode runs on a GPU."""
+        from chatapp.engine.bandwidth import bandwidth_for  # noqa: PLC0415
+
+        found = bandwidth_for(self.runtime.info.backend, self.threads.fixed or physical_cores())
+        return found.gbps if found else None
+
+    def _bytes_per_token(self, kv_used: int) -> int:
+        """What decoding one token reads with `kv_used` cells in use (chatapp.engine.roofline)."""
+        return self._facts.decode_weight_bytes + self._kv_bytes_per_token * kv_used
+
     # --- a turn ----------------------------------------------------------------------------
     def interrupt(self) -> None:
-        """Nothing to cut short: prefill polls the stop event inside llama.cpp, decode between tokens."""
+        """Nothing to cut short: prefill polls the stop event inside llama.cpp, decode between steps."""
 
     def stream(self, prompt: Sequence[int], generation: GenerationSettings, stop: threading.Event, *,
                reuse_limit: int | None = None) -> Iterator[BackendEvent]:
         rt = self.runtime
+        self.bandwidth_gbps  # noqa: B018 - measured here, at the first turn, if never before
         prompt = list(prompt)
         cached_before = rt.kv_tokens
         shared = common_prefix(cached_before, prompt)
@@ -104,6 +138,7 @@ class LocalBackend:
         if reuse_limit is not None:
             cached = min(cached, reuse_limit)
         rt.keep_kv_prefix(cached)
+        drafting = self._drafting.for_turn()
         rt.reset_perf()
         todo = prompt[cached:]
         done, started = 0, time.perf_counter()
@@ -119,15 +154,18 @@ class LocalBackend:
             self.threads.look()
         after_prefill = rt.perf()
         prefill = PrefillDone(len(prompt), cached, done, after_prefill.prompt_ms + after_prefill.eval_ms,
-                              reuse_broken_at)
+                              reuse_broken_at, prefill_flops_per_token(self._facts))
         if done < len(todo):  # stopped while the prompt was being read: nothing was generated
             yield Generated("stopped", "", 0, 0, 0.0, rt.n_cached, prefill, self._extra())
             return
         yield prefill
-        yield from self._decode(generation, stop, after_prefill, prefill)
+        if drafting.active:
+            yield from self._decode_drafting(generation, stop, prefill, drafting)
+        else:
+            yield from self._decode(generation, stop, after_prefill, prefill, drafting.off_because)
 
     def _decode(self, generation: GenerationSettings, stop: threading.Event, after_prefill: PerfCounters,
-                prefill: PrefillDone) -> Iterator[BackendEvent]:
+                prefill: PrefillDone, draft_off_because: str = "") -> Iterator[BackendEvent]:
         rt, policy = self.runtime, self.threads
         sampler = rt.sampler(temperature=generation.temperature, top_k=generation.top_k, top_p=generation.top_p,
                              min_p=generation.min_p, seed=generation.seed)
@@ -164,8 +202,60 @@ class LocalBackend:
             sampler.close()
         parts.append(stream.flush())
         live = self._live(after_prefill, rt.kv_cells_used())
+        plain = {"draft": "off", "draft_tokens": 0, "draft_accepted": 0, "decode_steps": live.decode_tokens}
+        if draft_off_because:  # asked for, and why it did not run
+            plain["draft_off_because"] = draft_off_because
         yield Generated(finish, "".join(parts), generated, live.decode_tokens, live.decode_ms, live.kv_used,
-                        prefill, self._extra())
+                        prefill, self._turn_extra(prefill, live, plain))
+
+    def _decode_drafting(self, generation: GenerationSettings, stop: threading.Event, prefill: PrefillDone,
+                         drafting: Drafting) -> Iterator[BackendEvent]:
+        """The decode loop with speculative steps: each step decodes the next token and the drafts
+        the policy chose in one batch and emits what the model agrees with (see SpeculativeDecoder
+        for why the reply is what plain decoding gives). The cache ends as the plain loop leaves it."""
+        rt, threads = self.runtime, self.threads
+        sampler = rt.sampler(temperature=generation.temperature, top_k=generation.top_k, top_p=generation.top_p,
+                             min_p=generation.min_p, seed=generation.seed)
+        decoder, target = self._drafting.decoder(sampler, drafting)
+        stream, parts, generated, finish, drafted = Utf8Stream(), [], 0, "length", []
+        try:
+            while generated < generation.max_tokens:
+                if stop.is_set():
+                    finish = "stopped"
+                    break
+                n = threads.decode_threads()
+                self._use_threads(n, n)  # a verify batch runs on llama.cpp's batch threads
+                # While the thread count is measured, steps stay plain: their times are compared.
+                step = decoder.step(generation.max_tokens - generated, rt.n_ctx - rt.n_cached,
+                                    draft=not threads.measuring)
+                if step.batch == 1:
+                    threads.observe(n, step.ms / 1000)
+                threads.look()
+                live = self._live_drafting(decoder.stats.figures(), rt.n_cached)
+                for token, from_draft in zip(step.tokens, step.from_draft):
+                    if rt.is_end_of_generation(token):
+                        break
+                    if from_draft:
+                        drafted.append(generated)
+                    generated += 1
+                    text = "" if rt.is_special(token) else stream.feed(rt.token_bytes(token))
+                    if text:
+                        parts.append(text)
+                        yield TextDelta(text, live)
+                if step.ended or step.full:
+                    finish = "stop" if step.ended else "context"
+                    break
+            decoder.settle(rt.n_ctx - rt.n_cached)
+        except KeyboardInterrupt:
+            finish = "stopped"
+        finally:
+            target.close()
+            sampler.close()
+        parts.append(stream.flush())
+        figures = decoder.stats.figures()
+        live = self._live_drafting(figures, rt.kv_cells_used())
+        yield Generated(finish, "".join(parts), generated, live.decode_tokens, live.decode_ms, live.kv_used,
+                        prefill, self._turn_extra(prefill, live, figures.record()), drafted=tuple(drafted))
 
     def _use_threads(self, decode: int, batch: int) -> None:
         if self.runtime.threads != (decode, batch):
@@ -176,7 +266,23 @@ class LocalBackend:
         threads = self.runtime.threads[0]
         return LiveDecode(decode_tokens=now.eval_tokens - after_prefill.eval_tokens,
                           decode_ms=now.eval_ms - after_prefill.eval_ms, kv_used=kv_used, threads=threads,
-                          threads_reason=self.threads.reason(threads))
+                          threads_reason=self.threads.reason(threads), bytes_per_token=self._bytes_per_token(kv_used),
+                          bandwidth_gbps=self.bandwidth_gbps)
+
+    def _live_drafting(self, figures: DraftFigures, kv_used: int) -> LiveDecode:
+        threads = self.runtime.threads[0]
+        return LiveDecode(decode_tokens=figures.tokens, decode_ms=figures.decode_ms, kv_used=kv_used,
+                          threads=threads, threads_reason=self.threads.reason(threads),
+                          bytes_per_token=self._bytes_per_token(kv_used), bandwidth_gbps=self.bandwidth_gbps,
+                          draft=figures)
+
+    def _turn_extra(self, prefill: PrefillDone, live: LiveDecode, drafting: dict) -> dict:
+        """The record's backend figures: threads, drafting, and decode's memory traffic at the
+        reply's mean fill (the cache grew by a cell a token from the prompt's end)."""
+        mean_fill = (prefill.prompt_tokens + live.kv_used) // 2
+        traffic = record_figures(self._facts, self.runtime.info.kv_type, mean_fill,
+                                 rate(live.decode_tokens, live.decode_ms), self.bandwidth_gbps)
+        return {**self._extra(), **drafting, **traffic, "prefill_flops_per_token": prefill.flops_per_token}
 
     def _extra(self) -> dict:
         decode, batch = self.runtime.threads

@@ -8,7 +8,7 @@ as <|im_start|>user) is template.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from chatapp.engine.events import Message
@@ -23,6 +23,8 @@ class PromptToken:
     role: str
     origin: str
     """cached (reused from the KV cache), prefilled (computed this turn) or generated."""
+    drafted: bool = False
+    """A generated token that came from an accepted draft (speculative decoding)."""
 
 
 Render = Callable[..., str]
@@ -74,9 +76,11 @@ def role_of_chars(render: Render, messages: list[Message]) -> list[str]:
 
 
 def build(tokens: list[Token], render: Render, prompt_messages: list[Message], prompt_tokens: int,
-          cached_tokens: int) -> list[PromptToken]:
+          cached_tokens: int, drafted: Collection[int] = ()) -> list[PromptToken]:
     """Describe every token in the KV cache after a turn: `tokens` are the cache's, in order;
-    the first `prompt_tokens` were the prompt, of which `cached_tokens` were reused."""
+    the first `prompt_tokens` were the prompt, of which `cached_tokens` were reused; `drafted`
+    holds the indexes of reply tokens (0: the reply's first) that were accepted drafts."""
+    drafted = frozenset(drafted)
     roles = role_of_chars(render, prompt_messages)
     pos = 0
     if tokens and tokens[0].special and not render(prompt_messages).startswith(tokens[0].piece):
@@ -95,7 +99,7 @@ def build(tokens: list[Token], render: Render, prompt_messages: list[Message], p
             role = "assistant"
         else:
             role = roles[pos] if 0 <= pos < len(roles) else "template"
-        view.append(PromptToken(token, role, origin))
+        view.append(PromptToken(token, role, origin, origin == "generated" and i - prompt_tokens in drafted))
         pos += len(token.piece)
     return view
 

@@ -78,10 +78,9 @@ def decode_line(bytes_per_token: int, decode_tps: float, bandwidth_gbps: float |
     return "; ".join(parts)
 
 
-def prefill_line(info: ModelInfo, prefill_tps: float) -> str:
-    """E.g. "prefill needs ~0.27 GFLOP/token; 41 GFLOP/s achieved"."""
-    flops = prefill_flops_per_token(info)
-    text = f"prefill needs ~{flops / 1e9:.2g} GFLOP/token"
+def prefill_line(flops_per_token: int, prefill_tps: float) -> str:
+    """E.g. "prefill needs ~0.27 GFLOP/token; 41 GFLOP/s achieved" (`prefill_flops_per_token`)."""
+    text = f"prefill needs ~{flops_per_token / 1e9:.2g} GFLOP/token"
     if prefill_tps > 0:
-        text += f"; {flops * prefill_tps / 1e9:,.0f} GFLOP/s achieved"
+        text += f"; {flops_per_token * prefill_tps / 1e9:,.0f} GFLOP/s achieved"
     return text

@@ -24,8 +24,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from chatapp.engine import tokens as token_views
+from chatapp.config import DraftMode, Settings
 from chatapp.engine.attention import AttentionUnavailable
-from chatapp.engine.backend import CacheState, GenerationSettings
+from chatapp.engine.backend import CacheState, Drafting, GenerationSettings
 from chatapp.engine.conversation import common_prefix
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
 from chatapp.engine.server_http import ServerClient, StreamBroken
@@ -121,6 +122,7 @@ class ServerBackend:
         self._slot_files = slot_files
         """The server was started with --slot-save-path (slot files for sessions)."""
         self._vocab = ServerVocabulary(client)
+        self.drafting = Drafting("off", Settings().draft_max)
         self._tokens: list[int] = []
         self._renders: dict[tuple, str] = {}
         bos = str(props.get("bos_token") or "")
@@ -183,6 +185,13 @@ class ServerBackend:
         return list(self._tokens)
 
     # --- a turn ----------------------------------------------------------------------------
+    def set_drafting(self, mode: DraftMode, draft_max: int) -> Drafting:
+        """chatapp's drafting runs in-process only: the server decodes as it was started."""
+        why = "" if mode == "off" else ("chatapp drafts in-process only; a llama-server drafts only as it was "
+                                        "started (with a draft model, -md)")
+        self.drafting = Drafting(mode, draft_max, why)
+        return self.drafting
+
     def interrupt(self) -> None:
         self._client.abort()
 

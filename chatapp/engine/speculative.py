@@ -33,6 +33,7 @@ from typing import Protocol
 
 from chatapp.engine.draft_policy import DraftPolicy
 from chatapp.engine.lookup import NgramDrafter
+from chatapp.engine.stats import DraftFigures
 
 
 class Target(Protocol):
@@ -78,22 +79,27 @@ class DraftStats:
     """[accepted, drafted] per draft position (1st, 2nd, ...)."""
     decode_ms: float = 0.0
     """Wall time of the steps: llama.cpp's perf counters book multi-token batches as prompt."""
-    baseline_ms: float = 0.0
-    """What plain steps would have taken for the same tokens, at the measured one-token step time."""
+    baseline_ms: float | None = 0.0
+    """What plain steps would have taken for the same tokens, at the measured one-token step time
+    (None once a verify step ran before any plain step was timed: then nothing says)."""
     tokens: int = 0
     """Tokens added to the cache by the steps."""
 
+    def figures(self) -> DraftFigures:
+        return DraftFigures(self.steps, self.tokens, self.drafted, self.accepted,
+                            tuple((a, d) for a, d in self.by_position), self.decode_ms, self.baseline_ms)
+
     @property
     def acceptance(self) -> float:
-        return self.accepted / self.drafted if self.drafted else 0.0
+        return self.figures().acceptance
 
     @property
     def tokens_per_step(self) -> float:
-        return self.tokens / self.steps if self.steps else 0.0
+        return self.figures().tokens_per_step
 
     @property
     def speedup(self) -> float:
-        return self.baseline_ms / self.decode_ms if self.decode_ms > 0 else 0.0
+        return self.figures().speedup
 
     def count(self, outcomes: Sequence[bool]) -> None:
         while len(self.by_position) < len(outcomes):
@@ -175,6 +181,18 @@ class SpeculativeDecoder:
         from_draft = (False,) * (len(emitted) - len(outcomes)) + tuple(outcomes)
         return Step(tuple(emitted), from_draft, 1 + len(drafts), len(drafts), sum(outcomes), ms, ended=ended)
 
+    def settle(self, max_cells: int) -> None:
+        """Decode the pending token (a correction already emitted) into the cache, so that the
+        cache holds every emitted token, as the plain loop leaves it after a turn; nothing when
+        no token is pending or the cache is full (`max_cells` < 1)."""
+        if self.pending is None or max_cells < 1:
+            return
+        started = self.clock()
+        head, self.pending = self.pending, None
+        self.target.decode([head])
+        self._row = -1
+        self._account(0, [], 1, 1, (self.clock() - started) * 1000)
+
     def _account(self, match: int, outcomes: list[bool], batch: int, kept: int, ms: float) -> None:
         self.policy.observe(match, outcomes)
         self.policy.record_step(batch, kept, ms)
@@ -182,6 +200,7 @@ class SpeculativeDecoder:
         stats.steps += 1
         stats.tokens += kept
         stats.decode_ms += ms
-        stats.baseline_ms += kept * (self.policy.t1_ms or ms)
+        t1 = self.policy.t1_ms  # a plain step has just been timed into it, when this was one
+        stats.baseline_ms = None if stats.baseline_ms is None or t1 is None else stats.baseline_ms + kept * t1
         if outcomes:
             stats.count(outcomes)

@@ -9,6 +9,53 @@ def rate(tokens: int, ms: float) -> float:
     return tokens * 1000.0 / ms if ms > 0 else 0.0
 
 
+DRAFT_KEYS = ("draft", "draft_tokens", "draft_accepted", "decode_steps")
+"""A turn record's drafting figures (`extra`): the mode that ran, tokens drafted and accepted,
+and llama_decode calls while decoding. `ask --json` and the sessions journal carry them."""
+ROOFLINE_KEYS = ("decode_bytes_per_token", "decode_gbps", "memory_bandwidth_gbps")
+"""A turn record's memory-traffic figures (chatapp.engine.roofline.record_figures)."""
+
+
+@dataclass(frozen=True)
+class DraftFigures:
+    """A turn's speculative decoding so far (chatapp.engine.speculative.DraftStats, frozen)."""
+
+    steps: int
+    """Decode steps: one llama_decode each."""
+    tokens: int
+    """Tokens the steps added to the cache."""
+    drafted: int
+    accepted: int
+    by_position: tuple[tuple[int, int], ...]
+    """(accepted, drafted) per draft position: 1st, 2nd, ..."""
+    decode_ms: float
+    """Wall time of the steps."""
+    baseline_ms: float | None
+    """What plain one-token steps would have taken for the same tokens, at their measured time
+    (None when no plain step had been timed before a verify step)."""
+
+    @property
+    def acceptance(self) -> float:
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def tokens_per_step(self) -> float:
+        return self.tokens / self.steps if self.steps else 0.0
+
+    @property
+    def speedup(self) -> float:
+        """Against this turn's non-speculative estimate."""
+        return self.baseline_ms / self.decode_ms if self.baseline_ms and self.decode_ms > 0 else 0.0
+
+    def record(self) -> dict:
+        """The turn record's drafting keys (see DRAFT_KEYS), and the detail behind them."""
+        return {"draft": "ngram", "draft_tokens": self.drafted, "draft_accepted": self.accepted,
+                "decode_steps": self.steps, "draft_by_position": [list(p) for p in self.by_position],
+                "draft_baseline_ms": None if self.baseline_ms is None else round(self.baseline_ms, 3),
+                "draft_speedup": round(self.speedup, 3) if self.speedup else None,
+                "timing": "wall clock"}
+
+
 @dataclass(frozen=True)
 class LiveDecode:
     """Decode progress while a reply streams."""
@@ -19,6 +66,12 @@ class LiveDecode:
     threads: int = 0
     """llama.cpp threads decoding now (0: the backend does not say)."""
     threads_reason: str = ""
+    bytes_per_token: int = 0
+    """What decoding a token reads now: the weights it uses and the KV cells in use (0: unknown)."""
+    bandwidth_gbps: float | None = None
+    """This machine's measured memory read bandwidth (None: not measured, e.g. a GPU's)."""
+    draft: DraftFigures | None = None
+    """The turn's drafting so far; None when the turn does not draft."""
 
     @property
     def decode_tps(self) -> float:
@@ -71,3 +124,18 @@ class TurnRecord:
             data[key] = round(data[key], 3)
         data.update(extra)
         return data
+
+
+def draft_figures(record: TurnRecord) -> DraftFigures | None:
+    """A drafted turn's figures from its record (see DraftFigures.record); None for a turn that
+    did not draft, or a record from before drafting existed."""
+    extra = record.extra
+    try:
+        if extra.get("draft") != "ngram":
+            return None
+        by_position = tuple((int(a), int(d)) for a, d in extra["draft_by_position"])
+        return DraftFigures(int(extra["decode_steps"]), record.decode_tokens, int(extra["draft_tokens"]),
+                            int(extra["draft_accepted"]), by_position, record.decode_ms,
+                            None if extra["draft_baseline_ms"] is None else float(extra["draft_baseline_ms"]))
+    except (KeyError, TypeError, ValueError):
+        return None

@@ -210,6 +210,7 @@ class ChatApp(App[None]):
         self.query_one(AppHeader).summary = summary
         self.query_one(KVPanel).set_capacity(summary.n_ctx, summary.kv_bytes_per_token, summary.kv_type)
         self.query_one(QuantPanel).show_summary(summary)
+        self.query_one(SpeedPanel).backend = summary.backend
         if summary.local_file:
             self.scan_model(Path(summary.local_file))
 
@@ -427,6 +428,12 @@ class ChatApp(App[None]):
         generation = self.engine.generation
         self.push_screen(SamplingScreen(Sampling(generation.temperature, generation.max_tokens)), apply)
 
+    def action_toggle_drafting(self) -> None:
+        """Drafting on or off from the next reply (a reply being written keeps how it started)."""
+        state = self.engine.set_drafting("off" if self.engine.drafting.mode != "off" else "ngram")
+        self.notify(state.describe(), title="Drafting", severity="warning" if state.off_because else "information",
+                    timeout=6 if state.off_because else 3, markup=False)
+
     def action_copy_reply(self) -> None:
         replies = [m.content for m in self.engine.messages if m.role == "assistant"]
         if not replies:
@@ -617,6 +624,9 @@ class ChatApp(App[None]):
     def on_model_switched(self, message: ModelSwitched) -> None:
         old, new = self.engine, message.engine
         new.generation = old.generation
+        drafting = new.set_drafting(old.drafting.mode, old.drafting.draft_max)
+        if drafting.off_because and not old.drafting.off_because:
+            self.notify(drafting.describe(), title="Drafting", severity="warning", timeout=8, markup=False)
         new.load_conversation(old.messages, old.window_start)
         self.engine = new
         self.sessions_ui.moved_to(new)  # the session goes on with the new model, saved from the next turn

@@ -34,6 +34,8 @@ CHATAPP_VARIABLES = (
     "token-generated",
     "token-retrieved-a",
     "token-retrieved-b",
+    "token-drafted-a",
+    "token-drafted-b",
     "kv-system",
     "kv-user",
     "kv-assistant",

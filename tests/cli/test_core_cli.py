@@ -54,6 +54,32 @@ def test_ask_kv_type_q8_0(chatapp_exe):
     assert record["kv_bytes_per_token"] == 30 * 3 * 128 * 34 // 32
 
 
+COPY = ("Repeat this sentence exactly: The keeper climbed the spiral stairs, trimmed the wick and "
+        "polished the great glass lens until it shone.")
+DRAFT_JSON_KEYS = {"draft", "draft_tokens", "draft_accepted", "decode_steps", "decode_bytes_per_token", "decode_gbps",
+                   "memory_bandwidth_gbps"}
+
+
+def test_ask_draft_gives_the_same_reply_and_says_what_it_drafted_and_read(chatapp_exe):
+    common = ("ask", COPY, "Again, please.", "--json", "--temperature", "0", "--max-tokens", "40", "--ctx", "512",
+              "--threads", "1")
+    on, off = chatapp_exe(*common, "--draft", "ngram", "--draft-max", "4"), chatapp_exe(*common, "--draft", "off")
+    assert on.returncode == off.returncode == 0, on.stderr + off.stderr
+    drafted, plain = ([json.loads(line) for line in out.stdout.splitlines()] for out in (on, off))
+    for with_drafts, without in zip(drafted, plain):
+        assert DRAFT_JSON_KEYS <= set(with_drafts) and DRAFT_JSON_KEYS <= set(without)
+        assert with_drafts["reply"] == without["reply"]
+        assert with_drafts["draft"] == "ngram" and with_drafts["timing"] == "wall clock"
+        assert 0 <= with_drafts["draft_accepted"] <= with_drafts["draft_tokens"]
+        assert with_drafts["decode_steps"] <= with_drafts["decode_tokens"]
+        assert (without["draft"], without["draft_tokens"], without["draft_accepted"]) == ("off", 0, 0)
+        assert without["decode_steps"] == without["decode_tokens"]
+        for record in (with_drafts, without):
+            assert record["decode_bytes_per_token"] > 96_576_768  # the weights a token reads, plus KV cells
+            assert record["memory_bandwidth_gbps"] > 0 and record["decode_gbps"] > 0
+    assert "drafting off" not in on.stderr
+
+
 def test_tokenize_json_round_trips(chatapp_exe):
     text = "Hi 🦙 日本語  x"
     out = chatapp_exe("tokenize", text, "--json")
@@ -77,6 +103,10 @@ def test_tokenize_shows_count(chatapp_exe):
     (("ask", "hi", "--model", "no-such-model"), "unknown model"),
     (("ask", "hi", "--kv-type", "q5_9"), "kv_type"),
     (("ask", "word " * 2000, "--ctx", "256"), "context holds 256"),
+    (("ask", "hi", "--draft", "eagle"), "Config: draft must be one of ngram, off, got 'eagle'"),
+    (("ask", "hi", "--draft-max", "0"), "Config: draft_max must be 1 to 32, got 0"),
+    (("chat", "--draft-max", "99"), "Config: draft_max must be 1 to 32, got 99"),
+    (("chat", "--draft", "yes"), "Config: draft must be one of ngram, off"),
 ])
 def test_bad_input_is_one_line_exit_2(chatapp_exe, args, needle):
     out = chatapp_exe(*args)

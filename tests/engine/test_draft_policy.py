@@ -168,3 +168,13 @@ def test_a_reply_that_starts_copying_midway_drafts_from_then_on():
     ratio, stats = speed_ratio(paragraph, free + paragraph, slope=0.1)
     assert ratio > 1.2
     assert stats.accepted > 200
+
+
+def test_no_speedup_is_claimed_before_a_plain_step_was_timed():
+    from tests.engine.test_speculative import AlwaysDraft
+
+    rng = np.random.default_rng(5)
+    paragraph = zipf_tokens(rng, 200)
+    _, stats = speed_ratio(paragraph, paragraph[:100], slope=0.1, policy=AlwaysDraft())
+    assert stats.accepted > 50 and stats.baseline_ms is None and stats.speedup == 0.0
+    assert stats.figures().record()["draft_speedup"] is None

@@ -15,8 +15,9 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from chatapp.config import DraftMode
 from chatapp.engine.attention import AttentionMap, AttentionUnavailable, SoftMaxCollector, capture
-from chatapp.engine.backend import CacheState, GenerationSettings, ModelSummary
+from chatapp.engine.backend import CacheState, Drafting, GenerationSettings, ModelSummary
 from chatapp.engine.conversation import common_prefix
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
 from chatapp.engine.stats import LiveDecode
@@ -39,6 +40,7 @@ class ScriptedBackend:
         self._by_id: dict[int, str] = {v: k for k, v in self._words.items()}
         self._kv: list[int] = []
         self._reply = reply
+        self.drafting = Drafting("off", 8)
 
     # --- tokens ----------------------------------------------------------------------------
     def _ids(self, text: str, special: bool) -> list[int]:
@@ -116,6 +118,10 @@ class ScriptedBackend:
                     heads.append(rows / rows.sum(axis=1, keepdims=True))
                 collector.take(layer, start + wanted[0], np.array(heads, dtype=np.float32))
         return True
+
+    def set_drafting(self, mode: DraftMode, draft_max: int) -> Drafting:
+        self.drafting = Drafting(mode, draft_max, "" if mode == "off" else "the scripted backend does not draft")
+        return self.drafting
 
     # --- the cache ---------------------------------------------------------------------------
     def clear_cache(self) -> None:

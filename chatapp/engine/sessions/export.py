@@ -9,6 +9,7 @@ from pathlib import Path
 
 from chatapp.engine.sessions.files import atomic_write
 from chatapp.engine.sessions.store import SessionStore
+from chatapp.engine.stats import DRAFT_KEYS
 from chatapp.errors import InputError
 from chatapp.private import create_private
 
@@ -16,7 +17,7 @@ EXPORT_FORMAT = "chatapp-session"
 EXPORT_VERSION = 1
 JOURNAL_KEYS = ("prompt_tokens", "cached_tokens", "prefill_tokens", "restored_tokens", "prefill_tps", "ttft_ms",
                 "decode_tokens", "decode_tps", "restore_ms", "kv_used", "n_ctx", "finish_reason", "model", "quant",
-                "kv_type", "backend", "threads")
+                "kv_type", "backend", "threads", *DRAFT_KEYS)
 
 
 def journal_entry(turn: int, message_index: int, record: dict) -> dict:
@@ -57,6 +58,12 @@ def _cell(value, spec: str = "") -> str:
     return format(value, spec) if spec and isinstance(value, (int, float)) else str(value)
 
 
+def _drafted(entry: dict) -> str:
+    """E.g. "40 (31)": draft tokens verified and accepted; "–" for a turn that did not draft."""
+    drafted, accepted = entry.get("draft_tokens"), entry.get("draft_accepted")
+    return f"{drafted:,} ({accepted:,})" if isinstance(drafted, int) and drafted and isinstance(accepted, int) else "–"
+
+
 def to_markdown(data: dict) -> str:
     model = data["model"]
     lines = [f"# Session {data['name']}", "",
@@ -70,15 +77,15 @@ def to_markdown(data: dict) -> str:
         lines += ["No turns recorded.", ""]
         return "\n".join(lines)
     lines += ["| turn | prompt tok | cached | reuse | prefilled | restored | prefill tok/s | TTFT ms | decode tok | "
-              "decode tok/s | quant | KV type | backend |",
-              "|" + "---:|" * 10 + "---|---|---|"]
+              "decode tok/s | drafted (accepted) | quant | KV type | backend |",
+              "|" + "---:|" * 11 + "---|---|---|"]
     for e in data["journal"]:
         reuse = f"{e['cache_reuse']:.0%}" if e["cache_reuse"] is not None else "–"
         lines.append(
             f"| {e['turn']} | {_cell(e['prompt_tokens'])} | {_cell(e['cached_tokens'])} | {reuse} | "
             f"{_cell(e['prefill_tokens'])} | {_cell(e['restored_tokens'])} | {_cell(e['prefill_tps'], ',.0f')} | "
             f"{_cell(e['ttft_ms'], ',.0f')} | {_cell(e['decode_tokens'])} | {_cell(e['decode_tps'], ',.1f')} | "
-            f"{_cell(e['quant'])} | {_cell(e['kv_type'])} | {_cell(e['backend'])} |")
+            f"{_drafted(e)} | {_cell(e['quant'])} | {_cell(e['kv_type'])} | {_cell(e['backend'])} |")
     lines.append("")
     return "\n".join(lines)
 

@@ -1,4 +1,7 @@
-"""Prefill and decode speed: this turn's figures live, then the record's, and a history."""
+"""Prefill and decode speed: this turn's figures live, then the record's, and a history.
+
+With them: what drafting (speculative decoding) did, and decode's memory traffic against this
+machine's measured bandwidth (the roofline), prefill's against compute."""
 
 from __future__ import annotations
 
@@ -10,9 +13,34 @@ from textual.containers import Vertical
 from textual.widgets import Sparkline, Static
 
 from chatapp.engine.events import PrefillDone, PrefillProgress
-from chatapp.engine.stats import LiveDecode, TurnRecord
-from chatapp.format import count, ms, tps
+from chatapp.engine.roofline import decode_line, prefill_line
+from chatapp.engine.stats import DraftFigures, LiveDecode, TurnRecord, draft_figures
+from chatapp.format import count, ms, percent, tps
 from chatapp.ui.widgets.paint import Sketch
+
+POSITIONS_SHOWN = 8
+"""Draft positions whose acceptance the panel lists."""
+
+
+def draft_lines(draft: DraftFigures) -> dict[str, str]:
+    """The drafting figures as the panel words them, by name."""
+    shown = {"drafts": f"drafts {count(draft.drafted)} tok, {count(draft.accepted)} accepted"
+                       + (f" ({percent(draft.acceptance)})" if draft.drafted else "")}
+    per_step = draft.tokens_per_step
+    shown["draft_steps"] = (f"{per_step:.2f} tok per decode step (+{max(per_step - 1, 0):.2f} from drafts), "
+                            f"{count(draft.steps)} steps")
+    if draft.by_position:
+        rates = " ".join(percent(a / d) if d else "–" for a, d in draft.by_position[:POSITIONS_SHOWN])
+        shown["draft_positions"] = f"accepted by position: {rates}"
+    if draft.speedup > 0:
+        shown["draft_speedup"] = f"×{draft.speedup:.2f} against plain steps (estimated for this turn)"
+    return shown
+
+
+def roofline_text(bytes_per_token: int, decode_tps: float, bandwidth_gbps: float | None, backend: str) -> str:
+    """decode_line, one part a line."""
+    return decode_line(bytes_per_token, decode_tps, bandwidth_gbps, backend).replace("; ", "\n  ")
+
 
 def threads_line(threads: int, reason: str) -> str:
     """E.g. "2 threads: fastest measured here (per token 1: 10.1 ms, 2: 6.3 ms)"."""
@@ -54,6 +82,8 @@ class SpeedPanel(Vertical):
         """The running turn's prefill while it runs (chunk by chunk)."""
         self.live: LiveDecode | None = None
         self.history: deque[TurnRecord] = deque(maxlen=HISTORY)
+        self.backend = "CPU"
+        """Where decode runs (the model summary's backend): named when its bandwidth is not measured."""
 
     def compose(self) -> ComposeResult:
         # A Sketch, not a Static: live figures repaint several times a second, and a Sketch
@@ -95,11 +125,18 @@ class SpeedPanel(Vertical):
             p, live = self.prefill, self.live
             shown = {"prefill_tokens": count(p.prefill_tokens), "cached_tokens": count(p.cached_tokens),
                      "prefill_ms": ms(p.prefill_ms), "prefill_tps": tps(p.prefill_tps)}
+            if p.flops_per_token:
+                shown |= {"prefill_compute": prefill_line(p.flops_per_token, p.prefill_tps)}
             if live is not None:
                 shown |= {"decode_tokens": count(live.decode_tokens), "decode_ms": ms(live.decode_ms),
                           "decode_tps": tps(live.decode_tps)}
                 if live.threads:
                     shown |= {"threads": threads_line(live.threads, live.threads_reason)}
+                if live.draft is not None:
+                    shown |= draft_lines(live.draft)
+                if live.bytes_per_token:
+                    shown |= {"roofline": roofline_text(live.bytes_per_token, live.decode_tps, live.bandwidth_gbps,
+                                                        self.backend)}
             return shown
         r = self.last_record
         if r is None:
@@ -112,6 +149,17 @@ class SpeedPanel(Vertical):
             shown |= {"restored_tokens": count(r.restored_tokens), "restore_ms": ms(r.restore_ms)}
         if isinstance(r.extra.get("threads"), int):
             shown |= {"threads": threads_line(r.extra["threads"], str(r.extra.get("threads_reason", "")))}
+        if isinstance(flops := r.extra.get("prefill_flops_per_token"), int) and flops:
+            shown |= {"prefill_compute": prefill_line(flops, r.prefill_tps)}
+        if (draft := draft_figures(r)) is not None:
+            shown |= draft_lines(draft)
+        elif why := r.extra.get("draft_off_because"):
+            shown |= {"drafting": f"drafting off: {why}"}
+        if isinstance(per_token := r.extra.get("decode_bytes_per_token"), int) and per_token:
+            bandwidth = r.extra.get("memory_bandwidth_gbps")
+            shown |= {"roofline": roofline_text(per_token, r.decode_tps,
+                                                bandwidth if isinstance(bandwidth, (int, float)) else None,
+                                                self.backend)}
         return shown
 
     def _progress_text(self, p: PrefillProgress) -> Text:
@@ -130,6 +178,8 @@ class SpeedPanel(Vertical):
             return Text("no turn yet", style="italic")
         lines = [f"prefill {f['prefill_tokens']} tok, {f['cached_tokens']} cached",
                  f"  {f['prefill_ms']} · {f['prefill_tps']}"]
+        if "prefill_compute" in f:
+            lines.append(f"  {f['prefill_compute']}")
         if "restored_tokens" in f:
             lines.insert(0, f"restored {f['restored_tokens']} tok from the session in {f['restore_ms']}")
         if "ttft_ms" in f:
@@ -141,6 +191,13 @@ class SpeedPanel(Vertical):
             lines.append("decode …")
         if "threads" in f:
             lines.append(f"  {f['threads']}")
+        if "roofline" in f:
+            lines.append(f"  {f['roofline']}")
+        if "drafting" in f:
+            lines.append(f["drafting"])
+        if "drafts" in f:
+            lines.append(f["drafts"])
+            lines += [f"  {f[key]}" for key in ("draft_steps", "draft_positions", "draft_speedup") if key in f]
         if "finish_reason" in f:
             lines.append(f"finished: {f['finish_reason']}")
         return Text("\n".join(lines))

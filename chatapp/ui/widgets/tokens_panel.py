@@ -228,6 +228,9 @@ class TokensPanel(VerticalScroll):
         retrieved = sum(1 for item in view if item.role == "retrieved")
         if retrieved:  # attachment text: its own shade behind whichever origin colour it has
             entries.append(Text.assemble(("  ", bg(self, "token-retrieved-a")), f" retrieved {count(retrieved)}"))
+        drafted = sum(1 for item in view if item.drafted)
+        if drafted:  # reply tokens that came from accepted drafts (speculative decoding): a tint of their own
+            entries.append(Text.assemble(("  ", bg(self, "token-drafted-a")), f" from drafts {count(drafted)}"))
         lines = [Text(f"last turn · {count(len(view))} tokens in the cache"), legend(entries, width)]
         if broken is not None and broken < len(view):
             lines.append(Text(f"▶ prefix reuse broke at token {count(broken)}: "
@@ -239,11 +242,12 @@ class TokensPanel(VerticalScroll):
         origin = {name: fg(self, ORIGIN_COLOURS[name]) for name in ORIGINS}
         backgrounds = [bg(self, "token-a"), bg(self, "token-b")]
         retrieved = [bg(self, "token-retrieved-a"), bg(self, "token-retrieved-b")]
+        drafted = [bg(self, "token-drafted-a"), bg(self, "token-drafted-b")]
         special = fg(self, "token-special", bold=True)
         pieces = Text()
         for i in range(max(len(view) - WINDOW, 0), len(view)):
             item = view[i]
-            shade = retrieved if item.role == "retrieved" else backgrounds
+            shade = retrieved if item.role == "retrieved" else drafted if item.drafted else backgrounds
             style = shade[i % 2] + (special if item.token.special else origin[item.origin])
             if item.role == "template" and not item.token.special:
                 style += Style(italic=True)

@@ -1,0 +1,81 @@
+"""The in-process backend's drafting: what was asked for, whether it can run here, and the
+drafter and policy it keeps from turn to turn.
+
+Drafting runs only where a verify batch gives exactly what single steps give, so that replies
+do not change: flash attention must be on (without it llama.cpp's CPU attention gives a batch's
+rows other logits), the cache must be able to drop rejected drafts (not a recurrent model), and
+llama.cpp's kernels must give a batch's rows single steps' logits bit for bit on this model and
+machine, which chatapp.engine.exact_batches checks once, at the first drafted turn, on the
+turn's thread. A model whose batches differ at any size checked does not draft at all: where
+they differ moves with the text (see exact_batches), so no smaller size can be trusted either.
+"""
+
+from __future__ import annotations
+
+from chatapp.config import DraftMode, Settings
+from chatapp.engine.backend import Drafting
+from chatapp.engine.draft_policy import DraftPolicy
+from chatapp.engine.exact_batches import BatchCheck, batch_check, cached_check
+from chatapp.engine.llama import LlamaRuntime, Sampler, VerifyTarget, can_remove_cells
+from chatapp.engine.lookup import NgramDrafter
+from chatapp.engine.speculative import SpeculativeDecoder
+
+
+class LocalDrafting:
+    def __init__(self, runtime: LlamaRuntime, policy: DraftPolicy | None = None) -> None:
+        self.runtime = runtime
+        self.state = Drafting("off", Settings().draft_max)
+        # One drafter and one policy for the backend's life: the step costs and acceptance they
+        # measure carry from turn to turn, and the drafter's index grows with the cache.
+        self.drafter = NgramDrafter()
+        self.policy = policy or DraftPolicy()
+        self._check: BatchCheck | None = cached_check(runtime)
+
+    def set(self, mode: DraftMode, draft_max: int) -> Drafting:
+        """What the next turn will run; nothing here calls llama.cpp (the UI thread may ask)."""
+        self.state = self._judge(mode, draft_max)
+        return self.state
+
+    def _judge(self, mode: DraftMode, draft_max: int) -> Drafting:
+        if mode == "off":
+            return Drafting(mode, draft_max)
+        info = self.runtime.info
+        if not info.flash_attn:
+            return Drafting(mode, draft_max, "flash attention is off (flash_attn = false); without it llama.cpp "
+                                             "computes a verify batch's rows differently from single steps")
+        if not can_remove_cells(self.runtime):
+            return Drafting(mode, draft_max, "this model's cache is recurrent and cannot drop rejected drafts")
+        check = self._check
+        if check is None or not check.covers(draft_max + 1):
+            return Drafting(mode, draft_max)  # checked at the start of the next turn
+        if not check.passed:
+            why = (f"llama.cpp computes a batch's rows differently from single steps for this model here (by up to "
+                   f"{check.worst:.2g} in a logit, {check.checked} tokens after {check.fill} cells), so drafts "
+                   "would change replies")
+            if info.kv_type == "f16" and check.fill >= 256:
+                why += "; a quantized KV cache (kv_type = q8_0) avoids the f16 long-context attention path"
+            return Drafting(mode, draft_max, why)
+        return Drafting(mode, draft_max)
+
+    def for_turn(self) -> Drafting:
+        """The drafting a turn starting now runs. Checks batches first when that was never done
+        for this many drafts (on the turn's thread, after what the cache holds; see
+        exact_batches). When the context has no room left for the check, this turn does not draft."""
+        state = self.state
+        if not state.active or (self._check is not None and self._check.covers(state.draft_max + 1)):
+            return state
+        check = batch_check(self.runtime, state.draft_max + 1, self._check)
+        if check is None:
+            return Drafting(state.mode, state.draft_max, "the context is too full to check, before the first "
+                                                         "drafted turn, that drafts keep replies the same")
+        self._check = check
+        return self.set(state.mode, state.draft_max)
+
+    def decoder(self, sampler: Sampler, state: Drafting) -> tuple[SpeculativeDecoder, VerifyTarget]:
+        """A decoder for one turn over the kept drafter and policy; close the target after the turn."""
+        self.policy.k_max = state.draft_max
+        target = VerifyTarget(self.runtime, sampler, capacity=state.draft_max + 1)
+        decoder = SpeculativeDecoder(target, self.runtime.is_end_of_generation, drafter=self.drafter,
+                                     policy=self.policy)
+        decoder.begin(self.runtime.kv_tokens)
+        return decoder, target

@@ -1,0 +1,140 @@
+"""Whether a verify batch gives exactly a single step's logits, for this model, build and machine.
+
+Drafting keeps replies byte for byte what plain decoding gives only if row i of a batch of m
+tokens holds the very logits that decoding those tokens one at a time gives. That is up to
+llama.cpp's kernels, and measured on the development machine (ggml 0.25.3, x86-64 AVX2, flash
+attention on) it often fails:
+- With an f16 KV cache, a single-token step over 256+ cells (llama.cpp then attends to 512 or
+  more) splits the attention across threads and adds the parts up (ops.cpp, "split KV path");
+  a batch does not. SmolLM2-135M's rows were exact up to 256 cells and differed by ~0.6 in a
+  logit beyond. A quantized KV cache (q8_0, q4_0) takes neither path: exact at every fill tried.
+- gemma-3-270m Q4_K_M differed at 2 to 8 tokens whatever the fill, by up to 1.4 in a logit
+  (its Q4_K weights are repacked for batched products), and where it first differed moved with
+  the text.
+So the engine checks rather than assumes, and drafts only where the check passes.
+
+The check decodes fixed texts after whatever the cache holds, at three depths (64 cells, 192,
+and as deep as the context goes up to 600): `largest` tokens one at a time, keeping each step's
+logits, then as one batch of every size from 2 to `largest`, comparing row by row, bit for bit.
+It stops at the first difference, removes every cell it added (the cache ends as it began) and
+is cached per model file, llama.cpp build, CPU, KV type, flash attention and offload: one to
+two seconds on the default model here, once. Passing is evidence, not proof; on the default
+model the tests also compare whole greedy replies with drafts and without.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from chatapp.engine.filecache import FileCache
+from chatapp.engine.hardware import cpu_name
+from chatapp.engine.llama import LlamaRuntime, VerifyTarget, versions
+
+PROSE = ("The old lighthouse stood on a rocky point at the edge of the bay. Every evening the keeper "
+         "climbed the spiral stairs, trimmed the wick and polished the great glass lens until it shone. "
+         "Ships passing in the night saw its beam sweep across the water and knew they were close to home. ")
+CODE = ("def summarize(orders, tax_rate):\n    subtotal = sum(o.price * o.quantity for o in orders)\n"
+        "    tax = subtotal * tax_rate\n    return {'subtotal': subtotal, 'tax': tax, 'total': subtotal + tax}\n")
+DEEP = 600
+"""The deepest fill checked, when the context has room: past llama.cpp's 512-cell attention threshold."""
+CACHE = "verify_batches"
+
+
+@dataclass(frozen=True)
+class BatchCheck:
+    checked: int
+    """The largest batch size looked at."""
+    exact: int
+    """Every size from 2 to this gave single steps' logits exactly (1: not even 2 tokens did)."""
+    worst: float = 0.0
+    """The largest logit difference at the first size that differed (0.0 when none did)."""
+    fill: int = 0
+    """Cells in the cache before the batch that differed (0 when none did)."""
+
+    @property
+    def passed(self) -> bool:
+        """Every size checked gave single steps' logits exactly."""
+        return self.exact == self.checked
+
+    def covers(self, size: int) -> bool:
+        """Whether this check answers for batches of up to `size` tokens (a failure answers for all)."""
+        return self.checked >= size or not self.passed
+
+
+def settings_key(runtime: LlamaRuntime) -> str:
+    info = runtime.info
+    return (f"{versions()['llama.cpp']}|{cpu_name()}|{info.backend}|layers {info.layers_offloaded}|"
+            f"{info.kv_type}|flash_attn {info.flash_attn}")
+
+
+def cached_check(runtime: LlamaRuntime) -> BatchCheck | None:
+    entry = FileCache(CACHE).get(runtime.path)
+    found = entry.get(settings_key(runtime)) if isinstance(entry, dict) else None
+    try:
+        return BatchCheck(**found) if isinstance(found, dict) else None
+    except TypeError:
+        return None
+
+
+def remember(runtime: LlamaRuntime, check: BatchCheck) -> None:
+    cache = FileCache(CACHE)
+    entry = cache.get(runtime.path)
+    cache.put(runtime.path, {**(entry if isinstance(entry, dict) else {}), settings_key(runtime): asdict(check)})
+
+
+def check_batches(runtime: LlamaRuntime, largest: int) -> BatchCheck | None:
+    """Check batches of 2 to `largest` tokens now (see the module docstring), at each depth the
+    context has room for after what it holds; None when it has room for none."""
+    deep = min(DEEP, runtime.n_ctx - largest)
+    done = None
+    for text, fill in ((PROSE, 64), (CODE, 192), (PROSE, deep)):
+        check = _check_round(runtime, largest, text, fill)
+        if check is not None and not check.passed:
+            return check
+        done = check or done
+    return done
+
+
+def _check_round(rt: LlamaRuntime, largest: int, text: str, fill: int) -> BatchCheck | None:
+    start = rt.n_cached
+    tokens = rt.tokenize(text * (1 + (fill + largest) // 30), special=False)
+    filler = tokens[:max(fill - start, 0)]
+    if start + len(filler) + largest > rt.n_ctx or len(filler) + largest > len(tokens):
+        return None
+    probe = tokens[len(filler):len(filler) + largest]
+    sampler = rt.sampler(temperature=0.0)
+    target = VerifyTarget(rt, sampler, capacity=largest)
+    try:
+        if filler:
+            rt.eval(filler)
+        base = rt.n_cached
+        singles = []
+        for token in probe:
+            target.decode([token])
+            singles.append(target.row_logits(-1))
+        for size in range(2, largest + 1):
+            rt.keep_kv_prefix(base)
+            target.decode(probe[:size])
+            rows = [target.row_logits(row) for row in range(size)]
+            if not all(np.array_equal(row, single) for row, single in zip(rows, singles)):
+                worst = max(float(np.max(np.abs(row - single))) for row, single in zip(rows, singles))
+                return BatchCheck(size, size - 1, worst, base)
+        return BatchCheck(largest, largest)
+    finally:
+        rt.keep_kv_prefix(start)
+        target.close()
+        sampler.close()
+
+
+def batch_check(runtime: LlamaRuntime, largest: int, known: BatchCheck | None = None) -> BatchCheck | None:
+    """What is known for batches of up to `largest` tokens: `known` or the cached check when it
+    covers them, else a new check (remembered on disk)."""
+    for check in (known, cached_check(runtime)):
+        if check is not None and check.covers(largest):
+            return check
+    check = check_batches(runtime, largest)
+    if check is not None:
+        remember(runtime, check)
+    return check
