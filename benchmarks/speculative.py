@@ -8,10 +8,16 @@ pairs whose order alternates, on
 Greedy by default, where on and off must also give the same reply (printed as "same reply").
 
 Two ways to run it:
-  --engine     through Engine turns with settings draft="ngram" / "off" (once speculation is
-               wired into the engine; until then it says so and stops);
+  --engine     through Engine turns with settings draft="ngram" / "off", printing what was
+               drafted and accepted;
   default      straight on LlamaRuntime: the plain loop (sample, decode one) against
-               SpeculativeDecoder with VerifyTarget, which is what the engine will run.
+               SpeculativeDecoder with VerifyTarget, which is what the engine runs.
+
+--verify-cost times what drafting's ceiling rests on: one verify batch of k tokens (decode with
+logits at every row, then the argmax of each row) against one plain step, after 200 cells. A
+step that accepts a tokens yields a + 1 tokens for the cost of its batch, so drafting can only
+win where a batch of k costs well under k steps, that is where decode is bound by reading the
+weights rather than by computing with them.
 The runtime path uses a q8_0 KV cache by default, which turns flash attention on: llama.cpp's
 CPU attention without it gives verify batches logits that differ from single steps.
 
@@ -22,6 +28,7 @@ a copy (bytes read + bytes written). Target: within 15%.
     .venv/bin/python benchmarks/speculative.py [--pairs 5] [--tokens 256] [--engine]
     .venv/bin/python benchmarks/speculative.py --probe-only
     .venv/bin/python benchmarks/speculative.py --drafter-cost
+    .venv/bin/python benchmarks/speculative.py --verify-cost [--kv-type q8_0]
 """
 
 from __future__ import annotations
@@ -161,6 +168,11 @@ class EngineBench:
                              "run without --engine to measure the runtime path")
         base = Settings(n_ctx=n_ctx, threads=threads, kv_type=kv_type)
         self.engines = {mode: Engine.open(base.replace(draft=mode), str(path)) for mode in ("ngram", "off")}
+        drafting = self.engines["ngram"].drafting
+        if not drafting.active:
+            raise SystemExit(f"drafting cannot run here: {drafting.off_because}")
+        self.last: dict = {}
+        """The drafted turn's record figures, for the table."""
 
     def run(self, text: str, draft: bool, tokens: int, temperature: float, seed: int) -> tuple[float, list[int]]:
         from chatapp.engine.events import PrefillDone, TurnDone
@@ -177,6 +189,8 @@ class EngineBench:
             elif isinstance(event, TurnDone):
                 end, record = time.perf_counter(), event.record
         reply = engine.cached_tokens()[-record.generated_tokens:] if record.generated_tokens else []
+        if draft:
+            self.last = record.extra
         return record.generated_tokens / (end - prefill_end), reply
 
 
@@ -192,7 +206,11 @@ def paired(bench, pairs: int, tokens: int, temperature: float) -> None:
                 ratio = on / off if off else 0.0
                 ratios.append(ratio)
                 label = prompt.splitlines()[0][:40]
-                print(f"{category:6} {label:42} {off:10.1f} {on:10.1f} {ratio:7.3f}  {on_reply == off_reply}")
+                figures = getattr(bench, "last", {})
+                drafted = (f"  accepted {figures['draft_accepted']}/{figures['draft_tokens']}, "
+                           f"{len(on_reply) / max(figures['decode_steps'], 1):.2f} tokens/step"
+                           if figures.get("draft_tokens") is not None else "")
+                print(f"{category:6} {label:42} {off:10.1f} {on:10.1f} {ratio:7.3f}  {on_reply == off_reply}{drafted}")
         geo = float(np.exp(np.mean(np.log(np.maximum(ratios, 1e-9)))))
         verdict = "meets" if geo >= TARGETS[category] else "MISSES"
         print(f"{category}: on/off geometric mean {geo:.3f}, median {statistics.median(ratios):.3f} over "
@@ -245,6 +263,30 @@ def drafter_cost() -> None:
               f"draft(8) {draft * 1e6:.2f} us")
 
 
+def verify_cost(path, threads: int, kv_type: str, rounds: int = 30) -> None:
+    from chatapp.engine.llama import LlamaRuntime, LoadOptions, VerifyTarget
+
+    rt = LlamaRuntime(path, LoadOptions(n_ctx=1024, n_threads=threads, n_threads_batch=threads, kv_type=kv_type))
+    ids = rt.tokenize(PARAGRAPH * 4, special=False)
+    rt.eval(ids[:200])
+    target = VerifyTarget(rt, rt.sampler(temperature=0.0, seed=1))
+    print(f"{path.name}, {threads} threads, KV {kv_type}: one verify batch against one plain step, after 200 cells")
+    single = None
+    for size in (1, 2, 3, 5, 9):
+        times = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            target.decode(ids[200:200 + size])
+            for row in range(size) if size > 1 else (-1,):
+                target.sample(row)
+            times.append(time.perf_counter() - start)
+            target.truncate(200)
+        cost = statistics.median(times)
+        single = single or cost
+        print(f"  {size} token{'s' if size > 1 else ' '}  {cost * 1e3:6.2f} ms  = {cost / single:4.2f} steps")
+    rt.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None)
@@ -254,15 +296,21 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="0: one per physical core.")
     parser.add_argument("--kv-type", default="q8_0")
     parser.add_argument("--ctx", type=int, default=4096)
-    parser.add_argument("--engine", action="store_true", help="Through Engine turns (after the wiring).")
+    parser.add_argument("--engine", action="store_true", help="Through Engine turns.")
     parser.add_argument("--probe-only", action="store_true")
     parser.add_argument("--probe-rounds", type=int, default=5)
     parser.add_argument("--drafter-cost", action="store_true")
+    parser.add_argument("--verify-cost", action="store_true")
     args = parser.parse_args()
     threads = args.threads or physical_cores()
 
     if args.drafter_cost:
         drafter_cost()
+        return
+    if args.verify_cost:
+        from chatapp.engine.models import resolve_model
+
+        verify_cost(resolve_model(args.model), threads, args.kv_type)
         return
     if not args.probe_only:
         from chatapp.engine.models import resolve_model

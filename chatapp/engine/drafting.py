@@ -12,6 +12,8 @@ they differ moves with the text (see exact_batches), so no smaller size can be t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from chatapp.config import DraftMode, Settings
 from chatapp.engine.backend import Drafting
 from chatapp.engine.draft_policy import DraftPolicy
@@ -22,14 +24,36 @@ from chatapp.engine.speculative import SpeculativeDecoder
 
 
 class LocalDrafting:
-    def __init__(self, runtime: LlamaRuntime, policy: DraftPolicy | None = None) -> None:
+    def __init__(self, runtime: LlamaRuntime, policy: DraftPolicy | None = None,
+                 threads: Callable[[], int] | None = None) -> None:
+        """`threads`: the decode thread count a step would run on now (the backend's policy)."""
         self.runtime = runtime
         self.state = Drafting("off", Settings().draft_max)
         # One drafter and one policy for the backend's life: the step costs and acceptance they
         # measure carry from turn to turn, and the drafter's index grows with the cache.
         self.drafter = NgramDrafter()
         self.policy = policy or DraftPolicy()
-        self._check: BatchCheck | None = cached_check(runtime)
+        self._threads = threads or (lambda: runtime.threads[0])
+        self._checks: dict[int, BatchCheck] = {}
+        """The batch checks by decode thread count (exactness can change with it)."""
+
+    @property
+    def _check(self) -> BatchCheck | None:
+        """The check for the thread count a step would run on now, if one was made."""
+        n = self._threads()
+        if n not in self._checks and (found := cached_check(self.runtime, n)) is not None:
+            self._checks[n] = found
+        return self._checks.get(n)
+
+    @_check.setter
+    def _check(self, check: BatchCheck) -> None:
+        self._checks[self._threads()] = check
+
+    def exact_at(self, threads: int) -> bool:
+        """Whether a step on `threads` threads may draft: a check on that many passed for
+        batches as large as the turn's (a step on another count decodes plainly)."""
+        check = self._checks.get(threads)
+        return check is not None and check.passed and check.covers(self.state.draft_max + 1)
 
     def set(self, mode: DraftMode, draft_max: int) -> Drafting:
         """What the next turn will run; nothing here calls llama.cpp (the UI thread may ask)."""
@@ -64,7 +88,7 @@ class LocalDrafting:
         state = self.state
         if not state.active or (self._check is not None and self._check.covers(state.draft_max + 1)):
             return state
-        check = batch_check(self.runtime, state.draft_max + 1, self._check)
+        check = batch_check(self.runtime, state.draft_max + 1, self._threads(), self._check)
         if check is None:
             return Drafting(state.mode, state.draft_max, "the context is too full to check, before the first "
                                                          "drafted turn, that drafts keep replies the same")

@@ -17,8 +17,8 @@ The check decodes fixed texts after whatever the cache holds, at three depths (6
 and as deep as the context goes up to 600): `largest` tokens one at a time, keeping each step's
 logits, then as one batch of every size from 2 to `largest`, comparing row by row, bit for bit.
 It stops at the first difference, removes every cell it added (the cache ends as it began) and
-is cached per model file, llama.cpp build, CPU, KV type, flash attention and offload: one to
-two seconds on the default model here, once. Passing is evidence, not proof; on the default
+is cached per model file, llama.cpp build, CPU, KV type, flash attention, offload and thread
+count: one to two seconds on the default model here, once per thread count. Passing is evidence, not proof; on the default
 model the tests also compare whole greedy replies with drafts and without.
 """
 
@@ -39,7 +39,9 @@ CODE = ("def summarize(orders, tax_rate):\n    subtotal = sum(o.price * o.quanti
         "    tax = subtotal * tax_rate\n    return {'subtotal': subtotal, 'tax': tax, 'total': subtotal + tax}\n")
 DEEP = 600
 """The deepest fill checked, when the context has room: past llama.cpp's 512-cell attention threshold."""
-CACHE = "verify_batches"
+CACHE = "verify_batches_2"
+"""Where checks are kept. The 2: the first check looked at two shallow depths only, and passed
+with an f16 cache; its entries must not be read as covering the deep fill."""
 
 
 @dataclass(frozen=True)
@@ -63,25 +65,26 @@ class BatchCheck:
         return self.checked >= size or not self.passed
 
 
-def settings_key(runtime: LlamaRuntime) -> str:
+def settings_key(runtime: LlamaRuntime, threads: int) -> str:
     info = runtime.info
     return (f"{versions()['llama.cpp']}|{cpu_name()}|{info.backend}|layers {info.layers_offloaded}|"
-            f"{info.kv_type}|flash_attn {info.flash_attn}")
+            f"{info.kv_type}|flash_attn {info.flash_attn}|threads {threads}")
 
 
-def cached_check(runtime: LlamaRuntime) -> BatchCheck | None:
+def cached_check(runtime: LlamaRuntime, threads: int) -> BatchCheck | None:
     entry = FileCache(CACHE).get(runtime.path)
-    found = entry.get(settings_key(runtime)) if isinstance(entry, dict) else None
+    found = entry.get(settings_key(runtime, threads)) if isinstance(entry, dict) else None
     try:
         return BatchCheck(**found) if isinstance(found, dict) else None
     except TypeError:
         return None
 
 
-def remember(runtime: LlamaRuntime, check: BatchCheck) -> None:
+def remember(runtime: LlamaRuntime, threads: int, check: BatchCheck) -> None:
     cache = FileCache(CACHE)
     entry = cache.get(runtime.path)
-    cache.put(runtime.path, {**(entry if isinstance(entry, dict) else {}), settings_key(runtime): asdict(check)})
+    cache.put(runtime.path, {**(entry if isinstance(entry, dict) else {}),
+                             settings_key(runtime, threads): asdict(check)})
 
 
 def check_batches(runtime: LlamaRuntime, largest: int) -> BatchCheck | None:
@@ -128,13 +131,22 @@ def _check_round(rt: LlamaRuntime, largest: int, text: str, fill: int) -> BatchC
         sampler.close()
 
 
-def batch_check(runtime: LlamaRuntime, largest: int, known: BatchCheck | None = None) -> BatchCheck | None:
-    """What is known for batches of up to `largest` tokens: `known` or the cached check when it
-    covers them, else a new check (remembered on disk)."""
-    for check in (known, cached_check(runtime)):
+def batch_check(runtime: LlamaRuntime, largest: int, threads: int,
+                known: BatchCheck | None = None) -> BatchCheck | None:
+    """What is known for batches of up to `largest` tokens, single steps and batches both run on
+    `threads` threads (as a drafting turn runs them): `known` or the cached check when it covers
+    them, else a new check (remembered on disk). The thread count is part of what is checked:
+    with an f16 cache one thread computes the long-context path in one piece and gave batches'
+    logits here, two threads split it and did not."""
+    for check in (known, cached_check(runtime, threads)):
         if check is not None and check.covers(largest):
             return check
-    check = check_batches(runtime, largest)
+    before = runtime.threads
+    runtime.set_threads(threads, threads)
+    try:
+        check = check_batches(runtime, largest)
+    finally:
+        runtime.set_threads(*before)
     if check is not None:
-        remember(runtime, check)
+        remember(runtime, threads, check)
     return check

@@ -67,7 +67,7 @@ class LocalBackend:
         )
         self._facts = facts
         self._kv_bytes_per_token = runtime.kv_bytes_per_token
-        self._drafting = LocalDrafting(runtime, draft_policy)
+        self._drafting = LocalDrafting(runtime, draft_policy, threads=self.threads.decode_threads)
 
     @classmethod
     def load(cls, path: Path, settings: Settings) -> "LocalBackend":
@@ -225,9 +225,10 @@ class LocalBackend:
                     break
                 n = threads.decode_threads()
                 self._use_threads(n, n)  # a verify batch runs on llama.cpp's batch threads
-                # While the thread count is measured, steps stay plain: their times are compared.
+                # While the thread count is measured, steps stay plain: their times are compared;
+                # and on a thread count whose batches were not found exact (see LocalDrafting).
                 step = decoder.step(generation.max_tokens - generated, rt.n_ctx - rt.n_cached,
-                                    draft=not threads.measuring)
+                                    draft=not threads.measuring and self._drafting.exact_at(n))
                 if step.batch == 1:
                     threads.observe(n, step.ms / 1000)
                 threads.look()

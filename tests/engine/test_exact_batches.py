@@ -32,18 +32,23 @@ def test_the_default_model_with_a_q8_0_cache_is_exact_and_the_check_leaves_the_c
     assert smollm.kv_tokens == ids and smollm.kv_cells_used() == len(ids) == smollm.n_cached
 
 
-def test_with_an_f16_cache_single_steps_past_256_cells_differ_and_drafting_says_to_quantize(default_model_path):
-    rt = LlamaRuntime(default_model_path, LoadOptions(n_ctx=1024))
+def test_with_an_f16_cache_exactness_depends_on_the_thread_count_and_drafting_follows_it(default_model_path):
+    rt = LlamaRuntime(default_model_path, LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2))
     try:
         ids = fill(rt, 30)
-        check = check_batches(rt, 9)
+        two = check_batches(rt, 9)
         assert rt.kv_tokens == ids and rt.kv_cells_used() == len(ids)
-        # Measured here: exact at 64 and 192 cells, not past 512 attended (ggml's split-KV path).
-        assert not check.passed and check.fill > 256 and check.worst > 0
-        drafting = LocalDrafting(rt)
-        drafting._check = check  # noqa: SLF001 - what for_turn would have found
+        # Measured here: past 512 attended cells, single steps on two threads split the attention
+        # (ggml's split-KV path) and batches do not; on one thread it is one piece, and exact.
+        assert not two.passed and two.fill > 256 and two.worst > 0
+        assert batch_check(rt, 9, 1) == BatchCheck(9, 9) and rt.threads == (2, 2)
+        threads = [2]
+        drafting = LocalDrafting(rt, threads=lambda: threads[0])
+        drafting._check = two  # noqa: SLF001 - what for_turn would have found on two threads
         state = drafting.set("ngram", 8)
-        assert not state.active and "kv_type = q8_0" in state.off_because
+        assert not state.active and "kv_type = q8_0" in state.off_because and not drafting.exact_at(2)
+        threads[0] = 1  # the policy chose one decode thread: that count's check (cached) applies
+        assert drafting.set("ngram", 8).active and drafting.exact_at(1)
     finally:
         rt.close()
 
@@ -66,13 +71,14 @@ def test_gemma_is_checked_the_same_way(gemma_path):
 
 def test_a_check_is_remembered_per_model_and_settings(smollm):
     fill(smollm, 0)
-    assert cached_check(smollm) is None
-    first = batch_check(smollm, 5)
-    assert first == BatchCheck(5, 5) and cached_check(smollm) == first
-    assert batch_check(smollm, 4) is first or batch_check(smollm, 4) == first  # covered: not run again
+    n = smollm.threads[0]
+    assert cached_check(smollm, n) is None
+    first = batch_check(smollm, 5, n)
+    assert first == BatchCheck(5, 5) and cached_check(smollm, n) == first
+    assert batch_check(smollm, 4, n) is first or batch_check(smollm, 4, n) == first  # covered: not run again
     assert not first.covers(9) and BatchCheck(4, 3, 0.5).covers(33)
-    assert batch_check(smollm, 9) == BatchCheck(9, 9) == cached_check(smollm)
-    assert exact_batches.settings_key(smollm).endswith("|q8_0|flash_attn True")
+    assert batch_check(smollm, 9, n) == BatchCheck(9, 9) == cached_check(smollm, n)
+    assert exact_batches.settings_key(smollm, n).endswith(f"|q8_0|flash_attn True|threads {n}")
 
 
 def test_a_full_context_leaves_no_room_to_check_and_that_turn_does_not_draft(default_model_path):
