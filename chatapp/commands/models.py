@@ -16,6 +16,10 @@ from chatapp.errors import InputError, ModelError
 from chatapp.format import human_bytes, human_count
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
+ModelArg = Annotated[Optional[str], typer.Argument(
+    help="A catalog name or a GGUF path; default: the configured model.")]
+KvTypeOpt = Annotated[Optional[str], typer.Option(
+    "--kv-type", help="KV type for the cache figures: f16, q8_0 or q4_0; default: the configured one.")]
 
 
 @app.command("list")
@@ -53,10 +57,8 @@ def list_models() -> None:
 
 @app.command("info")
 def info(
-    model: Annotated[Optional[str], typer.Argument(
-        help="A catalog name or a GGUF path; default: the configured model.")] = None,
-    kv_type: Annotated[Optional[str], typer.Option(
-        "--kv-type", help="KV type to highlight: f16, q8_0 or q4_0; default: the configured one.")] = None,
+    model: ModelArg = None,
+    kv_type: KvTypeOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the facts as JSON.")] = False,
 ) -> None:
     """Architecture, size, quantization mix and KV-cache cost of a model, from its GGUF header."""
@@ -137,10 +139,8 @@ def _kv_table(kv: dict[str, int], chosen: str) -> Table:
 
 @app.command("anatomy")
 def anatomy(
-    model: Annotated[Optional[str], typer.Argument(
-        help="A catalog name or a GGUF path; default: the configured model.")] = None,
-    kv_type: Annotated[Optional[str], typer.Option(
-        "--kv-type", help="KV type for the cache cost: f16, q8_0 or q4_0; default: the configured one.")] = None,
+    model: ModelArg = None,
+    kv_type: KvTypeOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the anatomy as JSON.")] = False,
 ) -> None:
     """What the model is made of: embedding, blocks, heads, experts, output head, parameters per

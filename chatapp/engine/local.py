@@ -27,7 +27,7 @@ from chatapp.engine.drafting import LocalDrafting
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
 from chatapp.engine.hardware import cpu_name, physical_cores
 from chatapp.engine.llama import (
-    CAPTURE_KV_TYPE, LlamaRuntime, LoadOptions, PerfCounters, model_n_head, replay_soft_max, versions)
+    CAPTURE_KV_TYPE, LlamaRuntime, LoadOptions, PerfCounters, Sampler, model_n_head, replay_soft_max, versions)
 from chatapp.engine.roofline import prefill_flops_per_token, record_figures
 from chatapp.engine.stats import DraftFigures, LiveDecode, rate
 from chatapp.engine.threads import ThreadPolicy
@@ -167,8 +167,7 @@ class LocalBackend:
     def _decode(self, generation: GenerationSettings, stop: threading.Event, after_prefill: PerfCounters,
                 prefill: PrefillDone, draft_off_because: str = "") -> Iterator[BackendEvent]:
         rt, policy = self.runtime, self.threads
-        sampler = rt.sampler(temperature=generation.temperature, top_k=generation.top_k, top_p=generation.top_p,
-                             min_p=generation.min_p, seed=generation.seed)
+        sampler = self._sampler(generation)
         stream, parts, generated, finish = Utf8Stream(), [], 0, "length"
         try:
             while generated < generation.max_tokens:
@@ -214,8 +213,7 @@ class LocalBackend:
         the policy chose in one batch and emits what the model agrees with (see SpeculativeDecoder
         for why the reply is what plain decoding gives). The cache ends as the plain loop leaves it."""
         rt, threads = self.runtime, self.threads
-        sampler = rt.sampler(temperature=generation.temperature, top_k=generation.top_k, top_p=generation.top_p,
-                             min_p=generation.min_p, seed=generation.seed)
+        sampler = self._sampler(generation)
         decoder, target = self._drafting.decoder(sampler, drafting)
         stream, parts, generated, finish, drafted = Utf8Stream(), [], 0, "length", []
         try:
@@ -257,6 +255,10 @@ class LocalBackend:
         live = self._live_drafting(figures, rt.kv_cells_used())
         yield Generated(finish, "".join(parts), generated, live.decode_tokens, live.decode_ms, live.kv_used,
                         prefill, self._turn_extra(prefill, live, figures.record()), drafted=tuple(drafted))
+
+    def _sampler(self, generation: GenerationSettings) -> Sampler:
+        return self.runtime.sampler(temperature=generation.temperature, top_k=generation.top_k,
+                                    top_p=generation.top_p, min_p=generation.min_p, seed=generation.seed)
 
     def _use_threads(self, decode: int, batch: int) -> None:
         if self.runtime.threads != (decode, batch):
