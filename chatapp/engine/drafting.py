@@ -5,9 +5,11 @@ Drafting runs only where a verify batch gives exactly what single steps give, so
 do not change: flash attention must be on (without it llama.cpp's CPU attention gives a batch's
 rows other logits), the cache must be able to drop rejected drafts (not a recurrent model), and
 llama.cpp's kernels must give a batch's rows single steps' logits bit for bit on this model and
-machine, which chatapp.engine.exact_batches checks once, at the first drafted turn, on the
-turn's thread. A model whose batches differ at any size checked does not draft at all: where
-they differ moves with the text (see exact_batches), so no smaller size can be trusted either.
+machine and decode thread count, which chatapp.engine.exact_batches checks once per count, at
+the first drafted turn on it, on the turn's thread. Where batches differ at any size checked,
+no step on that thread count drafts: where they differ moves with the text (see
+exact_batches), so no smaller size can be trusted either. A step on a count not yet checked
+(the thread policy backed off mid-turn) decodes plainly.
 """
 
 from __future__ import annotations
@@ -77,7 +79,8 @@ class LocalDrafting:
                    f"{check.worst:.2g} in a logit, {check.checked} tokens after {check.fill} cells), so drafts "
                    "would change replies")
             if info.kv_type == "f16" and check.fill >= 256:
-                why += "; a quantized KV cache (kv_type = q8_0) avoids the f16 long-context attention path"
+                why += ("; one decode thread (threads = 1) or a quantized KV cache (kv_type = q8_0) avoids the "
+                        "f16 long-context attention path that splits the work over threads")
             return Drafting(mode, draft_max, why)
         return Drafting(mode, draft_max)
 
