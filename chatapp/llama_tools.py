@@ -107,7 +107,8 @@ def ensure_tools(version: str | None = None, jobs: int | None = None) -> Path:
     if built(version):
         return folder
     make_private_dir(folder.parent)
-    with open(folder.parent / f".{folder.name}.lock", "w") as lock:
+    lock_fd = os.open(folder.parent / f".{folder.name}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    with os.fdopen(lock_fd, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a second process waits for the first build
         if built(version):
             return folder
@@ -124,6 +125,7 @@ def ensure_tools(version: str | None = None, jobs: int | None = None) -> Path:
             try:
                 for name, target in TARGETS.items():
                     shutil.copy2(build / "bin" / target, staging / name)
+                    os.chmod(staging / name, 0o700)  # the cache is private: no tightening notice later
                 with contextlib.suppress(FileNotFoundError):
                     shutil.rmtree(folder)
                 os.replace(staging, folder)

@@ -135,15 +135,19 @@ def _entries(folder: Path | str) -> list[os.DirEntry]:
         return []
 
 
-def _looks_loose(root: Path) -> bool:
-    """The root, what it holds and what its folders hold (sessions.db, states/, *.gguf, caches):
-    enough to tell an older install, which has every one of them open to others."""
+def _looks_loose(root: Path, depth: int = 3) -> bool:
+    """The root and what lies up to `depth` folders below it (sessions.db, sessions/states/*.kvstate,
+    models, caches): a few hundred stats at most, so a start on a private install stays cheap, and
+    one loose state file among private ones is still found."""
     if _loose(root):
         return True
+    if depth <= 0:
+        return False
     for entry in _entries(root):
-        if _loose(entry):
-            return True
-        if entry.is_dir(follow_symlinks=False) and any(_loose(inner) for inner in _entries(entry.path)):
+        if entry.is_dir(follow_symlinks=False):
+            if _looks_loose(Path(entry.path), depth - 1):
+                return True
+        elif _loose(entry):
             return True
     return False
 

@@ -124,6 +124,19 @@ def test_a_private_install_costs_no_walk(tmp_path, monkeypatch):
     assert private.tighten_install().notice() is None
 
 
+def test_one_loose_state_file_in_a_private_install_is_found(tmp_path):
+    """An old chatapp's state file copied into a new install: three folders down, still tightened."""
+    states = paths.sessions_dir() / "states"
+    private.make_private_dir(states)
+    private.make_private_dir(paths.cache_dir())
+    loose = states / "old.kvstate"
+    loose.write_bytes(b"x")
+    os.chmod(loose, 0o644)
+    result = private.tighten_install()
+    assert (result.files, result.folders) == (1, 0)
+    assert stat.S_IMODE(loose.stat().st_mode) == 0o600
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
 def test_files_of_another_user_are_left_alone(tmp_path):
     paths.sessions_dir().mkdir(parents=True)

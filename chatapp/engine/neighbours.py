@@ -13,7 +13,6 @@ about 2 ms in float32.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from chatapp.engine.gguf_header import GGUFHeader, TensorEntry, read_header, ten
 from chatapp.engine.quant import model_info
 from chatapp.engine.tokens import Token
 from chatapp.errors import InputError, ModelError
+from chatapp.private import make_private_dir, open_private, temp_path
 
 CACHE_FORMAT = 1
 """Bumped when the cached matrix would mean something else (another normalisation, another tensor)."""
@@ -81,14 +81,16 @@ def unit_rows(path: Path, header: GGUFHeader) -> np.ndarray:
 
 
 def _save(matrix: np.ndarray, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    """Write the cache file, 0600 in a 0700 folder from the start (the cache holds nothing secret,
+    but every file chatapp writes is private). Raises OSError."""
+    make_private_dir(target.parent)
+    tmp = temp_path(target)
     try:
-        with os.fdopen(fd, "wb") as out:
+        with open_private(tmp) as out:
             np.save(out, matrix)
         os.replace(tmp, target)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
@@ -105,7 +107,10 @@ def cached_unit_rows(path: Path) -> np.ndarray:
     except (OSError, ValueError):  # missing, truncated or not an .npy: build it again
         pass
     matrix = unit_rows(path, header)
-    _save(matrix, target)
+    try:
+        _save(matrix, target)
+    except OSError:  # a full disk, a read-only cache, a folder in the way: the answer stands, uncached
+        pass
     return matrix
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import stat
+
 import numpy as np
 import pytest
 from gguf import GGUFReader
@@ -75,6 +78,26 @@ def test_a_damaged_cache_is_rebuilt(default_model_path):
     target.write_bytes(target.read_bytes()[:1000])
     again = cached_unit_rows(default_model_path)
     assert np.array_equal(again[-5:], first[-5:]) and target.stat().st_size > 1000
+
+
+def test_the_cache_is_private_whatever_the_umask(default_model_path):
+    old = os.umask(0)
+    try:
+        cached_unit_rows(default_model_path)
+    finally:
+        os.umask(old)
+    target = cache_file(file_sha256(default_model_path))
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert stat.S_IMODE(target.parent.stat().st_mode) == 0o700
+
+
+def test_a_cache_that_cannot_be_written_still_answers(default_model_path):
+    """A folder where the cache file goes (or a full disk): the matrix is built, just not kept."""
+    target = cache_file(file_sha256(default_model_path))
+    target.mkdir(parents=True)
+    rows = cached_unit_rows(default_model_path)
+    assert rows.shape == (49152, 576) and target.is_dir()
+    assert not [p for p in target.parent.iterdir() if p.name.endswith(".tmp")]
 
 
 def test_bad_queries(index):

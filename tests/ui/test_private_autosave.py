@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
+
 from chatapp import paths
 from tests.private_helpers import not_private, umask
 from tests.ui.test_app import WIDE, send
 from tests.ui.test_app_sessions import make_app, opened, store  # noqa: F401 - make_app is a fixture
 
 
-async def test_autosave_after_a_turn_is_private_with_umask_000(make_app):  # noqa: F811
-    with umask(0o000):
+@pytest.mark.parametrize("mask", [0o000, 0o022])
+async def test_autosave_after_a_turn_is_private_whatever_the_umask(make_app, mask):  # noqa: F811
+    with umask(mask):
         app, seen = make_app(session="s")
         async with app.run_test(size=WIDE, message_hook=seen) as pilot:
             await opened(pilot, seen)
