@@ -125,9 +125,9 @@ def ask(
     """Ask one or more questions in one conversation; print replies and per-turn stats."""
     if not prompts or any(not p.strip() for p in prompts):
         raise InputError("the prompt is empty")
-    from chatapp.engine.retrieval.loading import load_path
+    from chatapp.engine.retrieval.loading import load_paths
 
-    loaded = [load_path(path) for path in attach or ()]  # a bad file fails here, before the model loads
+    loaded = load_paths(list(attach or ()))  # a bad file fails here, before the model loads
     settings = settings_with(system_prompt=system, max_tokens=max_tokens, temperature=temperature, seed=seed,
                              n_ctx=n_ctx, kv_type=kv_type, threads=threads, gpu_layers=gpu_layers,
                              allow_long_ctx=allow_long_ctx or None, server=server, api_key=api_key,

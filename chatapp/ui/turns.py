@@ -35,8 +35,9 @@ DECODE_SWITCH_INTERVAL = 0.0001
 
 The worker gives up the GIL at every llama.cpp call; whenever the UI thread is painting just
 then, Python's default 5 ms interval left decode waiting up to 5 ms per call. Measured with
-`benchmarks/tui_speed.py`: the decode thread was on a CPU 86-93% of a turn's wall time at
-5 ms, 95-99% at 0.5 ms and 96-99% at 0.1 ms, against 99-100% with no UI thread at all."""
+`benchmarks/tui_speed.py` (since retired; it is in git history): the decode thread was on a CPU
+86-93% of a turn's wall time at 5 ms, 95-99% at 0.5 ms and 96-99% at 0.1 ms, against 99-100%
+with no UI thread at all."""
 
 
 @contextmanager

@@ -59,6 +59,41 @@ def test_text_output_names_the_sources_on_stderr(chatapp_exe, tmp_path):
     assert "retrieved: notes.txt, whole file" in out.stderr
 
 
+def test_two_attachments_are_both_placed_whole_and_named(chatapp_exe, tmp_path):
+    (tmp_path / "notes.txt").write_text("The staging server is called heron.\nIt listens on port 8443.\n")
+    (tmp_path / "owners.md").write_text("# Owners\n\nAda runs heron.\n")
+    out = chatapp_exe("ask", "--attach", str(tmp_path / "notes.txt"), "--attach", str(tmp_path / "owners.md"),
+                      "Who runs the staging server?", *ASK)
+    [record] = records(out)
+    assert [{k: e[k] for k in ("file", "start_line", "end_line", "score")} for e in record["retrieved"]] == [
+        {"file": "notes.txt", "start_line": 1, "end_line": 2, "score": None},
+        {"file": "owners.md", "start_line": 1, "end_line": 3, "score": None},
+    ]
+    for entry in record["retrieved"]:
+        assert list(entry) == ["file", "start_line", "end_line", "tokens", "score"]
+        assert isinstance(entry["tokens"], int) and entry["tokens"] > 0
+    assert "retrieved: notes.txt, whole file, owners.md, whole file" in out.stderr
+
+
+def test_files_of_one_name_in_two_folders(chatapp_exe, tmp_path):
+    for folder, name in (("staging", "heron"), ("production", "egret")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "notes.txt").write_text(f"The {folder} server is called {name}.\n")
+    # Attached as folders, each file is named by its path in its folder: both go in, told apart.
+    out = chatapp_exe("ask", "--attach", str(tmp_path / "staging"), "--attach", str(tmp_path / "production"),
+                      "What are the servers called?", *ASK)
+    [record] = records(out)
+    assert [(e["file"], e["score"]) for e in record["retrieved"]] == [
+        ("staging/notes.txt", None), ("production/notes.txt", None)]
+    assert all(list(e) == ["file", "start_line", "end_line", "tokens", "score"] for e in record["retrieved"])
+    # Attached as files, each is named by the end of its path that tells them apart, as the
+    # folders did: both go in, and neither answer is lost to a name.
+    out = chatapp_exe("ask", "--attach", str(tmp_path / "staging" / "notes.txt"),
+                      "--attach", str(tmp_path / "production" / "notes.txt"), "What are the servers called?", *ASK)
+    [record] = records(out)
+    assert [e["file"] for e in record["retrieved"]] == ["staging/notes.txt", "production/notes.txt"]
+
+
 def bad_inputs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "blob.bin").write_bytes(b"\x00\xff" * 64)

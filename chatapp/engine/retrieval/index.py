@@ -3,7 +3,7 @@
 Each chunk is indexed with its file name and section heading in front of its text, so a
 question that names a file or a section ("how do I install typer?") finds it. bm25s's own
 tokenizer lower-cases words and drops English stopwords, with two settings of ours, each
-measured on the retrieval test set (tests/engine/test_retrieval_quality.py, 17 questions):
+measured on the retrieval test set (tests/engine/retrieval/test_quality.py, 17 questions):
 
 - words are runs of letters and digits, so `sensors_battery` is the words "sensors" and
   "battery" (bm25s's default keeps it one word): recall@3 went from 12/17 to 15/17;

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import codecs
 import os
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from chatapp.engine.retrieval import pdf
@@ -60,6 +61,30 @@ def load_path(path: str | Path) -> Loaded:
         raise AttachmentError(f"{path}: not a regular file")
     attachment, notices = read_file(path, path.name)
     return Loaded((attachment,), tuple(notices))
+
+
+def load_paths(paths: list[str | Path]) -> list[Loaded]:
+    """`load_path` for each of several paths given at once (`ask --attach A --attach B`). Files
+    given by themselves are named by their file name, as one path would be; where two such names
+    clash (staging/notes.txt and production/notes.txt), each is named by the shortest end of its
+    path that tells them apart, so both are attached and the model and the user can tell which."""
+    loaded = [load_path(path) for path in paths]
+    single = [i for i, (path, found) in enumerate(zip(paths, loaded))
+              if not Path(path).expanduser().is_dir() and len(found.attachments) == 1]
+    clashing = Counter(loaded[i].attachments[0].name for i in single)
+    groups: dict[str, list[int]] = {}
+    for i in single:
+        name = loaded[i].attachments[0].name
+        if clashing[name] > 1:
+            groups.setdefault(name, []).append(i)
+    for members in groups.values():
+        parts = {i: Path(os.path.abspath(Path(paths[i]).expanduser())).parts for i in members}
+        for i, own in parts.items():
+            others = [p for j, p in parts.items() if j != i]
+            depth = next((d for d in range(2, len(own) + 1) if all(p[-d:] != own[-d:] for p in others)), len(own))
+            name = "/".join(own[-depth:])
+            loaded[i] = replace(loaded[i], attachments=(replace(loaded[i].attachments[0], name=name),))
+    return loaded
 
 
 def read_file(path: Path, name: str) -> tuple[Attachment, list[str]]:

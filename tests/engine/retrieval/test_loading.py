@@ -9,7 +9,7 @@ import pytest
 
 from chatapp.engine.retrieval import loading
 from chatapp.engine.retrieval.document import Attachment
-from chatapp.engine.retrieval.loading import load_path
+from chatapp.engine.retrieval.loading import load_path, load_paths
 from chatapp.errors import AttachmentError
 from tests.engine.retrieval.conftest import DOCS, make_pdf
 
@@ -154,3 +154,15 @@ def test_the_document_set_loads_as_utf8_without_notices():
     assert [a.name for a in loaded.attachments] == [
         "docs/httpcore.md", "docs/llama-cpp-python.md", "docs/psutil.rst", "docs/rich.md", "docs/typer.md"]
     assert loaded.notices == ()
+
+
+def test_files_given_together_with_one_name_are_told_apart_by_their_paths(tmp_path):
+    for folder in ("a/staging", "b/staging", "production"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "notes.txt").write_text(f"{folder}\n")
+    (tmp_path / "other.md").write_text("other\n")
+    loaded = load_paths([tmp_path / "a/staging/notes.txt", tmp_path / "b/staging/notes.txt",
+                         tmp_path / "production/notes.txt", tmp_path / "other.md"])
+    assert [one.attachments[0].name for one in loaded] == [
+        "a/staging/notes.txt", "b/staging/notes.txt", "production/notes.txt", "other.md"]
+    assert [one.attachments[0].text for one in loaded][:3] == ["a/staging\n", "b/staging\n", "production\n"]
