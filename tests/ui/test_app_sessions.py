@@ -20,7 +20,7 @@ from chatapp.engine.sessions import SessionManager
 from chatapp.engine.sessions.reports import ResumeReport
 from chatapp.engine.sessions.store import ModelIdentity
 from chatapp.ui.app import ChatApp
-from chatapp.ui.messages import ReplyProgress, SessionOpened, TurnFinished
+from chatapp.ui.messages import PrefillProgressed, ReplyProgress, SessionOpened, TurnFinished
 from chatapp.ui.screens.sessions import ConfirmScreen, NameScreen, SessionsScreen
 from chatapp.ui.session_control import other_model
 from chatapp.ui.widgets.header import AppHeader
@@ -144,6 +144,49 @@ async def test_a_stopped_turn_is_saved_and_quitting_saves_the_rest(make_app):
         (reply,) = again.query_one(Transcript).query(Reply)
         assert reply.has_class("-stopped") and reply.source == record.reply
         assert any("stopped" in n.render().plain for n in again.query_one(Transcript).query(Notice))
+
+
+LONG_PROMPT = " ".join(f"Line {i}: the keeper trimmed the wick and wrote in the log." for i in range(170))
+"""About 3,000 tokens: prefilled in several chunks, so a key can land between two of them."""
+
+
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+async def test_ctrl_q_during_a_turn_quits_and_the_session_keeps_the_turn_marked_stopped(make_app, phase):
+    if phase == "prefill":
+        app, seen = make_app(session="quit", n_ctx=4096, max_tokens=64)
+        text = LONG_PROMPT
+    else:  # a reply long enough to still be streaming when Ctrl+Q comes
+        app, seen = make_app(session="quit", n_ctx=2048, max_tokens=1000)
+        text = "Write a long story about a dragon who learns to fly."
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        await opened(pilot, seen)
+        app.query_one("#composer").load_text(text)
+        await pilot.press("enter")
+        if phase == "prefill":  # the first chunk is in, the others are not
+            await wait_until(pilot, lambda: seen.count(PrefillProgressed), TURN_TIMEOUT)
+            progress = seen.of(PrefillProgressed)[0].event
+            assert 0 < progress.done < progress.total
+        else:  # the first reply text is out
+            await wait_until(pilot, lambda: seen.count(ReplyProgress), TURN_TIMEOUT)
+        assert app.generating
+        await pilot.press("ctrl+q")
+        await wait_until(pilot, lambda: app.return_code is not None, 10)
+    assert not app.is_running
+    assert app.release_engine() == []  # waits for the turn's worker, then saves what is left
+
+    saved = store().store.get("quit")
+    assert [m.role for m in saved.messages] == ["system", "user", "assistant"]
+    question, reply = saved.messages[1:]
+    assert question.content == text
+    assert reply.stopped and reply == app.engine.messages[-1]
+    ((index, record),) = store().store.turn_records("quit")  # the turn's own record was saved with it
+    assert index == 2 and record["finish_reason"] == "stopped" and record["reply"] == reply.content
+    assert saved.kv_tokens == record["kv_used"] > 0 and store().state_size(saved.state_key) > 0
+    if phase == "prefill":
+        assert record["generated_tokens"] == 0 and reply.content == ""
+        assert 0 < record["prefill_tokens"] < record["prompt_tokens"] - record["cached_tokens"]
+    else:
+        assert 0 < record["generated_tokens"] < 1000 and reply.content.strip()
 
 
 async def test_without_a_session_nothing_is_saved(make_app):

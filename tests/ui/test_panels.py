@@ -146,6 +146,28 @@ async def test_speed_panel_shows_live_figures_then_the_records(session, themes):
         assert panel.border_subtitle == "last 3 turns"
 
 
+async def test_speed_panel_says_how_many_llama_cpp_threads_ran_and_why(session, themes):
+    turn = session.turns[0]
+    live, extra = turn.deltas[-1].live, turn.record.extra
+    assert live.threads >= 1 and live.threads_reason  # what the engine said while decoding
+    assert isinstance(extra["threads"], int) and extra["threads"] >= 1 and extra["threads_reason"]
+    panel = SpeedPanel()
+    async with Host(themes, panel).run_test(size=(80, 24)) as pilot:
+        panel.show_prefill(turn.prefill)
+        panel.show_live(live)
+        await pilot.pause()
+        line = f"{live.threads} thread{'s' if live.threads != 1 else ''}: {live.threads_reason}"
+        assert panel.figures["threads"] == line
+        assert f"  {line}" in panel.query_one("#speed-figures", Sketch).plain.split("\n")
+
+        panel.show_turn(turn.record)
+        await pilot.pause()
+        n = extra["threads"]
+        line = f"{n} thread{'s' if n != 1 else ''}: {extra['threads_reason']}"
+        assert panel.figures["threads"] == line
+        assert f"  {line}" in panel.query_one("#speed-figures", Sketch).plain.split("\n")
+
+
 # --- KV ----------------------------------------------------------------------------------
 def assert_height_fits(panel) -> None:
     """The panel's box holds exactly its drawn lines (plus the border), after any update."""

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from textual.binding import Binding
-from textual.events import Key
+from textual.events import Key, Paste
 from textual.message import Message
 from textual.widgets import TextArea
 
@@ -101,6 +101,13 @@ class Composer(TextArea):
             event.stop()
             event.prevent_default()  # TextArea would insert its own newline for Enter
             self.action_submit() if event.key in self.SUBMIT_KEYS else self.action_newline()
+
+    def _on_paste(self, event: Paste) -> None:
+        """Keys typed just before a paste go in before it, in the order they came; an Enter
+        among them is a line break (more text followed it), never a send. (Textual then calls
+        TextArea's own handler, which inserts the paste.)"""
+        self._enter_ends_burst = False
+        self.flush_typed()
 
     def type_character(self, character: str) -> None:
         """A printable key: gathered with the others of its burst, inserted once it is read.
