@@ -12,6 +12,11 @@ weights after the soft-max, one row per query token and head, one column per KV 
 real ones for those tokens, computed without flash attention; the reply itself was decoded
 before, untouched.
 
+Whether the replay is the computation it claims to explain can be checked: the replay asks for
+logits at the kept reply rows only and keeps each row's argmax (`AttentionMap.replayed_next`), the
+token it would have chosen next. For a greedy turn those are the reply's own next tokens, but for
+near ties: decode ran with flash attention (and the chat's KV type), which rounds otherwise.
+
 Memory stays bounded: per layer, the mean over heads of each reply row, and every head's row
 for one chosen layer, as float16, at most `MEMORY_CAP` bytes (a longer reply keeps its first
 rows and says so).
@@ -61,6 +66,10 @@ class AttentionMap:
     """The layer whose heads are kept one by one, or None."""
     heads: np.ndarray | None
     """float16 (n_heads[head_layer], rows, len(tokens)) for head_layer, or None."""
+    replayed_next: np.ndarray | None
+    """int32 (rows,): at each kept reply row, the argmax of the replay's logits there, the token the
+    replay predicts for the next position (row r: position reply_start + r + 1); None when the
+    replay read no logits."""
     kv_type: str
     """The replay's KV cache type (f16, whatever the chat's)."""
     chat_kv_type: str
@@ -91,13 +100,28 @@ class AttentionMap:
             raise ValueError(f"heads one by one were kept for layer {self.head_layer}, not {layer}")
         return self.heads[head, row, : position + 1].astype(np.float32)
 
+    def next_token_matches(self) -> tuple[int, int] | None:
+        """(agreeing, compared): of the kept reply rows whose next token is among `tokens` (the
+        last reply token's successor was never cached), at how many replayed_next is that token.
+        None without replayed_next."""
+        if self.replayed_next is None:
+            return None
+        compared = min(self.rows, len(self.tokens) - 1 - self.reply_start)
+        decoded = np.asarray(self.tokens[self.reply_start + 1: self.reply_start + 1 + compared])
+        return int((self.replayed_next[:compared] == decoded).sum()), compared
+
     def how(self) -> str:
-        """How these weights were obtained, in one sentence for the view."""
+        """How these weights were obtained, in one sentence for the view, and on a line of its own
+        how often the replay predicts the reply's next token."""
         kv = self.kv_type if self.kv_type == self.chat_kv_type else \
             f"{self.kv_type} (the chat's cache is {self.chat_kv_type})"
-        return (f"llama.cpp's soft-max weights (kq_soft_max), read through its eval callback while the turn's "
+        text = (f"llama.cpp's soft-max weights (kq_soft_max), read through its eval callback while the turn's "
                 f"{len(self.tokens):,} tokens were replayed in a separate context without flash attention, "
                 f"KV cache {kv}, in {self.seconds:.1f} s; the reply was decoded before, with no callback.")
+        matches = self.next_token_matches()
+        if matches is not None and matches[1]:
+            text += f"\nThe replay predicts the reply's next token at {matches[0]:,} of {matches[1]:,} rows."
+        return text
 
 
 class SoftMaxCollector:
@@ -106,7 +130,8 @@ class SoftMaxCollector:
     The runtime asks `rows_wanted(start, n)` for a batch of n tokens from position start (None:
     nothing wanted, the batch runs without a stop at any soft-max), then calls `take` per layer
     with the wanted rows as float32 (n_head, rows, n_kv). Columns past the replayed tokens
-    (llama.cpp pads n_kv to 256 cells) are dropped.
+    (llama.cpp pads n_kv to 256 cells) are dropped. A replay that reads logits at the wanted rows
+    hands their argmax to `take_next`.
     """
 
     def __init__(self, n_tokens: int, reply_start: int, rows: int, n_layer: int, head_layer: int | None) -> None:
@@ -115,6 +140,8 @@ class SoftMaxCollector:
         self.mean = np.zeros((n_layer, rows, n_tokens), dtype=np.float16)
         self.heads: np.ndarray | None = None
         self.n_heads: dict[int, int] = {}
+        self.next = np.full(rows, -1, dtype=np.int32)
+        """Each kept row's predicted next token (-1: not given)."""
 
     def rows_wanted(self, start: int, n: int) -> tuple[int, int] | None:
         """The batch's rows [first, end) that are kept reply rows, or None."""
@@ -134,6 +161,17 @@ class SoftMaxCollector:
             if self.heads is None:
                 self.heads = np.zeros((n_head, self.rows, self.n_tokens), dtype=np.float16)
             self.heads[:, row:row + r, :cols] = weights[:, :, :cols]
+
+    def take_next(self, position: int, tokens: np.ndarray) -> None:
+        """`tokens`: the argmax of the logits at position, position+1, ... (kept rows only)."""
+        row = position - self.reply_start
+        if row < 0 or row + len(tokens) > self.rows:
+            raise ValueError(f"rows {position}-{position + len(tokens) - 1} are not kept reply rows")
+        self.next[row:row + len(tokens)] = tokens
+
+    def replayed_next(self) -> np.ndarray | None:
+        """The predicted next tokens, when the replay gave one for every kept row."""
+        return None if (self.next < 0).any() else self.next
 
 
 Replay = Callable[[Sequence[int], SoftMaxCollector, Callable[[], bool]], bool]
@@ -168,4 +206,5 @@ def capture(replay: Replay, tokens: Sequence[int], reply_start: int, *, n_layer:
     return AttentionMap(tokens=tokens, reply_start=reply_start, rows=rows, layers=tuple(sorted(collector.n_heads)),
                         n_heads=dict(collector.n_heads), mean=collector.mean,
                         head_layer=head_layer if collector.heads is not None else None, heads=collector.heads,
+                        replayed_next=collector.replayed_next(),
                         kv_type=kv_type, chat_kv_type=chat_kv_type, seconds=time.perf_counter() - started)

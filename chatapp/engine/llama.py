@@ -662,12 +662,38 @@ class _SoftMaxReader:
         self.collector.take(layer, self.start + first, rows)
 
 
+def _fill_replay_batch(batch, chunk: list[int], start: int, wanted: tuple[int, int] | None) -> None:
+    """One sequence from position start; logits at the wanted rows only, or, when none are, at
+    the last row (as llama_batch_get_one asks)."""
+    first, end = wanted if wanted is not None else (len(chunk) - 1, len(chunk))
+    for i, token in enumerate(chunk):
+        batch.token[i] = token
+        batch.pos[i] = start + i
+        batch.n_seq_id[i] = 1
+        batch.seq_id[i][0] = 0
+        batch.logits[i] = first <= i < end
+    batch.n_tokens = len(chunk)
+
+
+def _argmax_rows(ctx, rows: range, n_vocab: int) -> np.ndarray:
+    """int32 argmax of the last decode's logits at each batch row in `rows`."""
+    found = np.empty(len(rows), dtype=np.int32)
+    for n, row in enumerate(rows):
+        logits = llama_cpp.llama_get_logits_ith(ctx, row)
+        if not logits:
+            raise ModelError(f"llama.cpp has no logits at replay row {row}")
+        found[n] = int(np.argmax(np.ctypeslib.as_array(logits, shape=(n_vocab,))))
+    return found
+
+
 def replay_soft_max(runtime: LlamaRuntime, tokens, collector, should_stop: Callable[[], bool]) -> bool:
     """Run `tokens` from position 0 through a fresh capture context on the runtime's model (flash
-    attention off, an f16 cache, cb_eval reading soft-max rows into `collector`); False when
-    should_stop cut it short. The runtime's own context and cache are not touched."""
+    attention off, an f16 cache, cb_eval reading soft-max rows into `collector`, logits at the
+    collector's rows only, their argmax to `collector.take_next`); False when should_stop cut it
+    short. The runtime's own context and cache are not touched."""
     tokens = list(tokens)
     reader = _SoftMaxReader(collector)
+    n_vocab = llama_cpp.llama_vocab_n_tokens(runtime._vocab)
     abort = llama_cpp.ggml_abort_callback(lambda _data: bool(should_stop()))
     params = llama_cpp.llama_context_default_params()
     params.n_ctx = max(256, -(-len(tokens) // 256) * 256)
@@ -684,20 +710,25 @@ def replay_soft_max(runtime: LlamaRuntime, tokens, collector, should_stop: Calla
         ctx = llama_cpp.llama_init_from_model(runtime._llm.model, params)
     if not ctx:
         raise ModelError("llama.cpp could not make a context for the attention capture")
+    rows = llama_cpp.llama_batch_init(batch, 0, 1)
     try:
         llama_cpp.llama_set_abort_callback(ctx, abort, None)
         for start in range(0, len(tokens), batch):
             chunk = tokens[start:start + batch]
             reader.batch(start, len(chunk))
-            ids = (llama_cpp.llama_token * len(chunk))(*chunk)
-            status = llama_cpp.llama_decode(ctx, llama_cpp.llama_batch_get_one(ids, len(chunk)))
+            _fill_replay_batch(rows, chunk, start, reader.wanted)
+            status = llama_cpp.llama_decode(ctx, rows)
             if reader.error is not None:
                 raise reader.error
             if status == 2:
                 return False
             if status != 0:
                 raise ModelError(f"llama.cpp could not replay the turn (llama_decode returned {status})")
+            if reader.wanted is not None:
+                first, end = reader.wanted
+                collector.take_next(start + first, _argmax_rows(ctx, range(first, end), n_vocab))
         llama_cpp.llama_synchronize(ctx)
         return True
     finally:
+        llama_cpp.llama_batch_free(rows)
         llama_cpp.llama_free(ctx)

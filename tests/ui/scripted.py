@@ -4,7 +4,8 @@ every run. Feature tests use the real model (and the real backends).
 It speaks ChatML, cuts text into words, answers with a fixed reply, and books fixed times:
 4 ms per prefilled token, 10 ms per decoded token. Its attention weights are made up (each
 query's weight falls off with distance, plus a share on the first token), fed through the real
-collector: only for snapshots of the attention view.
+collector with next-token predictions that are the reply's own: only for snapshots of the
+attention view.
 """
 
 from __future__ import annotations
@@ -117,6 +118,8 @@ class ScriptedBackend:
                     rows[:, 0] += 1.0 + layer % 4
                     heads.append(rows / rows.sum(axis=1, keepdims=True))
                 collector.take(layer, start + wanted[0], np.array(heads, dtype=np.float32))
+            following = [*tokens[start + wanted[0] + 1: start + wanted[1] + 1], 0]  # 0: after the last token
+            collector.take_next(start + wanted[0], np.array(following[: wanted[1] - wanted[0]]))
         return True
 
     def set_drafting(self, mode: DraftMode, draft_max: int) -> Drafting:

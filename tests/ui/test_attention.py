@@ -66,6 +66,8 @@ async def test_f9_shows_a_reply_tokens_attention_per_layer_and_head(app):
         assert "layer  16 of 30 · heads averaged (9)" in text
         assert "What·is·the·capital·of·France?" in text  # the templated prompt, in the Tokens panel's style
         assert "without flash attention" in text and "with no callback" in text
+        agreeing, compared = found.next_token_matches()
+        assert f"The replay predicts the reply's next token at {agreeing} of {compared} rows." in text
         weights = found.weights(first, 15)
         top = int(np.argmax(weights))
         assert f"@{top} {weights[top]:.3f}" in text.split("top 5  ")[1].split("\n")[0]
