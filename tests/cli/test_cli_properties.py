@@ -32,6 +32,14 @@ OPTIONS = {
     "--seed": numbers_as_text, "--threads": numbers_as_text, "--gpu-layers": numbers_as_text,
     "--kv-type": st.one_of(st.sampled_from(["f16", "q8_0", "q4_0", "q5", ""]), free_text),
     "--system": free_text, "--session": free_text,
+    "--draft": st.one_of(st.sampled_from(["ngram", "off", "NGRAM", ""]), free_text),
+    "--draft-max": numbers_as_text,
+    "--attach": free_text,
+    # Nothing here may reach past this machine: refused at once, or not a URL at all.
+    "--server": st.sampled_from(["", "not a url", "ftp://127.0.0.1:1", "http://", "http://127.0.0.1:1",
+                                 "http://[::1]:1/x", "127.0.0.1:1"]),
+    "--api-key": st.one_of(st.just(""), st.text(alphabet="QZXJ", min_size=4, max_size=12).map("sk-".__add__)),
+    "--allow-long-ctx": st.none(),  # a flag: present or not
 }
 config_values = st.one_of(
     st.integers(min_value=-2**70, max_value=2**70), st.floats(allow_nan=True, allow_infinity=True),
@@ -64,8 +72,11 @@ def write_config(table: dict) -> None:
     prompt=free_text, config=config_tables)
 def test_ask_options_and_config_values_never_reach_a_traceback(invoke, options, prompt, config):
     write_config(config)
-    args = [arg for name, value in options.items() for arg in (name, value)]
-    check(invoke("ask", *args, "--model", NO_MODEL, "--", prompt))
+    args = [arg for name, value in options.items() for arg in ((name,) if value is None else (name, value))]
+    result = invoke("ask", *args, "--model", NO_MODEL, "--", prompt)
+    check(result)
+    if options.get("--api-key"):  # the key is never echoed, whatever went wrong
+        assert options["--api-key"] not in result.stderr + result.stdout
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

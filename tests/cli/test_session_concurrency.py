@@ -63,7 +63,7 @@ def refusal(err: str) -> str:
 
 
 def test_processes_by_rounds_keep_every_turn_or_say_so(start):
-    writers, rounds = 3, 3
+    writers, rounds = 4, 5  # the case: 20 turns, four at a time
     kept: dict[str, str] = {}
     refused: list[str] = []
     for r in range(rounds):
