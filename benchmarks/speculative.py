@@ -110,11 +110,12 @@ TARGETS = {"copy": 1.5, "chat": 0.97}
 class RuntimeBench:
     """The plain loop and the speculative step machine on one LlamaRuntime."""
 
-    def __init__(self, path, threads: int, kv_type: str, n_ctx: int):
+    def __init__(self, path, threads: int, kv_type: str, n_ctx: int, draft_max: int | None = None):
         from chatapp.engine.llama import LlamaRuntime, LoadOptions
 
         self.rt = LlamaRuntime(path, LoadOptions(n_ctx=n_ctx, n_threads=threads, kv_type=kv_type))
         self.policy = None
+        self.draft_max = draft_max or 8
 
     def _prompt(self, text: str) -> list[int]:
         rendered = self.rt.render_chat([{"role": "user", "content": text}], add_generation_prompt=True)
@@ -141,8 +142,8 @@ class RuntimeBench:
                 rt.eval([token])
         else:
             # The policy's figures carry over from turn to turn, as they will in the engine.
-            self.policy = self.policy or DraftPolicy()
-            target = VerifyTarget(rt, sampler)
+            self.policy = self.policy or DraftPolicy(k_max=self.draft_max)
+            target = VerifyTarget(rt, sampler, capacity=self.draft_max + 1)
             decoder = SpeculativeDecoder(target, rt.is_end_of_generation, policy=self.policy)
             decoder.begin(ids)
             while len(out) < tokens:
@@ -159,7 +160,7 @@ class RuntimeBench:
 class EngineBench:
     """Whole turns through Engine, drafting set in the settings (after the engine wiring)."""
 
-    def __init__(self, path, threads: int, kv_type: str, n_ctx: int):
+    def __init__(self, path, threads: int, kv_type: str, n_ctx: int, draft_max: int | None = None):
         from chatapp.config import Settings
         from chatapp.engine.engine import Engine
 
@@ -167,6 +168,8 @@ class EngineBench:
             raise SystemExit("speculation is not wired into the engine yet (Settings has no 'draft'); "
                              "run without --engine to measure the runtime path")
         base = Settings(n_ctx=n_ctx, threads=threads, kv_type=kv_type)
+        if draft_max:
+            base = base.replace(draft_max=draft_max)
         self.engines = {mode: Engine.open(base.replace(draft=mode), str(path)) for mode in ("ngram", "off")}
         drafting = self.engines["ngram"].drafting
         if not drafting.active:
@@ -269,10 +272,10 @@ def verify_cost(path, threads: int, kv_type: str, rounds: int = 30) -> None:
     rt = LlamaRuntime(path, LoadOptions(n_ctx=1024, n_threads=threads, n_threads_batch=threads, kv_type=kv_type))
     ids = rt.tokenize(PARAGRAPH * 4, special=False)
     rt.eval(ids[:200])
-    target = VerifyTarget(rt, rt.sampler(temperature=0.0, seed=1))
+    target = VerifyTarget(rt, rt.sampler(temperature=0.0, seed=1), capacity=33)
     print(f"{path.name}, {threads} threads, KV {kv_type}: one verify batch against one plain step, after 200 cells")
     single = None
-    for size in (1, 2, 3, 5, 9):
+    for size in (1, 2, 3, 5, 9, 13, 17, 25, 33):
         times = []
         for _ in range(rounds):
             start = time.perf_counter()
@@ -301,6 +304,8 @@ def main() -> None:
     parser.add_argument("--probe-rounds", type=int, default=5)
     parser.add_argument("--drafter-cost", action="store_true")
     parser.add_argument("--verify-cost", action="store_true")
+    parser.add_argument("--draft-max", type=int, default=None,
+                        help="Drafts a step may verify (default: the config's default).")
     args = parser.parse_args()
     threads = args.threads or physical_cores()
 
@@ -316,7 +321,8 @@ def main() -> None:
         from chatapp.engine.models import resolve_model
 
         path = resolve_model(args.model)
-        bench = (EngineBench if args.engine else RuntimeBench)(path, threads, args.kv_type, args.ctx)
+        bench = (EngineBench if args.engine else RuntimeBench)(path, threads, args.kv_type, args.ctx,
+                                                                args.draft_max)
         print(f"{path.name}, {threads} threads, KV {args.kv_type}, temperature {args.temperature}, "
               f"{args.tokens} tokens, {'engine turns' if args.engine else 'runtime loop'}\n")
         paired(bench, args.pairs, args.tokens, args.temperature)

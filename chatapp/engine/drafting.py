@@ -101,6 +101,8 @@ class LocalDrafting:
     def decoder(self, sampler: Sampler, state: Drafting) -> tuple[SpeculativeDecoder, VerifyTarget]:
         """A decoder for one turn over the kept drafter and policy; close the target after the turn."""
         self.policy.k_max = state.draft_max
+        if self._check is not None:
+            self.policy.seed(self._check.ratios)
         target = VerifyTarget(self.runtime, sampler, capacity=state.draft_max + 1)
         decoder = SpeculativeDecoder(target, self.runtime.is_end_of_generation, drafter=self.drafter,
                                      policy=self.policy)

@@ -24,7 +24,9 @@ model the tests also compare whole greedy replies with drafts and without.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -54,6 +56,10 @@ class BatchCheck:
     """The largest logit difference at the first size that differed (0.0 when none did)."""
     fill: int = 0
     """Cells in the cache before the batch that differed (0 when none did)."""
+    ratios: dict[int, float] = field(default_factory=dict, compare=False)
+    """Wall time of a batch of m tokens over a single step's, per size m the check decoded (the
+    median over its depths). What the draft policy starts from: on a compute-bound CPU a batch
+    costs far from one step, and how far changes with m in steps no straight line fits."""
 
     @property
     def passed(self) -> bool:
@@ -75,9 +81,16 @@ def cached_check(runtime: LlamaRuntime, threads: int) -> BatchCheck | None:
     entry = FileCache(CACHE).get(runtime.path)
     found = entry.get(settings_key(runtime, threads)) if isinstance(entry, dict) else None
     try:
-        return BatchCheck(**found) if isinstance(found, dict) else None
+        check = BatchCheck(**found) if isinstance(found, dict) else None
     except TypeError:
         return None
+    if check is None:
+        return None
+    try:  # JSON keeps the sizes as strings
+        ratios = {int(m): float(r) for m, r in check.ratios.items() if float(r) > 0}
+    except (AttributeError, TypeError, ValueError):
+        ratios = {}
+    return BatchCheck(check.checked, check.exact, check.worst, check.fill, ratios)
 
 
 def remember(runtime: LlamaRuntime, threads: int, check: BatchCheck) -> None:
@@ -92,12 +105,18 @@ def check_batches(runtime: LlamaRuntime, largest: int) -> BatchCheck | None:
     context has room for after what it holds; None when it has room for none."""
     deep = min(DEEP, runtime.n_ctx - largest)
     done = None
+    timed: dict[int, list[float]] = {}
     for text, fill in ((PROSE, 64), (CODE, 192), (PROSE, deep)):
         check = _check_round(runtime, largest, text, fill)
         if check is not None and not check.passed:
             return check
+        if check is not None:
+            for m, ratio in check.ratios.items():
+                timed.setdefault(m, []).append(ratio)
         done = check or done
-    return done
+    if done is None:
+        return None
+    return BatchCheck(done.checked, done.exact, ratios={m: statistics.median(r) for m, r in timed.items()})
 
 
 def _check_round(rt: LlamaRuntime, largest: int, text: str, fill: int) -> BatchCheck | None:
@@ -113,18 +132,24 @@ def _check_round(rt: LlamaRuntime, largest: int, text: str, fill: int) -> BatchC
         if filler:
             rt.eval(filler)
         base = rt.n_cached
-        singles = []
+        singles, single_s = [], []
         for token in probe:
+            started = time.perf_counter()
             target.decode([token])
+            single_s.append(time.perf_counter() - started)
             singles.append(target.row_logits(-1))
+        step_s = statistics.median(single_s)
+        ratios = {}
         for size in range(2, largest + 1):
             rt.keep_kv_prefix(base)
+            started = time.perf_counter()
             target.decode(probe[:size])
+            ratios[size] = (time.perf_counter() - started) / step_s
             rows = [target.row_logits(row) for row in range(size)]
             if not all(np.array_equal(row, single) for row, single in zip(rows, singles)):
                 worst = max(float(np.max(np.abs(row - single))) for row, single in zip(rows, singles))
                 return BatchCheck(size, size - 1, worst, base)
-        return BatchCheck(largest, largest)
+        return BatchCheck(largest, largest, ratios=ratios)
     finally:
         rt.keep_kv_prefix(start)
         target.close()

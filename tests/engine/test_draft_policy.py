@@ -62,6 +62,34 @@ def test_unmeasured_sizes_follow_the_measured_ones_or_the_prior():
     assert policy.ratio(5) == pytest.approx(3.0)
 
 
+def test_between_measured_sizes_the_nearest_ones_decide():
+    policy = DraftPolicy()
+    policy.seed({3: 2.5, 9: 6.0, 17: 10.0})
+    assert policy.ratio(2) == pytest.approx(1.75)  # between (1, 1) and (3, 2.5)
+    assert policy.ratio(5) == pytest.approx(2.5 + 3.5 / 6 * 2)
+    assert policy.ratio(25) == pytest.approx(10.0 + 0.5 * 8)  # beyond: the last two's slope
+
+
+def test_seeded_costs_never_replace_the_policys_own_measurements():
+    policy = measured(DraftPolicy(), slope=0.5, sizes=[3])
+    policy.seed({3: 9.0, 5: 2.0, 1: 7.0, 4: -1.0})
+    assert policy.ratio(3) == pytest.approx(2.0) and policy.ratio(5) == pytest.approx(2.0)
+    assert 1 not in policy.ratios and 4 not in policy.ratios
+
+
+def test_a_reply_that_copies_verifies_long_drafts_where_long_batches_are_cheaper_per_token():
+    """The default model's batch costs on two CPU cores (benchmarks/speculative.py --verify-cost):
+    two tokens cost 1.7 steps, nine 6, seventeen 10. A linear guess from the small sizes would
+    stop at a few drafts; the measured curve makes sixteen the best choice when drafts are right."""
+    policy = DraftPolicy(k_max=16)
+    policy.record_step(1, 1, 5.0)
+    policy.seed({2: 1.7, 3: 2.43, 4: 2.78, 5: 3.62, 9: 5.98, 13: 7.79, 17: 10.31})
+    policy.observe(4, [True] * 60)
+    assert policy.choose(match=4, available=16) >= 12
+    policy.observe(1, [False] * 60)
+    assert policy.choose(match=1, available=16) == 0
+
+
 def test_time_lost_past_the_budget_stops_drafting_until_plain_steps_pay_it_back():
     policy = measured(DraftPolicy(), slope=0.1)
     policy.observe(4, [True] * 30)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chatapp.engine import exact_batches
+from chatapp.engine.draft_policy import DraftPolicy
 from chatapp.engine.drafting import LocalDrafting
 from chatapp.engine.exact_batches import BatchCheck, batch_check, cached_check, check_batches
 from chatapp.engine.llama import LlamaRuntime, LoadOptions
@@ -30,6 +31,18 @@ def test_the_default_model_with_a_q8_0_cache_is_exact_and_the_check_leaves_the_c
     ids = fill(smollm, cached)
     assert check_batches(smollm, 9) == BatchCheck(9, 9, 0.0)
     assert smollm.kv_tokens == ids and smollm.kv_cells_used() == len(ids) == smollm.n_cached
+
+
+def test_the_check_times_every_batch_size_it_decodes(smollm):
+    """What the draft policy starts from: a time ratio for every size (the figures themselves are
+    the machine's and are not asserted: benchmarks/speculative.py --verify-cost prints them)."""
+    fill(smollm, 0)
+    check = check_batches(smollm, 9)
+    assert check.ratios.keys() == set(range(2, 10))
+    assert all(r > 0 for r in check.ratios.values())
+    policy = DraftPolicy()
+    policy.seed(check.ratios)
+    assert all(policy.ratio(m) == check.ratios[m] for m in range(2, 10))
 
 
 def test_with_an_f16_cache_exactness_depends_on_the_thread_count_and_drafting_follows_it(default_model_path):
@@ -78,6 +91,8 @@ def test_a_check_is_remembered_per_model_and_settings(smollm):
     assert batch_check(smollm, 4, n) is first or batch_check(smollm, 4, n) == first  # covered: not run again
     assert not first.covers(9) and BatchCheck(4, 3, 0.5).covers(33)
     assert batch_check(smollm, 9, n) == BatchCheck(9, 9) == cached_check(smollm, n)
+    # The batch costs it timed come back from the cache too (JSON's string keys as sizes again).
+    assert cached_check(smollm, n).ratios.keys() == set(range(2, 10))
     assert exact_batches.settings_key(smollm, n).endswith(f"|q8_0|flash_attn True|threads {n}")
 
 
