@@ -25,9 +25,14 @@ class Draft:
     """The proposed continuation, at most k tokens; empty when nothing matched."""
     match: int
     """How many trailing context tokens matched (0 when nothing did); longer matches guess better."""
+    agreement: int = 0
+    """How far back the context and the text before the earlier occurrence agree, `match` tokens
+    at least, up to AGREEMENT_CAP: 30 tokens in agreement say the reply is copying verbatim, which
+    an n-gram of 4 cannot tell from a common phrase."""
 
 
 NO_DRAFT = Draft((), 0)
+AGREEMENT_CAP = 64
 
 
 class NgramDrafter:
@@ -90,5 +95,9 @@ class NgramDrafter:
             for j in range(k):
                 i = start + j
                 out.append(tokens[i] if i < size else out[i - size])
-            return Draft(tuple(out), n)
+            agreement = n
+            while (agreement < AGREEMENT_CAP and agreement < start
+                   and tokens[start - agreement - 1] == tokens[size - agreement - 1]):
+                agreement += 1
+            return Draft(tuple(out), n, agreement)
         return NO_DRAFT

@@ -142,7 +142,7 @@ class SpeculativeDecoder:
             shadow = self.drafter.draft(1)
             head = self.target.sample(self._row)
             if shadow.tokens:
-                self.policy.observe(shadow.match, [shadow.tokens[0] == head])
+                self.policy.observe(shadow.agreement, [shadow.tokens[0] == head])
             emitted.append(head)
             if self.is_end(head):
                 return Step(tuple(emitted), (False,), 0, 0, 0, (self.clock() - started) * 1000, ended=True)
@@ -156,7 +156,7 @@ class SpeculativeDecoder:
 
         room = min(self.policy.k_max, max_cells - 1, max_emit - len(emitted)) if draft else 0
         guess = self.drafter.draft(room)
-        drafts = guess.tokens[:self.policy.choose(guess.match, len(guess.tokens))]
+        drafts = guess.tokens[:self.policy.choose(guess.agreement, len(guess.tokens))]
         base = self.target.n_cached
         self.target.decode([head, *drafts])
         outcomes: list[bool] = []
@@ -177,7 +177,7 @@ class SpeculativeDecoder:
             self.target.truncate(base + kept)
         self._row = len(drafts)  # all accepted: the last row predicts the next token
         ms = (self.clock() - started) * 1000
-        self._account(guess.match, outcomes, 1 + len(drafts), kept, ms)
+        self._account(guess.agreement, outcomes, 1 + len(drafts), kept, ms)
         from_draft = (False,) * (len(emitted) - len(outcomes)) + tuple(outcomes)
         return Step(tuple(emitted), from_draft, 1 + len(drafts), len(drafts), sum(outcomes), ms, ended=ended)
 

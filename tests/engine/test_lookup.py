@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from chatapp.engine.lookup import NO_DRAFT, Draft, NgramDrafter
+from chatapp.engine.lookup import AGREEMENT_CAP, NO_DRAFT, Draft, NgramDrafter
 
 
 def brute_force(tokens, k, n_max, n_min):
@@ -32,9 +32,20 @@ def test_proposes_what_followed_the_latest_match():
 
 def test_falls_back_to_shorter_matches_and_to_nothing():
     drafter = NgramDrafter([5, 6, 7, 8, 1, 7], n_max=3, n_min=1)
-    assert drafter.draft(2) == Draft((8, 1), 1)
+    assert drafter.draft(2) == Draft((8, 1), 1, agreement=1)
     assert NgramDrafter([1, 2, 3], n_min=1).draft(4) == NO_DRAFT
     assert NgramDrafter([5, 6, 7, 8, 1, 7], n_min=2).draft(2) == NO_DRAFT
+
+
+def test_agreement_says_how_far_back_the_copy_goes():
+    text = list(range(100, 140))
+    copying = NgramDrafter([*text, 7, 8, *text[:30]], n_max=4)
+    draft = copying.draft(3)
+    assert draft.tokens == (130, 131, 132) and draft.match == 4 and draft.agreement == 30
+    phrase = NgramDrafter([1, 2, 3, 4, 5, 6, 9, 9, 2, 3, 4, 5], n_max=4)
+    assert phrase.draft(1) == Draft((6,), 4, agreement=4)  # the token before the match differs
+    long = list(range(1000, 1200))
+    assert NgramDrafter([*long, 0, *long], n_max=4).draft(1).agreement == AGREEMENT_CAP
 
 
 def test_a_repeating_pattern_drafts_its_period_out_to_k():
