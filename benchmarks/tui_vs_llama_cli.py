@@ -5,7 +5,12 @@ same system prompt and user prompt, greedy, the same reply length; each pair is 
 process of each, in alternating order, and the figure is the median of the pairs' ratios
 (absolute speeds on a 2-core machine swing 2x from minute to minute; paired ratios do not).
 Each side's own figures are read: chatapp's turn record from its session journal (llama.cpp's
-counters), llama-cli's "[ Prompt: X t/s | Generation: Y t/s ]" line.
+counters), llama-cli's "[ Prompt: X t/s | Generation: Y t/s ]" line. That line has no token
+counts, so llama-cli also runs with `-lv 3` and its stderr in a file (the screen is unchanged:
+at its default verbosity it writes nothing there): its server's "prompt eval time = ... / N
+tokens" and "eval time = ... / N tokens" lines give the prompt and reply lengths. Each pair
+prints both sides' lengths, and the run stops if a reply is not 512 tokens (decode, long) or
+chatapp's prompt is not ~1,500 tokens (prefill).
 
 Cases:
   decode   a story prompt, 512 reply tokens; target: TUI decode >= 0.90 x llama-cli Generation
@@ -15,8 +20,16 @@ Cases:
 Also printed: the chatapp process's UI thread CPU as a share of the turn, the threads chatapp
 chose, and its prefill and decode tok/s.
   start    launch of the real `chatapp` to the composer on screen, in the same window.
+  typing   20 KB arriving as typed keys (a terminal without bracketed paste: `tmux send-keys -l`
+           in pieces, never `paste-buffer -p`), from the first key sent to its end on screen in
+           the composer; target <= 2 s. Then the composer must start with the text's start
+           (PageUp), and the Tokens panel's live count, when in view, must count all of it.
 
-    .venv/bin/python benchmarks/tui_vs_llama_cli.py [--case decode,prefill,long] [--runs 6]
+--busy runs one CPU-bound process (a python busy loop) through each pair, so both sides face
+the same load (the machine shared with other work).
+
+    .venv/bin/python benchmarks/tui_vs_llama_cli.py [--case decode,prefill,long] [--runs 6] [--busy]
+    .venv/bin/python benchmarks/tui_vs_llama_cli.py --case start,typing
     .venv/bin/python benchmarks/tui_vs_llama_cli.py --profile   # where the UI thread's CPU goes
 
 llama-cli comes from chatapp.llama_tools (built once from the bindings' own llama.cpp).
@@ -25,6 +38,7 @@ llama-cli comes from chatapp.llama_tools (built once from the bindings' own llam
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pstats
@@ -32,9 +46,11 @@ import re
 import signal
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from chatapp.config import Settings
@@ -53,6 +69,18 @@ CHATAPP = Path(sys.executable).with_name("chatapp")
 PROFILED = Path(__file__).with_name("profiled_chatapp.py")
 READY = PLACEHOLDER[1:24]
 TIMINGS = re.compile(r"\[ Prompt: ([\d.]+) t/s \| Generation: ([\d.]+) t/s \]")
+EVAL_TOKENS = re.compile(r"(prompt eval|\s{2}eval) time = +[\d.]+ ms / +(\d+) tokens")
+"""llama-cli's server, at -lv 3: the prompt tokens it processed, then the tokens it generated."""
+REPLY_TOKENS = 512
+PROMPT_TOKENS = (1350, 1650)
+"""The prefill case's templated prompt, as chatapp's record counts it: ~1,500 tokens."""
+TYPED_BYTES = 20 * 1024
+TYPED_PIECE = 512
+"""Characters per `send-keys -l` call (tmux keeps a command's arguments short)."""
+TYPED_START, TYPED_END = "STARTOFTYPING", "ENDOFTYPING20K"
+TYPING_TARGET_S = 2.0
+COMPOSER_COUNT = re.compile(r"composer · ([\d,]+) tokens · ([\d,]+) chars")
+BUSY = [sys.executable, "-c", "while True: pass"]
 REPLIES = [
     "Here is what I know:\n\n- **Lighthouses** guide ships at night.\n- Their lamps turn so the light sweeps.\n"
     "- Each has its own pattern of flashes.\n\nKeepers once lived in them.",
@@ -64,10 +92,40 @@ REPLIES = [
 
 
 def long_prompt(tokens: int = 1500) -> str:
-    """About `tokens` tokens of plain prose for the default model's tokenizer (~11 per line)."""
+    """About `tokens` tokens once templated with the default system prompt, for the default
+    model's tokenizer: each line is ~21 tokens (19 below line 10), the rest ~20."""
     lines = [f"Line {i}: the keeper climbed the {i % 7 + 2} flights of stairs and trimmed the wick again."
-             for i in range(tokens // 19)]
+             for i in range((tokens - 20) // 21)]
     return "Summarise this log in three sentences.\n\n" + "\n".join(lines)
+
+
+def typed_text(size: int = TYPED_BYTES) -> str:
+    """`size` characters of one line of prose (what a paste without bracketing types), from
+    TYPED_START to TYPED_END. No hyphen or semicolon: tmux reads those in send-keys arguments."""
+    words = " ".join(f"the keeper logged wave {i} at the rocks, and the lamp turned" for i in range(size // 40))
+    body = f"{TYPED_START} {words}"[: size - len(TYPED_END) - 1]
+    return f"{body} {TYPED_END}"
+
+
+def check(ok: bool, message: str) -> None:
+    """Stop the benchmark: its figures would not measure what the README says."""
+    if not ok:
+        raise SystemExit(f"tui_vs_llama_cli: {message}")
+
+
+@contextlib.contextmanager
+def load(busy: bool) -> Iterator[None]:
+    """While the block runs, one CPU-bound process (when `busy`)."""
+    if not busy:
+        yield
+        return
+    spinner = subprocess.Popen(BUSY)
+    try:
+        time.sleep(0.5)  # running before either side starts
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
 
 
 def history(turns: int) -> list[Message]:
@@ -147,23 +205,31 @@ def chatapp_turn(model: Path, text: str, *, paste: bool, seed: list[Message] | N
 
 
 # --- llama-cli -------------------------------------------------------------------------
-def llama_cli_turn(model: Path, text: str) -> tuple[float, float]:
-    """(prompt t/s, generation t/s) as llama-cli prints them, at its defaults plus greedy."""
+def llama_cli_turn(model: Path, text: str) -> dict:
+    """llama-cli's prompt and generation t/s as it prints them, at its defaults plus greedy, and
+    its prompt and reply token counts from its log (stderr, in a file)."""
     cli = ensure_tools() / "llama-cli"
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-        f.write(text)
-    command = [str(cli), "-m", str(model), "-sys", SYSTEM, "-f", f.name, "-n", "512", "--temp", "0", "-st"]
-    term = Terminal("llama-cli", command, {"TERM": "xterm-256color"})
-    try:
-        term.wait_exit(300)
-        shown = term.screen(history=True)
-    finally:
-        term.close()
-        Path(f.name).unlink()
+    with tempfile.TemporaryDirectory(prefix="llama-cli-bench-") as tmp:
+        prompt, log = Path(tmp) / "prompt.txt", Path(tmp) / "stderr.log"
+        prompt.write_text(text)
+        command = [str(cli), "-m", str(model), "-sys", SYSTEM, "-f", str(prompt), "-n", str(REPLY_TOKENS),
+                   "--temp", "0", "-st", "-lv", "3"]
+        term = Terminal("llama-cli", ["sh", "-c", f'exec "$@" 2>"{log}"', "llama-cli", *command],
+                        {"TERM": "xterm-256color"})
+        try:
+            term.wait_exit(300)
+            shown = term.screen(history=True)
+        finally:
+            term.close()
+        logged = log.read_text(errors="replace") if log.exists() else ""
     found = TIMINGS.search(shown)
     if not found:
         raise RuntimeError(f"llama-cli printed no timings:\n{shown[-2000:]}")
-    return float(found[1]), float(found[2])
+    counts = dict((kind.strip(), int(n)) for kind, n in EVAL_TOKENS.findall(logged))
+    if len(counts) < 2:
+        raise RuntimeError(f"llama-cli logged no token counts:\n{logged[-2000:]}")
+    return {"prompt_tps": float(found[1]), "gen_tps": float(found[2]), "prompt_n": counts["prompt eval"],
+            "gen_n": counts["eval"]}
 
 
 # --- cases -----------------------------------------------------------------------------
@@ -179,27 +245,44 @@ def case_inputs(case: str) -> tuple[str, str, list[Message] | None, bool]:
     return QUESTION, f"{transcript}\n\nuser: {QUESTION}", seed, False
 
 
-def run_case(case: str, model: Path, runs: int) -> None:
+def check_lengths(case: str, ours: dict, cli: dict) -> None:
+    if case in ("decode", "long"):
+        check(ours["generated_tokens"] == REPLY_TOKENS and ours["finish_reason"] == "length",
+              f"{case}: chatapp's reply is {ours['generated_tokens']} tokens ({ours['finish_reason']}), "
+              f"not {REPLY_TOKENS}")
+        check(cli["gen_n"] == REPLY_TOKENS, f"{case}: llama-cli's reply is {cli['gen_n']} tokens, not {REPLY_TOKENS}")
+    if case == "prefill":
+        low, high = PROMPT_TOKENS
+        check(low <= ours["prompt_tokens"] <= high and ours["prefill_tokens"] >= low,
+              f"prefill: chatapp's prompt is {ours['prompt_tokens']} tokens ({ours['prefill_tokens']} prefilled), "
+              f"not ~1,500 ({low}-{high})")
+
+
+def run_case(case: str, model: Path, runs: int, busy: bool = False) -> None:
     typed, cli_prompt, seed, paste = case_inputs(case)
     key = "prefill_tps" if case == "prefill" else "decode_tps"
-    ratios, ui, rows = [], [], []
+    label = f"{case} (busy: 1 CPU-bound process)" if busy else case
+    ratios, ui = [], []
     for run in range(runs):
-        if run % 2:
-            cli = llama_cli_turn(model, cli_prompt)
-            ours = chatapp_turn(model, typed, paste=paste, seed=seed)
-        else:
-            ours = chatapp_turn(model, typed, paste=paste, seed=seed)
-            cli = llama_cli_turn(model, cli_prompt)
-        theirs = cli[0] if case == "prefill" else cli[1]
+        with load(busy):
+            if run % 2:
+                cli = llama_cli_turn(model, cli_prompt)
+                ours = chatapp_turn(model, typed, paste=paste, seed=seed)
+            else:
+                ours = chatapp_turn(model, typed, paste=paste, seed=seed)
+                cli = llama_cli_turn(model, cli_prompt)
+        theirs = cli["prompt_tps"] if case == "prefill" else cli["gen_tps"]
         ratios.append(ours[key] / theirs)
         ui.append(ours["ui_cpu_share"])
-        rows.append((ours, cli))
-        print(f"  {case} pair {run + 1}: chatapp {ours[key]:7.1f} tok/s (prefill {ours['prefill_tps']:.0f}, "
-              f"decode {ours['decode_tps']:.1f}, {ours['decode_tokens']} tok, threads "
-              f"{ours.get('threads', '?')}/{ours.get('threads_batch', '?')})  llama-cli {theirs:7.1f} t/s  "
-              f"ratio {ratios[-1]:.3f}  UI thread {ui[-1]:.1%} of a core", flush=True)
+        print(f"  {label} pair {run + 1}: chatapp {ours[key]:7.1f} tok/s (prefill {ours['prefill_tps']:.0f}, "
+              f"decode {ours['decode_tps']:.1f}; prompt {ours['prompt_tokens']} tok, {ours['prefill_tokens']} "
+              f"prefilled; reply {ours['generated_tokens']} tok, {ours['finish_reason']}; threads "
+              f"{ours.get('threads', '?')}/{ours.get('threads_batch', '?')})  llama-cli {theirs:7.1f} t/s "
+              f"(prompt {cli['prompt_n']} tok, reply {cli['gen_n']} tok)  ratio {ratios[-1]:.3f}  "
+              f"UI thread {ui[-1]:.1%} of a core", flush=True)
+        check_lengths(case, ours, cli)
     target = "prefill" if case == "prefill" else "decode"
-    print(f"{case}: chatapp/llama-cli {target} = {statistics.median(ratios):.3f} (median of {runs} pairs; "
+    print(f"{label}: chatapp/llama-cli {target} = {statistics.median(ratios):.3f} (median of {runs} pairs; "
           f"{min(ratios):.3f}-{max(ratios):.3f}; target >= 0.90); UI thread median {statistics.median(ui):.1%} "
           f"of a core while the turn ran", flush=True)
 
@@ -221,6 +304,79 @@ def start_times(model: Path, runs: int) -> None:
           f"({min(times):.2f}-{max(times):.2f}, {runs} runs)", flush=True)
 
 
+def composer_rows(screen: str) -> str:
+    """The composer's rows on `screen`: between the last full-width rule and the footer."""
+    lines = screen.rstrip("\n").split("\n")
+    rule = max((i for i, line in enumerate(lines) if line.strip() and set(line.strip()) == {"─"}), default=len(lines))
+    return "\n".join(lines[rule + 1:-1])
+
+
+def words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def typing_run(model: Path, text: str) -> tuple[float, float, str]:
+    """(seconds from the first key to the last one sent, and to the text's end in the composer,
+    what the Tokens panel's live count said), after checking that the composer's rows show
+    exactly the text's end, and after PageUp exactly its start."""
+    with tempfile.TemporaryDirectory(prefix="chatapp-bench-") as tmp:
+        term = Terminal("chatapp", [str(CHATAPP), "chat"], chatapp_env(Path(tmp), model, 512))
+        try:
+            term.wait_for(READY, 120)
+            time.sleep(1.0)  # started and idle, as when a user pastes
+            check(TYPED_END not in term.screen(), "typing: the end marker is on screen before any key")
+            started = time.monotonic()
+            for at in range(0, len(text), TYPED_PIECE):
+                term.type(text[at:at + TYPED_PIECE])  # literal keys: no bracketed paste
+            sent = time.monotonic() - started
+            shown = term.screen()
+            while TYPED_END not in composer_rows(shown):
+                check(time.monotonic() - started < 120,
+                      f"typing: the text's end not in the composer after 120 s:\n{shown}")
+                check(term.alive, f"typing: chatapp exited:\n{shown}")
+                shown = term.screen()
+            on_screen = time.monotonic() - started
+            tail = words(composer_rows(shown))
+            check(words(text).endswith(tail), f"typing: the composer's last rows are not the text's end:\n{tail}")
+            # The Tokens panel's count, when its summary line is in view (the panel scrolls to the
+            # end of the pieces as the composer grows, so it may not be).
+            counted, deadline = "not in view", time.monotonic() + 5
+            while time.monotonic() < deadline:
+                found = COMPOSER_COUNT.search(term.screen())
+                if found:
+                    check(int(found[2].replace(",", "")) == len(text),
+                          f"typing: the Tokens panel counts {found[2]} chars, not {len(text):,}")
+                    counted = f"{found[1]} tokens, {found[2]} chars after {time.monotonic() - started:.2f} s"
+                    break
+                time.sleep(0.05)
+            term.keys(*["PageUp"] * (len(text) // 1000))  # to the composer's first rows
+            try:
+                term.wait_for(TYPED_START, 30)
+            except TimeoutError:
+                check(False, f"typing: the text's start never came into view:\n{term.screen()}")
+            head = words(composer_rows(term.screen()))
+            check(head.startswith(TYPED_START) and words(text).startswith(head),
+                  f"typing: the composer's first rows are not the text's start:\n{head}")
+            term.keys("C-q")
+            term.wait_exit(30)
+        finally:
+            term.close()
+    return sent, on_screen, counted
+
+
+def typing_times(model: Path, runs: int) -> None:
+    text = typed_text()
+    times = []
+    for run in range(runs):
+        sent, on_screen, counted = typing_run(model, text)
+        times.append(on_screen)
+        print(f"  typing run {run + 1}: {len(text):,} chars typed in pieces of {TYPED_PIECE} (all sent after "
+              f"{sent:.2f} s); the end in the composer after {on_screen:.2f} s; its first and last rows are "
+              f"the text's; Tokens panel count: {counted}", flush=True)
+    print(f"typing: {len(text) // 1024} KB as typed keys to its end on screen, median {statistics.median(times):.2f} s "
+          f"({min(times):.2f}-{max(times):.2f}, {runs} runs; target <= {TYPING_TARGET_S:g} s)", flush=True)
+
+
 def profile(model: Path, case: str) -> None:
     typed, _, seed, paste = case_inputs(case)
     with tempfile.TemporaryDirectory() as tmp:
@@ -238,16 +394,21 @@ def main() -> None:
     parser.add_argument("--case", default="decode,prefill,long")
     parser.add_argument("--runs", type=int, default=6)
     parser.add_argument("--profile", action="store_true", help="profile the UI thread in one TUI turn per case")
+    parser.add_argument("--busy", action="store_true", help="one CPU-bound process runs through each pair")
     args = parser.parse_args()
     model = resolve_model()
-    ensure_tools()
-    for case in args.case.split(","):
+    cases = args.case.split(",")
+    if not set(cases) <= {"start", "typing"}:
+        ensure_tools()
+    for case in cases:
         if case == "start":
             start_times(model, args.runs)
+        elif case == "typing":
+            typing_times(model, args.runs)
         elif args.profile:
             profile(model, case)
         else:
-            run_case(case, model, args.runs)
+            run_case(case, model, args.runs, args.busy)
 
 
 if __name__ == "__main__":
