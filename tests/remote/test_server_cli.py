@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -92,6 +93,75 @@ def test_a_server_without_slot_files_saves_the_transcript_and_falls_back(chatapp
 
 def erase(url: str) -> None:
     httpx.post(f"{url}/slots/0?action=erase", json={}, timeout=60).raise_for_status()
+
+
+SESSION = ("--session", "s", *GREEDY, "--system", "You are a concise assistant.")
+
+
+def save_a_session(chatapp_run, server) -> dict:
+    """Run one turn of session "s" on `server`; its record, its slot file saved there."""
+    first = chatapp_run("ask", "Name a colour.", "--json", "--server", server.url, *SESSION)
+    assert first.returncode == 0 and "not saved" not in first.stderr, first.stderr
+    assert len(list(server.slot_dir.glob("chatapp-*.bin"))) == 1
+    return json.loads(first.stdout)
+
+
+def resume_falls_back(chatapp_run, server, reason: str, reply: str) -> dict:
+    """Resume "s" on `server`: one line gives `reason`, nothing is restored, the turn re-prefills
+    its whole prompt and both turns are in the transcript."""
+    second = chatapp_run("ask", "Name another one.", "--json", "--server", server.url, *SESSION)
+    assert second.returncode == 0, second.stderr
+    notices = [line for line in second.stderr.splitlines() if "KV state" in line]
+    assert len(notices) == 1 and "Traceback" not in second.stderr, second.stderr
+    assert re.fullmatch(rf"session s: saved KV state not used \({re.escape(reason)}\); re-prefilling "
+                        r"[1-9]\d* tokens from the transcript with the next turn", notices[0]), notices[0]
+    record = json.loads(second.stdout)
+    assert record["restored_tokens"] == 0 and record["state_fallback"] == reason
+    assert record["cached_tokens"] == 0 and record["prefill_tokens"] == record["prompt_tokens"]
+    assert record["reply"] and record["finish_reason"] in ("stop", "length")
+    exported = chatapp_run("sessions", "export", "s", "--format", "json")
+    assert exported.returncode == 0, exported.stderr
+    said = [(m["role"], m["content"]) for m in json.loads(exported.stdout)["messages"]]
+    assert said[-4:] == [("user", "Name a colour."), ("assistant", reply),
+                         ("user", "Name another one."), ("assistant", record["reply"])]
+    return record
+
+
+def test_a_session_resumed_on_a_server_with_another_context_re_prefills(chatapp_run, another_server):
+    """The fingerprint holds n_ctx: a state saved under -c 1024 is not offered to a -c 2048 server."""
+    first = another_server()
+    reply = save_a_session(chatapp_run, first)["reply"]
+    first.stop()
+    resume_falls_back(chatapp_run, another_server(n_ctx=2048), "other n_ctx (state 1024, now 2048)", reply)
+
+
+def test_a_session_whose_slot_file_is_gone_re_prefills(chatapp_run, another_server):
+    server = another_server()
+    reply = save_a_session(chatapp_run, server)["reply"]
+    for slot_file in server.slot_dir.glob("chatapp-*.bin"):
+        slot_file.unlink()
+    resume_falls_back(chatapp_run, server, "llama-server could not load the state", reply)
+
+
+def test_a_slot_file_of_another_prompt_is_not_taken_for_the_sessions(chatapp_run, another_server):
+    """The server restores any well-formed slot file; one saved from another prompt holds another
+    token count (n_restored) than chatapp saved with the session, so chatapp erases the slot and
+    re-prefills (server.py's restore_cache, the n_restored check)."""
+    server = another_server()
+    first = save_a_session(chatapp_run, server)
+    (slot_file,) = server.slot_dir.glob("chatapp-*.bin")
+    other = httpx.post(f"{server.url}/completion", timeout=120, json={
+        "prompt": "Once upon a time, " * 20, "n_predict": 1, "cache_prompt": True, "id_slot": 0})
+    other.raise_for_status()
+    saved = httpx.post(f"{server.url}/slots/0?action=save", json={"filename": slot_file.name}, timeout=60)
+    saved.raise_for_status()
+    n_other = saved.json()["n_saved"]
+    assert n_other > first["kv_used"] > 0  # the session saved the slot as its first turn left it
+    # The server loads the file (this restore is no refusal): what turns it down is chatapp's check.
+    restored = httpx.post(f"{server.url}/slots/0?action=restore", json={"filename": slot_file.name}, timeout=60)
+    assert restored.status_code == 200 and restored.json()["n_restored"] == n_other
+    erase(server.url)
+    resume_falls_back(chatapp_run, server, "llama-server could not load the state", first["reply"])
 
 
 # --- bad conditions -----------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from chatapp.engine.llama import LlamaRuntime, LoadOptions
 from chatapp.engine.local import LocalBackend
 from chatapp.engine.quant import model_info
 from chatapp.engine.server import ServerBackend
+from chatapp.engine.stats import LiveDecode
 from chatapp.errors import ContextFullError, ServerError
 from tests.engine.test_tokens import SAMPLES
 
@@ -284,3 +285,24 @@ def test_a_server_killed_mid_reply_keeps_the_reply_and_says_so(another_server):
         assert engine.messages == before  # the refused message is not half-added
     finally:
         engine.close()
+
+
+# --- live figures -------------------------------------------------------------------------------
+def test_live_decode_figures_grow_while_the_reply_streams_and_end_at_the_records(remote):
+    """Every text event carries the server's per-token timings (timings_per_token): its decode
+    count rises with each token to the record's, at a positive speed."""
+    remote.set_generation(max_tokens=48)
+    events, record = turn(remote, "Write a very long story about a ship.")
+    # Cut by max_tokens, the last streamed token has text, so the last event has the final count.
+    assert record.finish_reason == "length" and record.decode_tokens == 47
+    live = [e.live for e in events if isinstance(e, TextDelta)]
+    assert len(live) > 10 and all(isinstance(figures, LiveDecode) for figures in live)
+    counts = [figures.decode_tokens for figures in live]
+    assert counts == sorted(set(counts)), counts  # strictly rising: one event per new token or more
+    assert counts[-1] == record.decode_tokens
+    assert [f.kv_used for f in live] == [record.prompt_tokens + n for n in counts]
+    assert live[-1].kv_used == record.kv_used
+    timed = [f for f in live if f.decode_tokens > 0]
+    assert timed and all(f.decode_ms > 0 and f.decode_tps > 0 for f in timed)
+    assert [f.decode_ms for f in timed] == sorted(f.decode_ms for f in timed)
+    assert timed[-1].decode_ms <= record.decode_ms
