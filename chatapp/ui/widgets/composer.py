@@ -112,8 +112,13 @@ class Composer(TextArea):
     def type_character(self, character: str) -> None:
         """A printable key: gathered with the others of its burst, inserted once it is read.
         The app hands keys here directly while the composer has the focus (see ChatApp.on_event)."""
+        self.type_text(character)
+
+    def type_text(self, text: str) -> None:
+        """Printable keys typed in a row (one, or a burst the driver gathered; see
+        chatapp.ui.key_bursts), gathered like type_character's."""
         burst = bool(self._typed)
-        self._typed.append(character)
+        self._typed.append(text)
         self._enter_ends_burst = False
         if not burst:
             if time.monotonic() < self._burst_until:

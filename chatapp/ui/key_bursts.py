@@ -1,0 +1,83 @@
+"""Printable keys that arrive together reach the app as one message, not one each.
+
+A terminal without bracketed paste types a 20 KB paste as 20,000 key events. Textual's driver
+hands each to the event loop on its own (`Driver.send_message`: a coroutine scheduled from the
+input thread, then a pass through the app's message queue), and measured in tmux on the 2-core
+development machine that alone took the UI thread about 100 µs a key: 2 s of the 4 s the paste
+took to show (cProfile, benchmarks/tui_vs_llama_cli.py --case typing).
+
+`KeyBurstDriver` is mixed into whichever driver Textual picks. Printable keys with no modifier
+are gathered on the input thread; the first of a burst asks the loop to collect them, and by the
+time it runs, every key parsed meanwhile is in the same `KeyBurst`. Anything else (another key,
+the mouse, a resize, a paste) first sends what was gathered, so the app sees events in the order
+they came. The app gives a burst to the composer in one call when it has the focus and keys
+by their own dispatch otherwise (see ChatApp.on_key_burst). A key typed by a person is alone in
+its burst and arrives as quickly as before: one loop iteration.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from textual import events
+from textual.driver import Driver
+from textual.message import Message
+
+
+class KeyBurst(Message):
+    """Printable keys in the order they were typed."""
+
+    def __init__(self, keys: list[events.Key]) -> None:
+        super().__init__()
+        self.keys = keys
+
+    @property
+    def text(self) -> str:
+        return "".join(key.character or "" for key in self.keys)
+
+
+def gathers(message: Message) -> bool:
+    """A printable key without modifiers: what a paste types (and what no binding needs).
+    Textual names a key with a modifier "ctrl+x", "alt+x", ...; a plain key has no "+"."""
+    return (isinstance(message, events.Key) and message.is_printable and message.character is not None
+            and len(message.character) == 1 and "+" not in message.key)
+
+
+class KeyBurstDriver(Driver):
+    """A mixin over a Textual driver: see the module docstring."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._burst: list[events.Key] = []
+        self._burst_lock = threading.Lock()
+
+    def send_message(self, message: Message) -> None:
+        with self._burst_lock:
+            if gathers(message):
+                first = not self._burst
+                self._burst.append(message)  # type: ignore[arg-type]
+                if first:
+                    self._loop.call_soon_threadsafe(self._send_burst)
+                return
+            self._flush_locked()
+            super().send_message(message)
+
+    def _send_burst(self) -> None:
+        with self._burst_lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        if not self._burst:
+            return
+        keys, self._burst = self._burst, []
+        burst = KeyBurst(keys) if len(keys) > 1 else keys[0]
+        burst.set_sender(self._app)
+        super().send_message(burst)
+
+
+def with_key_bursts(driver_class: type[Driver]) -> type[Driver]:
+    """`driver_class` with KeyBurstDriver in front of it."""
+    if issubclass(driver_class, KeyBurstDriver):
+        return driver_class
+    return type(f"KeyBurst{driver_class.__name__}", (KeyBurstDriver, driver_class), {})
