@@ -68,9 +68,9 @@ def attention_capture_cost(path: Path, runs: int, reply_tokens: int) -> dict:
     The capture is a replay of the turn's tokens in a context of its own (chatapp.engine.attention),
     so it is timed as such: the best and median of `runs` captures of one greedy turn, against a
     plain prefill of the same tokens on the chat's own context (flash attention on, no callback).
-    Decode is checked, not timed: the chat's context has no cb_eval, before and after a capture,
+    Decode is checked and timed: the chat's context has no cb_eval, before and after a capture,
     the capture leaves its cache byte for byte, and the next turn's greedy reply is the same
-    with or without a capture before it.
+    with or without a capture before it; that turn's decode tok/s is compared too, in pairs.
     """
     from chatapp.config import Settings  # noqa: PLC0415
     from chatapp.engine.backend import GenerationSettings  # noqa: PLC0415
@@ -87,13 +87,16 @@ def attention_capture_cost(path: Path, runs: int, reply_tokens: int) -> dict:
         chat.generation = generation
         return chat
 
-    def replies(capture: bool) -> list[str]:
-        chat, out = engine(), []
-        for text in (ATTENTION_PROMPT, "Now in one sentence."):
-            out.append(list(chat.send(text))[-1].record.reply)
+    def replies(capture: bool) -> tuple[list[str], float]:
+        """Two greedy turns, a capture between them or not: the replies, and the second turn's
+        decode tok/s (llama.cpp's counters)."""
+        chat, out, record = engine(), [], None
+        for text in (ATTENTION_PROMPT, "Now in one sentence. Then tell me more about attention heads."):
+            record = list(chat.send(text))[-1].record
+            out.append(record.reply)
             if capture and len(out) == 1:
                 chat.attention()
-        return out
+        return out, record.decode_tps
 
     try:
         callback_before = has_eval_callback(runtime)
@@ -113,13 +116,19 @@ def attention_capture_cost(path: Path, runs: int, reply_tokens: int) -> dict:
             start = time.perf_counter()
             runtime.eval(tokens)
             prefill.append(time.perf_counter() - start)
-        same_replies = replies(capture=True) == replies(capture=False)
+        same, ratios = True, []
+        for i in range(runs * 2):  # pairs in alternating order: the machine's drift cancels
+            order = (True, False) if i % 2 == 0 else (False, True)
+            result = {capture: replies(capture) for capture in order}
+            same = same and result[True][0] == result[False][0]
+            ratios.append(result[True][1] / result[False][1])
         return {
             "tokens": len(tokens), "reply_rows": found.rows, "map_bytes": found.mean.nbytes + found.heads.nbytes,
             "best_s": min(times), "median_s": statistics.median(times),
             "replay_tps": len(tokens) / min(times), "prefill_tps": len(tokens) / min(prefill),
             "callback_on_chat_context": callback_before or has_eval_callback(runtime),
-            "cache_kept": cache_kept, "same_replies": same_replies,
+            "cache_kept": cache_kept, "same_replies": same,
+            "decode_ratio": statistics.median(ratios), "decode_ratios": (min(ratios), max(ratios)), "pairs": len(ratios),
         }
     finally:
         runtime.close()
@@ -154,6 +163,9 @@ def main() -> None:
     print(f"  decode pays nothing: cb_eval on the chat's context: {cost['callback_on_chat_context']}; "
           f"its cache unchanged by a capture: {cost['cache_kept']}; "
           f"same greedy replies with and without a capture between turns: {cost['same_replies']}")
+    low, high = cost["decode_ratios"]
+    print(f"  decode tok/s of the next turn, after a capture against without one: median {cost['decode_ratio']:.3f} "
+          f"({low:.3f}-{high:.3f}, {cost['pairs']} pairs in alternating order)")
 
 if __name__ == "__main__":
     main()
