@@ -128,7 +128,8 @@ def attention_capture_cost(path: Path, runs: int, reply_tokens: int) -> dict:
             "replay_tps": len(tokens) / min(times), "prefill_tps": len(tokens) / min(prefill),
             "callback_on_chat_context": callback_before or has_eval_callback(runtime),
             "cache_kept": cache_kept, "same_replies": same,
-            "decode_ratio": statistics.median(ratios), "decode_ratios": (min(ratios), max(ratios)), "pairs": len(ratios),
+            "decode_ratio": statistics.median(ratios), "decode_ratios": (min(ratios), max(ratios)),
+            "pairs": len(ratios),
         }
     finally:
         runtime.close()

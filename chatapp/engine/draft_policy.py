@@ -13,8 +13,9 @@ which slows every step alike, does not date them), seeded with the batch times t
 check took for every size it decoded (chatapp.engine.exact_batches), and a from how drafts
 fared, kept per match length (a 4-token match guesses better than a 1-token one). The seeds
 matter: on two CPU cores the default model's batch of 2 costs 1.7 steps, of 9 six, of 17 ten,
-so a straight line through the first sizes tried would never try the long drafts that pay. Each figure is an exponentially
-weighted mean, so a reply that starts or stops copying moves them within a few steps.
+so a straight line through the first sizes tried would never try the long drafts that pay.
+Each figure is an exponentially weighted mean, so a reply that starts or stops copying moves
+them within a few steps.
 
 Backing off is cheap: the decoder compares the drafter's guess with the token it samples on
 every plain step ("shadow" checks), which costs a dict lookup and no decode, so acceptance is
@@ -100,12 +101,6 @@ class DraftPolicy:
     def accept_rate(self, match: int) -> float:
         return self.acceptance.get(self.bucket(match), PRIOR_ACCEPTANCE)
 
-    def expected_speedup(self, k: int, match: int) -> float:
-        """Expected tokens per unit time with k drafts, relative to plain steps."""
-        a = min(self.accept_rate(match), 0.999)
-        advance = (1.0 - a ** (k + 1)) / (1.0 - a)
-        return advance / self.ratio(k + 1)
-
     # --- the decision --------------------------------------------------------------------
     def choose(self, match: int, available: int) -> int:
         """How many of the `available` draft tokens (from a `match`-token match) to verify now.
@@ -122,7 +117,7 @@ class DraftPolicy:
         if 1.0 / (1.0 - a) < (1.0 + self.margin) * costs[0]:
             return 0
         best_k, best = 0, 1.0 + self.margin
-        advance, gain = 1.0, 1.0
+        advance, gain = 1.0, 1.0  # expected advance with k drafts: 1 + a + ... + a^k
         for k in range(1, min(available, self.k_max) + 1):
             gain *= a
             advance += gain
