@@ -166,7 +166,7 @@ class ChatApp(App[None]):
         if (isinstance(event, events.Key) and not event.is_forwarded and event.is_printable and event.character
                 and (composer := self._typing_target()) is not None):
             self.app_focus = True
-            composer.type_character(event.character)
+            composer.type_text(event.character)
             return
         await super().on_event(event)
 

@@ -83,7 +83,7 @@ class Composer(TextArea):
         if event.is_printable and event.character and not self.read_only:
             event.stop()
             event.prevent_default()
-            self.type_character(event.character)
+            self.type_text(event.character)
             return
         if event.key in self.SUBMIT_KEYS and burst:  # a pasted line break, or the end of a burst
             event.stop()
@@ -109,14 +109,10 @@ class Composer(TextArea):
         self._enter_ends_burst = False
         self.flush_typed()
 
-    def type_character(self, character: str) -> None:
-        """A printable key: gathered with the others of its burst, inserted once it is read.
-        The app hands keys here directly while the composer has the focus (see ChatApp.on_event)."""
-        self.type_text(character)
-
     def type_text(self, text: str) -> None:
-        """Printable keys typed in a row (one, or a burst the driver gathered; see
-        chatapp.ui.key_bursts), gathered like type_character's."""
+        """Printable keys (one, or a burst the driver gathered; see chatapp.ui.key_bursts):
+        gathered with the others of their burst, inserted once it is read. The app hands keys
+        here directly while the composer has the focus (see ChatApp.on_event)."""
         burst = bool(self._typed)
         self._typed.append(text)
         self._enter_ends_burst = False
