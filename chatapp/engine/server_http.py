@@ -95,15 +95,36 @@ class ServerClient:
         return self._request("POST", path, body, timeout)
 
     def _request(self, method: str, path: str, body: dict | None, timeout: float) -> dict | list:
+        content = None if body is None else json.dumps(body).encode()
         try:
-            response = self._pool.request(method, self._base + path, headers=self._headers,
-                                          content=None if body is None else json.dumps(body).encode(),
-                                          extensions={"timeout": _timeouts(timeout)})
+            response = self._send(method, path, content, timeout)
         except HTTP_ERRORS as exc:
             raise self.unreachable(exc) from None
         if response.status != 200:
             raise self.refusal(response.status, response.content, path)
         return self._json(response.content, path)
+
+    def _send(self, method: str, path: str, content: bytes | None, timeout: float) -> httpcore.Response:
+        """One request, tried again once on a fresh connection when a kept-alive one turns out
+        dead (the server restarted or was killed since): without that, the first request after
+        a server went away reports a lost connection instead of "cannot connect", and the first
+        after a restart fails at all. Every request sent here is idempotent (tokenize, render,
+        props, slot files, a cache-priming n_predict=0 completion), so sending it twice is safe;
+        streams never come here."""
+        fresh = []
+
+        def trace(name: str, info: dict) -> None:
+            if name.startswith("connection.connect_tcp"):
+                fresh.append(name)
+
+        send = lambda: self._pool.request(method, self._base + path, headers=self._headers, content=content,  # noqa: E731
+                                          extensions={"timeout": _timeouts(timeout), "trace": trace})
+        try:
+            return send()
+        except (httpcore.ReadError, httpcore.WriteError, httpcore.RemoteProtocolError):
+            if fresh:  # a new connection failed: that is the answer, not a stale one
+                raise
+        return send()
 
     def _json(self, content: bytes, path: str):
         try:

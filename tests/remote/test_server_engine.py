@@ -280,6 +280,7 @@ def test_a_server_killed_mid_reply_keeps_the_reply_and_says_so(another_server):
         assert "mid-reply" in record.extra["server_error"] and "kept" in record.extra["server_error"]
         assert engine.messages[-1] == Message("assistant", text, stopped=True)
         before = engine.messages
+        server.popen.wait(timeout=30)  # gone for good: its sockets are closed (a stale pooled one is retried)
         with pytest.raises(ServerError, match="cannot connect"):
             list(engine.send("Are you there?"))
         assert engine.messages == before  # the refused message is not half-added
