@@ -29,6 +29,14 @@ a copy (bytes read + bytes written). Target: within 15%.
     .venv/bin/python benchmarks/speculative.py --probe-only
     .venv/bin/python benchmarks/speculative.py --drafter-cost
     .venv/bin/python benchmarks/speculative.py --verify-cost [--kv-type q8_0]
+    .venv/bin/python benchmarks/speculative.py --ceiling [--draft-max 8]
+
+--ceiling asks llama.cpp's own llama-bench (chatapp.llama_tools) what bounds any drafting on
+this machine: a step that verifies k drafts and accepts them all yields k + 1 tokens for one
+batch of k + 1, so no drafter, however good, beats the ratio of llama.cpp's prompt speed for a
+batch of k + 1 to its generation speed, at the copy tasks' own context depths (a verify batch
+also needs logits at every row, which llama-bench's prompt test does not compute, so the true
+ceiling is a little lower still).
 """
 
 from __future__ import annotations
@@ -290,6 +298,35 @@ def verify_cost(path, threads: int, kv_type: str, rounds: int = 30) -> None:
     rt.close()
 
 
+def ceiling(path, threads: int, kv_type: str, draft_max: int) -> None:
+    import json
+    import subprocess
+
+    from chatapp.engine.llama import LlamaRuntime, LoadOptions
+    from chatapp.llama_tools import ensure_tools
+
+    rt = LlamaRuntime(path, LoadOptions(n_ctx=1024, n_threads=threads, kv_type=kv_type))
+    depths = {}
+    for text in TASKS["copy"]:
+        rendered = rt.render_chat([{"role": "user", "content": text}], add_generation_prompt=True)
+        depths[text.split(":")[0][:40]] = len(rt.tokenize(rendered, special=True))
+    rt.close()
+    bench = ensure_tools() / "llama-bench"
+    sizes = sorted({draft_max + 1, 9, 17})
+    print(f"{path.name}, {threads} threads, KV {kv_type}, flash attention on: llama-bench, prompt t/s for a batch "
+          "against generation t/s, at each copy task's prompt length")
+    for task, depth in depths.items():
+        command = [str(bench), "-m", str(path), "-t", str(threads), "-fa", "1", "-ctk", kv_type, "-ctv", kv_type,
+                   "-p", ",".join(map(str, sizes)), "-n", "32", "-d", str(depth), "-r", "5", "-o", "json"]
+        rows = json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+        generation = next(r["avg_ts"] for r in rows if r["n_gen"] > 0)
+        for row in (r for r in rows if r["n_prompt"] > 0):
+            m = row["n_prompt"]
+            print(f"  {task:<40} depth {depth:4d}: batch of {m:2d} {row['avg_ts']:6.1f} t/s, generation "
+                  f"{generation:5.1f} t/s: {m - 1:2d} drafts all accepted gain at most "
+                  f"{row['avg_ts'] / generation:.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None)
@@ -304,6 +341,7 @@ def main() -> None:
     parser.add_argument("--probe-rounds", type=int, default=5)
     parser.add_argument("--drafter-cost", action="store_true")
     parser.add_argument("--verify-cost", action="store_true")
+    parser.add_argument("--ceiling", action="store_true", help="llama-bench's bound on any drafting here.")
     parser.add_argument("--draft-max", type=int, default=None,
                         help="Drafts a step may verify (default: the config's default).")
     args = parser.parse_args()
@@ -316,6 +354,12 @@ def main() -> None:
         from chatapp.engine.models import resolve_model
 
         verify_cost(resolve_model(args.model), threads, args.kv_type)
+        return
+    if args.ceiling:
+        from chatapp.config import Settings
+        from chatapp.engine.models import resolve_model
+
+        ceiling(resolve_model(args.model), threads, args.kv_type, args.draft_max or Settings().draft_max)
         return
     if not args.probe_only:
         from chatapp.engine.models import resolve_model
