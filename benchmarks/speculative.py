@@ -302,15 +302,11 @@ def ceiling(path, threads: int, kv_type: str, draft_max: int) -> None:
     import json
     import subprocess
 
-    from chatapp.engine.llama import LlamaRuntime, LoadOptions
     from chatapp.llama_tools import ensure_tools
 
-    rt = LlamaRuntime(path, LoadOptions(n_ctx=1024, n_threads=threads, kv_type=kv_type))
-    depths = {}
-    for text in TASKS["copy"]:
-        rendered = rt.render_chat([{"role": "user", "content": text}], add_generation_prompt=True)
-        depths[text.split(":")[0][:40]] = len(rt.tokenize(rendered, special=True))
-    rt.close()
+    runtime = RuntimeBench(path, threads, kv_type, n_ctx=1024)  # the prompts as the paired runs build them
+    depths = {text.split(":")[0][:40]: len(runtime._prompt(text)) for text in TASKS["copy"]}
+    runtime.rt.close()
     bench = ensure_tools() / "llama-bench"
     sizes = sorted({draft_max + 1, 9, 17})
     print(f"{path.name}, {threads} threads, KV {kv_type}, flash attention on: llama-bench, prompt t/s for a batch "
