@@ -106,7 +106,8 @@ def ask(
     model: ModelOpt = None,
     system: SystemOpt = None,
     max_tokens: Annotated[Optional[int], typer.Option("--max-tokens")] = None,
-    temperature: Annotated[Optional[float], typer.Option("--temperature", help="0 is greedy; repeatable with a fixed --threads.")] = None,
+    temperature: Annotated[Optional[float], typer.Option(
+        "--temperature", help="0 is greedy; repeatable with a fixed --threads.")] = None,
     seed: Annotated[Optional[int], typer.Option("--seed")] = None,
     n_ctx: CtxOpt = None,
     kv_type: Annotated[Optional[str], typer.Option("--kv-type", help="f16, q8_0 or q4_0.")] = None,

@@ -43,7 +43,7 @@ class SamplingScreen(ModalScreen[Sampling | None]):
     def compose(self) -> ComposeResult:
         with Vertical() as box:
             box.border_title = "Sampling"
-            yield Label(f"Temperature (0 = greedy and repeatable, up to {MAX_TEMPERATURE:g})")
+            yield Label(f"Temperature (0 = greedy, up to {MAX_TEMPERATURE:g})")
             yield Input(f"{self.current.temperature:g}", id="temperature", type="number")
             yield Label(f"Max tokens per reply (1 to {MAX_TOKENS:,})")
             yield Input(str(self.current.max_tokens), id="max-tokens", type="integer")
