@@ -10,13 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from chatapp.engine.retrieval.context import RetrievedContext, message_content
 from chatapp.engine.stats import LiveDecode, TurnRecord
-
-if TYPE_CHECKING:
-    from chatapp.engine.prompt_view import PromptToken
+from chatapp.engine.tokens import Token
 
 
 @dataclass(frozen=True)
@@ -29,6 +26,19 @@ class Message:
 
     def as_template_input(self) -> dict[str, str]:
         return {"role": self.role, "content": message_content(self.content, self.context)[0]}
+
+
+@dataclass(frozen=True)
+class PromptToken:
+    """One token of the prompt as the model saw it: its role and where it came from
+    (chatapp.engine.prompt_view builds them; `TurnDone.view` carries them)."""
+
+    token: Token
+    role: str
+    origin: str
+    """cached (reused from the KV cache), prefilled (computed this turn) or generated."""
+    drafted: bool = False
+    """A generated token that came from an accepted draft (speculative decoding)."""
 
 
 @dataclass(frozen=True)

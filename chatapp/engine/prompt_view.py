@@ -11,20 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from chatapp.engine.events import Message
+from chatapp.engine.events import Message, PromptToken
 from chatapp.engine.tokens import Token
 
 ROLES = ("system", "user", "assistant", "retrieved", "template")
-
-
-@dataclass(frozen=True)
-class PromptToken:
-    token: Token
-    role: str
-    origin: str
-    """cached (reused from the KV cache), prefilled (computed this turn) or generated."""
-    drafted: bool = False
-    """A generated token that came from an accepted draft (speculative decoding)."""
 
 
 Render = Callable[..., str]

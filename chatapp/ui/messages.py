@@ -13,7 +13,7 @@ from textual.message import Message
 from chatapp.engine.events import ContextTrimmed, PrefillDone, PrefillProgress
 from chatapp.engine.retrieval.attachments import AttachReport
 from chatapp.engine.retrieval.context import RetrievedContext
-from chatapp.engine.prompt_view import PromptToken
+from chatapp.engine.events import PromptToken
 from chatapp.engine.stats import LiveDecode, TurnRecord
 from chatapp.engine.tokens import Token
 

@@ -19,7 +19,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from chatapp.engine.prompt_view import PromptToken
+from chatapp.engine.events import PromptToken
 from chatapp.engine.tokens import Token
 from chatapp.format import count, visible_piece
 from chatapp.ui.widgets.paint import Sketch, bg, fg, legend, swatch
