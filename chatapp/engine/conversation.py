@@ -9,14 +9,6 @@ from chatapp.engine.events import ContextTrimmed, Message
 from chatapp.errors import ContextFullError, InputError
 
 
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
-
-
 class Conversation:
     def __init__(self, system_prompt: str = "") -> None:
         self.messages: list[Message] = []

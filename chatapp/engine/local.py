@@ -21,7 +21,6 @@ from chatapp.config import DraftMode, Settings
 from chatapp.engine import tokens as token_views
 from chatapp.engine.attention import AttentionMap, AttentionUnavailable, capture
 from chatapp.engine.backend import CacheState, Drafting, GenerationSettings, ModelSummary
-from chatapp.engine.conversation import common_prefix
 from chatapp.engine.draft_policy import DraftPolicy
 from chatapp.engine.drafting import LocalDrafting
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
@@ -31,7 +30,7 @@ from chatapp.engine.llama import (
 from chatapp.engine.roofline import prefill_flops_per_token, record_figures
 from chatapp.engine.stats import DraftFigures, LiveDecode, rate
 from chatapp.engine.threads import ThreadPolicy
-from chatapp.engine.tokens import Token, Utf8Stream
+from chatapp.engine.tokens import Token, Utf8Stream, common_prefix
 
 PREFILL_CHUNK = 256
 """Prompt tokens per prefill batch: a progress event after each (the Speed panel's live

@@ -27,13 +27,12 @@ from chatapp.engine import tokens as token_views
 from chatapp.config import DraftMode, Settings
 from chatapp.engine.attention import AttentionUnavailable
 from chatapp.engine.backend import CacheState, Drafting, GenerationSettings
-from chatapp.engine.conversation import common_prefix
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
 from chatapp.engine.server_http import ServerClient, StreamBroken
 from chatapp.engine.server_summary import SERVER_KIND, summarize, template_sha256
 from chatapp.engine.server_tokens import ServerVocabulary
 from chatapp.engine.stats import LiveDecode
-from chatapp.engine.tokens import Token
+from chatapp.engine.tokens import Token, common_prefix
 from chatapp.errors import ServerError
 
 SLOT = 0

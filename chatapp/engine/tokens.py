@@ -8,8 +8,18 @@ split character, and joining the pieces gives back the input.
 from __future__ import annotations
 
 import codecs
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading ids `a` and `b` share: the part of a cache a new prompt can reuse."""
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
 
 
 class Vocabulary(Protocol):

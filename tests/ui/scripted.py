@@ -19,10 +19,9 @@ import numpy as np
 from chatapp.config import DraftMode
 from chatapp.engine.attention import AttentionMap, AttentionUnavailable, SoftMaxCollector, capture
 from chatapp.engine.backend import CacheState, Drafting, GenerationSettings, ModelSummary
-from chatapp.engine.conversation import common_prefix
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
 from chatapp.engine.stats import LiveDecode
-from chatapp.engine.tokens import Token
+from chatapp.engine.tokens import Token, common_prefix
 
 SPECIALS = {"<|im_start|>": 1, "<|im_end|>": 2}
 WORD = re.compile(r"<\|im_(?:start|end)\|>|\s*[^\s<]+|\s+|<")

@@ -35,7 +35,7 @@ from pathlib import Path
 from chatapp import paths
 from chatapp.config import Settings
 from chatapp.engine.backend import CacheState
-from chatapp.engine.conversation import common_prefix
+from chatapp.engine.tokens import common_prefix
 from chatapp.engine.engine import Engine
 from chatapp.engine.events import Message
 from chatapp.engine.sessions.files import atomic_write, clean_temp_files, evict_lru, list_states, temp_path, touch
