@@ -17,6 +17,7 @@ from llama_cpp import Llama
 
 from chatapp.config import Settings
 from chatapp.engine.engine import Engine
+from chatapp.engine.opening import open_engine
 from chatapp.engine.events import PrefillDone, TurnDone
 from chatapp.engine.hardware import physical_cores
 from chatapp.engine.llama import silence_llama_logs
@@ -66,7 +67,7 @@ def main() -> None:
     path = resolve_model(args.model)
     threads = physical_cores()
     settings = Settings(n_ctx=args.ctx, temperature=0.0, max_tokens=args.tokens, threads=threads)
-    engine = Engine.open(settings, str(path))
+    engine = open_engine(settings, str(path))
     silence_llama_logs()
     bare = Llama(str(path), n_ctx=args.ctx, n_batch=512, n_ubatch=512, n_threads=threads,
                  n_threads_batch=threads, flash_attn=settings.flash_attn, verbose=False)

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 
 from chatapp.config import Settings
 from chatapp.engine.engine import Engine
+from chatapp.engine.opening import connect_engine
 from chatapp.engine.events import TextDelta, TurnDone
 from chatapp.engine.hardware import physical_cores
 from chatapp.engine.models import resolve_model
@@ -54,7 +55,7 @@ def connect(settings: Settings) -> Engine:
     deadline = time.monotonic() + 120
     while True:
         try:
-            return Engine.connect(settings)
+            return connect_engine(settings)
         except ServerError:  # not listening yet
             if time.monotonic() > deadline:
                 raise

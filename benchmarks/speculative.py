@@ -171,6 +171,7 @@ class EngineBench:
     def __init__(self, path, threads: int, kv_type: str, n_ctx: int, draft_max: int | None = None):
         from chatapp.config import Settings
         from chatapp.engine.engine import Engine
+        from chatapp.engine.opening import open_engine
 
         if "draft" not in {f.name for f in dataclasses.fields(Settings)}:
             raise SystemExit("speculation is not wired into the engine yet (Settings has no 'draft'); "
@@ -178,7 +179,7 @@ class EngineBench:
         base = Settings(n_ctx=n_ctx, threads=threads, kv_type=kv_type)
         if draft_max:
             base = base.replace(draft_max=draft_max)
-        self.engines = {mode: Engine.open(base.replace(draft=mode), str(path)) for mode in ("ngram", "off")}
+        self.engines = {mode: open_engine(base.replace(draft=mode), str(path)) for mode in ("ngram", "off")}
         drafting = self.engines["ngram"].drafting
         if not drafting.active:
             raise SystemExit(f"drafting cannot run here: {drafting.off_because}")

@@ -72,13 +72,13 @@ def settings_with(**overrides) -> Settings:
 def open_engine(settings: Settings, model: str | None, console: Console | None = None) -> Engine:
     """The engine the settings ask for: a local model (pulled if missing) or a llama-server."""
     from chatapp.commands.progress import pull_progress, server_loading, tidy_models_dir
-    from chatapp.engine.engine import Engine
+    from chatapp.engine import opening
 
     console = console or Console(stderr=True)
     if not settings.server:
         tidy_models_dir(console)
     with pull_progress(console) as progress, server_loading(console, settings.server) as waiting:
-        return Engine.open(settings, model, progress=progress, waiting=waiting)
+        return opening.open_engine(settings, model, progress=progress, waiting=waiting)
 
 
 def chat(

@@ -49,7 +49,7 @@ def neighbours(
     """
     from chatapp.commands.progress import pull_progress
     from chatapp.config import load_settings
-    from chatapp.engine.engine import Engine
+    from chatapp.engine.opening import load_engine
     from chatapp.engine.models import resolve_model
     from chatapp.engine.neighbours import EmbeddingIndex
 
@@ -62,7 +62,7 @@ def neighbours(
     with pull_progress(err) as progress:
         path = resolve_model(model, settings, progress=progress)
     # The model is loaded only for its tokenizer: the smallest context, nothing on a GPU.
-    engine = Engine.load(settings.replace(n_ctx=256, gpu_layers=0), path)
+    engine = load_engine(settings.replace(n_ctx=256, gpu_layers=0), path)
     try:
         tokens = engine.tokenize(text)
         if not tokens:

@@ -36,7 +36,7 @@ def run_app(settings: Settings, *, model: str | None = None, session: str | None
     is resumed once the TUI is up (`system`, the --system given, replacing its system prompt),
     and saved again when it closes."""
     from chatapp.commands.progress import pull_progress, server_loading  # noqa: PLC0415
-    from chatapp.engine.engine import Engine  # noqa: PLC0415
+    from chatapp.engine.opening import load_engine, open_engine  # noqa: PLC0415
     from chatapp.engine.models import resolve_model  # noqa: PLC0415
 
     check_terminal()
@@ -49,7 +49,7 @@ def run_app(settings: Settings, *, model: str | None = None, session: str | None
         sessions = SessionManager.open(settings)  # before loading the model: a bad database fails fast
     if settings.server:  # the server's model: no pull, no load; a model still loading is waited for here
         with server_loading(err, settings.server) as waiting:
-            engine = Engine.open(settings, model, waiting=waiting)
+            engine = open_engine(settings, model, waiting=waiting)
         from chatapp.ui.app import ChatApp  # noqa: PLC0415
     else:
         from chatapp.commands.progress import tidy_models_dir  # noqa: PLC0415
@@ -58,11 +58,12 @@ def run_app(settings: Settings, *, model: str | None = None, session: str | None
         with pull_progress(err) as progress:
             path = resolve_model(model, settings, progress=progress)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatapp-load") as pool:
-            loading = pool.submit(Engine.load, settings, path)
+            loading = pool.submit(load_engine, settings, path)
             from chatapp.ui.app import ChatApp  # noqa: PLC0415 - imported while the model loads
 
             engine = loading.result()
-    app = ChatApp(engine, settings=settings, session=session, sessions=sessions, system_prompt=system)
+    app = ChatApp(engine, settings=settings, session=session, sessions=sessions, system_prompt=system,
+                  opener=open_engine)
     try:
         app.run()
     finally:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -58,49 +58,6 @@ class Engine:
         drafting = backend.set_drafting(settings.draft, settings.draft_max)
         if drafting.off_because:
             self.load_notices.append(drafting.describe())
-
-    # --- opening -------------------------------------------------------------------------
-    @classmethod
-    def open(cls, settings: Settings, model: str | None = None,
-             progress: Callable[[str, int, int], None] | None = None,
-             waiting: Callable[[float], None] | None = None) -> "Engine":
-        """The in-process backend on a model spec (see `resolve_model`), pulling the default if
-        missing; or, when settings.server is set, the llama-server there (see `connect`)."""
-        if settings.server:
-            if model:
-                from chatapp.engine.server_http import display_url  # noqa: PLC0415
-
-                raise InputError(f"--model {model} is a local model; the llama-server at "
-                                 f"{display_url(settings.server)} serves the model it was started with")
-            return cls.connect(settings, waiting=waiting)
-        from chatapp.engine.models import resolve_model  # noqa: PLC0415
-
-        return cls.load(settings, resolve_model(model, settings, progress=progress))
-
-    @classmethod
-    def connect(cls, settings: Settings, url: str | None = None, api_key: str | None = None,
-                waiting: Callable[[float], None] | None = None) -> "Engine":
-        """The llama-server backend (settings.server and settings.api_key unless given);
-        `waiting(elapsed_s)` is called while the server is still loading its model."""
-        from chatapp.engine.server import ServerBackend  # noqa: PLC0415
-
-        url = url or settings.server
-        backend = ServerBackend.connect(url, settings.api_key if api_key is None else api_key, waiting)
-        return cls(backend, settings)
-
-    @classmethod
-    def load(cls, settings: Settings, path: Path) -> "Engine":
-        """The in-process backend on a model file already resolved and checked. What can't fit in
-        memory (or exceeds the training context without allow_long_ctx) is refused before
-        llama.cpp allocates it."""
-        from chatapp.engine.llama import gpu_offload_supported  # noqa: PLC0415 - loads llama_cpp
-        from chatapp.engine.local import LocalBackend  # noqa: PLC0415
-        from chatapp.engine.memory_check import check_load  # noqa: PLC0415
-
-        notices = check_load(settings, path, offloaded=settings.gpu_layers != 0 and gpu_offload_supported())
-        engine = cls(LocalBackend.load(path, settings), settings)
-        engine.load_notices[:0] = notices
-        return engine
 
     # --- what is loaded ------------------------------------------------------------------
     @property

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -58,6 +59,9 @@ from chatapp.ui.widgets.quant_panel import QuantPanel
 from chatapp.ui.widgets.speed_panel import SpeedPanel
 from chatapp.ui.widgets.tokens_panel import TokensPanel
 from chatapp.ui.widgets.transcript import Transcript
+
+Opener = Callable[[Settings, str], Engine]
+"""Opens the model a spec names with these settings (chatapp.engine.opening.open_engine)."""
 
 WIDE_AT = 120
 """Terminal columns from which the panels sit beside the transcript instead of below it."""
@@ -117,10 +121,13 @@ class ChatApp(App[None]):
 
     def __init__(self, engine: Engine, *, settings: Settings | None = None, session: str | None = None,
                  themes: ThemeLoadResult | None = None, sessions: SessionManager | None = None,
-                 system_prompt: str | None = None) -> None:
+                 system_prompt: str | None = None, opener: Opener | None = None) -> None:
         """`system_prompt`: one given on the command line, which replaces the system prompt of
-        the session opened at start (the engine's settings start a new chat with it already)."""
+        the session opened at start (the engine's settings start a new chat with it already).
+        `opener(settings, spec)` opens another model for the model switch (Ctrl+L); without one
+        the app keeps the model it was given."""
         self.engine: Engine = engine
+        self._opener = opener
         self.settings: Settings = settings or engine.settings
         self.session = session
         """The session to open at start (it is created on the first save if it doesn't exist)."""
@@ -600,6 +607,9 @@ class ChatApp(App[None]):
     def action_switch_model(self) -> None:
         if self.busy("switch model"):
             return
+        if self._opener is None:
+            self.notify("this chat was opened on one model and cannot switch", severity="warning", markup=False)
+            return
         if self.engine.summary.kind != "in-process":
             self.notify(f"{self.engine.summary.location} serves the model it was started with; restart it "
                         "with another -m to switch", severity="warning", markup=False)
@@ -632,7 +642,7 @@ class ChatApp(App[None]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="model")
     def load_model(self, spec: str) -> None:
         try:
-            engine = type(self.engine).open(self.settings, spec)
+            engine = self._opener(self.settings, spec)
             # Sized (and chunked) again with the new model's tokenizer and context, here off the UI thread.
             engine.set_attachments(plan.attachment for plan in self.engine.attachments)
         except ChatappError as exc:

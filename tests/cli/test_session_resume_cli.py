@@ -15,6 +15,7 @@ import pytest
 
 from chatapp.config import Settings
 from chatapp.engine.engine import Engine
+from chatapp.engine.opening import open_engine
 from chatapp.engine.events import Message
 from chatapp.engine.sessions import SessionManager
 
@@ -48,7 +49,7 @@ def engine_at(default_model_path):
 
     def make(n_ctx: int, system_prompt: str = Settings().system_prompt, max_tokens: int = 24) -> Engine:
         settings = Settings(n_ctx=n_ctx, temperature=0.0, max_tokens=max_tokens, system_prompt=system_prompt)
-        engines.append(Engine.open(settings, str(default_model_path)))
+        engines.append(open_engine(settings, str(default_model_path)))
         return engines[-1]
 
     yield make

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from chatapp.config import Settings
-from chatapp.engine.engine import Engine
+from chatapp.engine.opening import open_engine
 from chatapp.engine.hardware import physical_cores
 from chatapp.engine.threads import OtherLoad, ThreadPolicy, cached_choice
 
@@ -82,7 +82,7 @@ def test_a_turn_on_a_busy_machine_decodes_with_fewer_threads(default_model_path,
     cores = physical_cores()
     if cores < 2:
         pytest.fail("this test needs at least 2 physical cores to show the back-off")
-    engine = Engine.open(Settings(n_ctx=512, temperature=0.0, max_tokens=24), str(default_model_path))
+    engine = open_engine(Settings(n_ctx=512, temperature=0.0, max_tokens=24), str(default_model_path))
     try:
         time.sleep(0.6)  # the policy looks at the machine's load at least twice a second
         record = list(engine.send("Count to ten."))[-1].record

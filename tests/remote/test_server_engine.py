@@ -12,6 +12,7 @@ import pytest
 from chatapp.engine.attention import AttentionUnavailable
 from chatapp.engine.backend import NOT_REPORTED, Backend
 from chatapp.engine.engine import Engine
+from chatapp.engine.opening import connect_engine
 from chatapp.engine.events import ContextTrimmed, Message, PrefillProgress, TextDelta, TurnDone
 from chatapp.engine.llama import LlamaRuntime, LoadOptions
 from chatapp.engine.local import LocalBackend
@@ -42,7 +43,7 @@ def local(default_model_path):
 @pytest.fixture
 def remote(llama_server):
     """A fresh engine on the session's server, its slot emptied."""
-    engine = Engine.connect(SETTINGS.replace(server=llama_server.url))
+    engine = connect_engine(SETTINGS.replace(server=llama_server.url))
     engine.clear_cache()
     yield engine
     engine.close()
@@ -229,7 +230,7 @@ def test_regenerate_reuses_no_more_than_before_and_repeats_a_greedy_reply(remote
 # --- the context policy ---------------------------------------------------------------------------
 def test_a_small_server_context_drops_old_turns_then_refuses(another_server):
     server = another_server(n_ctx=256)
-    engine = Engine.connect(SETTINGS.replace(server=server.url, max_tokens=16))
+    engine = connect_engine(SETTINGS.replace(server=server.url, max_tokens=16))
     try:
         assert engine.n_ctx == 256
         trimmed = []
@@ -265,7 +266,7 @@ def test_the_servers_own_context_refusal_is_the_same_one_line_error(another_serv
 # --- a server that goes away ---------------------------------------------------------------------
 def test_a_server_killed_mid_reply_keeps_the_reply_and_says_so(another_server):
     server = another_server()
-    engine = Engine.connect(SETTINGS.replace(server=server.url, max_tokens=400))
+    engine = connect_engine(SETTINGS.replace(server=server.url, max_tokens=400))
     try:
         text = ""
         for event in engine.send("Write a very long story about a ship."):

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from chatapp.engine.backend import NOT_REPORTED
-from chatapp.engine.engine import Engine
+from chatapp.engine.opening import open_engine
 from chatapp.format import count, ms, tps
 from chatapp.ui.app import ChatApp
 from chatapp.ui.messages import ModelInfoReady, PrefillProgressed, ReplyProgress, TurnFailed, TurnFinished
@@ -34,9 +34,9 @@ def server_app():
 
     def make(url: str, **overrides) -> tuple[ChatApp, Messages]:
         settings = SETTINGS.replace(server=url, **overrides)
-        engine = Engine.open(settings)
+        engine = open_engine(settings)
         engine.clear_cache()
-        app = ChatApp(engine, settings=settings)
+        app = ChatApp(engine, settings=settings, opener=open_engine)
         apps.append(app)
         return app, Messages()
 

@@ -17,6 +17,7 @@ from textual.widgets import Input, OptionList, TextArea
 from chatapp import paths
 from chatapp.config import Settings, load_settings
 from chatapp.engine.engine import Engine
+from chatapp.engine.opening import open_engine
 from chatapp.ui import app as app_module
 from chatapp.ui.app import ChatApp
 from chatapp.format import count, ms, tps
@@ -50,8 +51,8 @@ def make_app(default_model_path):
 
     def make(session: str | None = None, **overrides) -> tuple[ChatApp, Messages]:
         settings = Settings().replace(**{"n_ctx": 1024, "temperature": 0.0, "max_tokens": 24, **overrides})
-        engine = Engine.open(settings, str(default_model_path))
-        app = ChatApp(engine, settings=settings, session=session)
+        engine = open_engine(settings, str(default_model_path))
+        app = ChatApp(engine, settings=settings, session=session, opener=open_engine)
         apps.append(app)
         return app, Messages()
 

@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Input, TextArea
 from chatapp import paths
 from chatapp.config import Settings
 from chatapp.engine.engine import Engine
+from chatapp.engine.opening import open_engine
 from chatapp.engine.events import Message as ChatMessage
 from chatapp.engine.sessions import SessionManager
 from chatapp.engine.sessions.reports import ResumeReport
@@ -39,7 +40,7 @@ def make_app(default_model_path):
 
     def make(session: str | None = None, **overrides) -> tuple[ChatApp, Messages]:
         settings = Settings().replace(**{"n_ctx": 1024, "temperature": 0.0, "max_tokens": 16, **overrides})
-        app = ChatApp(Engine.open(settings, str(default_model_path)), settings=settings, session=session)
+        app = ChatApp(open_engine(settings, str(default_model_path)), settings=settings, session=session)
         apps.append(app)
         return app, Messages()
 
@@ -208,7 +209,7 @@ async def test_a_system_prompt_from_the_command_line_replaces_the_sessions_from_
 
     pirate = "You are a pirate. Answer like one."  # `chatapp chat --session s1 --system ...`
     settings = Settings().replace(n_ctx=1024, temperature=0.0, max_tokens=16, system_prompt=pirate)
-    again = ChatApp(Engine.open(settings, str(default_model_path)), settings=settings, session="s1",
+    again = ChatApp(open_engine(settings, str(default_model_path)), settings=settings, session="s1",
                     system_prompt=pirate)
     seen = Messages()
     try:

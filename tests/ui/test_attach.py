@@ -9,7 +9,7 @@ from textual.command import CommandPalette
 from textual.widgets import DirectoryTree
 
 from chatapp.config import Settings
-from chatapp.engine.engine import Engine
+from chatapp.engine.opening import open_engine
 from chatapp.engine.prompt_view import role_counts
 from chatapp.ui.app import ChatApp
 from chatapp.ui.messages import AttachFailed, Attached, TurnFinished, TurnRetrieved
@@ -33,7 +33,7 @@ def make_app(default_model_path):
 
     def make(session: str | None = None) -> tuple[ChatApp, Messages]:
         settings = Settings().replace(n_ctx=2048, temperature=0.0, max_tokens=16)
-        app = ChatApp(Engine.open(settings, str(default_model_path)), settings=settings, session=session)
+        app = ChatApp(open_engine(settings, str(default_model_path)), settings=settings, session=session)
         apps.append(app)
         return app, Messages()
 

@@ -10,7 +10,7 @@ import pytest
 from textual.command import CommandPalette
 
 from chatapp.config import Settings
-from chatapp.engine.engine import Engine
+from chatapp.engine.opening import open_engine
 from chatapp.ui.app import ChatApp
 from chatapp.ui.screens.attention import AttentionScreen, AttentionView
 from chatapp.ui.widgets.paint import blend
@@ -26,7 +26,7 @@ QUESTION = "What is the capital of France?"
 @pytest.fixture
 def app(default_model_path):
     settings = Settings(n_ctx=512, temperature=0.0, max_tokens=8)
-    chat_app = ChatApp(Engine.open(settings, str(default_model_path)), settings=settings)
+    chat_app = ChatApp(open_engine(settings, str(default_model_path)), settings=settings)
     yield chat_app
     chat_app.release_engine()
 

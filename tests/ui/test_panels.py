@@ -15,6 +15,7 @@ from textual.widgets import Sparkline, Static
 from chatapp.config import Settings
 from chatapp.engine import prompt_view
 from chatapp.engine.engine import Engine
+from chatapp.engine.opening import open_engine
 from chatapp.engine.events import PrefillDone, TextDelta, TurnDone
 from chatapp.engine.quant import model_info
 from chatapp.engine.stats import TurnRecord
@@ -61,7 +62,7 @@ class Session:
 
 @pytest.fixture(scope="module")
 def session(default_model_path):
-    engine = Engine.open(SETTINGS, str(default_model_path))
+    engine = open_engine(SETTINGS, str(default_model_path))
     turns = [run_turn(engine, "Hello there, who are you?"), run_turn(engine, "Tell me a joke.")]
     engine.set_system_prompt("You answer in one word.")
     turns.append(run_turn(engine, "Why?"))
@@ -375,7 +376,7 @@ async def test_quant_panel_shows_the_mix_and_weights_against_kv(session, themes,
         assert "KV at full context is" in text and ">" not in text  # 1,024 cells fit well inside
 
     # At the model's trained context, the cache outgrows the weights.
-    big = Engine.open(SETTINGS.replace(n_ctx=info.context_length), str(default_model_path))
+    big = open_engine(SETTINGS.replace(n_ctx=info.context_length), str(default_model_path))
     try:
         panel = QuantPanel()
         async with Host(themes, panel).run_test(size=(80, 24)) as pilot:
