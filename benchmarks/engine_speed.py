@@ -16,12 +16,12 @@ import time
 from llama_cpp import Llama
 
 from chatapp.config import Settings
-from chatapp.engine.engine import Engine
+from chatapp.engine.chat.engine import Engine
 from chatapp.engine.opening import open_engine
 from chatapp.engine.events import PrefillDone, TurnDone
-from chatapp.engine.hardware import physical_cores
-from chatapp.engine.llama import silence_llama_logs
-from chatapp.engine.models import resolve_model
+from chatapp.engine.machine.hardware import physical_cores
+from chatapp.engine.local.llama import silence_llama_logs
+from chatapp.engine.models.resolve import resolve_model
 
 PROMPT = "Write a long, detailed story about a lighthouse keeper who finds a message in a bottle."
 

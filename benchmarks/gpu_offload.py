@@ -13,15 +13,15 @@ from pathlib import Path
 
 from chatapp.config import Settings
 from chatapp.engine.backend import GenerationSettings
-from chatapp.engine.engine import Engine
-from chatapp.engine.local import LocalBackend
+from chatapp.engine.chat.engine import Engine
+from chatapp.engine.local.backend import LocalBackend
 from chatapp.engine.events import TurnDone
-from chatapp.engine.llama import LlamaRuntime, LoadOptions, backend_name, gpu_offload_supported
+from chatapp.engine.local.llama import LlamaRuntime, LoadOptions, backend_name, gpu_offload_supported
 
 if len(sys.argv) > 1:
     MODEL = Path(sys.argv[1])
 else:
-    from chatapp.engine.models import resolve_model
+    from chatapp.engine.models.resolve import resolve_model
 
     MODEL = resolve_model()
 GREEDY = GenerationSettings(temperature=0.0, max_tokens=96)

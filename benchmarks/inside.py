@@ -6,7 +6,7 @@
    (best and median over many tokens). The issue's targets on the default model: first use
    <= 3 s, a query <= 50 ms.
 2. The attention view: the time to capture one turn (a replay of its tokens through a capture
-   context, see chatapp.engine.attention) against a plain prefill of the same tokens, and checks
+   context, see chatapp.engine.inside.attention) against a plain prefill of the same tokens, and checks
    that decoding pays nothing for it (no callback on the chat's context, its cache untouched, the
    same greedy replies with and without a capture between turns).
 
@@ -34,7 +34,7 @@ def fresh_cache() -> tempfile.TemporaryDirectory:
 
 
 def neighbour_cache(path: Path, runs: int) -> dict:
-    from chatapp.engine.neighbours import EmbeddingIndex  # noqa: PLC0415 - after XDG_CACHE_HOME is set
+    from chatapp.engine.inside.neighbours import EmbeddingIndex  # noqa: PLC0415 - after XDG_CACHE_HOME is set
 
     first, cached = [], []
     for _ in range(runs):
@@ -65,7 +65,7 @@ ATTENTION_PROMPT = "Explain, step by step, how a transformer reads a prompt and 
 def attention_capture_cost(path: Path, runs: int, reply_tokens: int) -> dict:
     """What the attention view costs, and a check that decoding pays nothing for it.
 
-    The capture is a replay of the turn's tokens in a context of its own (chatapp.engine.attention),
+    The capture is a replay of the turn's tokens in a context of its own (chatapp.engine.inside.attention),
     so it is timed as such: the best and median of `runs` captures of one greedy turn, against a
     plain prefill of the same tokens on the chat's own context (flash attention on, no callback).
     Decode is checked and timed: the chat's context has no cb_eval, before and after a capture,
@@ -74,9 +74,9 @@ def attention_capture_cost(path: Path, runs: int, reply_tokens: int) -> dict:
     """
     from chatapp.config import Settings  # noqa: PLC0415
     from chatapp.engine.backend import GenerationSettings  # noqa: PLC0415
-    from chatapp.engine.engine import Engine  # noqa: PLC0415
-    from chatapp.engine.llama import LlamaRuntime, LoadOptions, has_eval_callback  # noqa: PLC0415
-    from chatapp.engine.local import LocalBackend  # noqa: PLC0415
+    from chatapp.engine.chat.engine import Engine  # noqa: PLC0415
+    from chatapp.engine.local.llama import LlamaRuntime, LoadOptions, has_eval_callback  # noqa: PLC0415
+    from chatapp.engine.local.backend import LocalBackend  # noqa: PLC0415
 
     runtime = LlamaRuntime(path, LoadOptions(n_ctx=2048))
     generation = GenerationSettings(temperature=0.0, max_tokens=reply_tokens)
@@ -136,8 +136,8 @@ def attention_capture_cost(path: Path, runs: int, reply_tokens: int) -> dict:
 
 
 def main() -> None:
-    from chatapp.engine.catalog import load_catalog  # noqa: PLC0415
-    from chatapp.engine.models import resolve_model  # noqa: PLC0415
+    from chatapp.engine.models.catalog import load_catalog  # noqa: PLC0415
+    from chatapp.engine.models.resolve import resolve_model  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="A GGUF path or catalog name; default: the catalog's default model.")

@@ -24,11 +24,11 @@ import time
 from collections.abc import Iterator
 
 from chatapp.config import Settings
-from chatapp.engine.engine import Engine
+from chatapp.engine.chat.engine import Engine
 from chatapp.engine.opening import connect_engine
 from chatapp.engine.events import TextDelta, TurnDone
-from chatapp.engine.hardware import physical_cores
-from chatapp.engine.models import resolve_model
+from chatapp.engine.machine.hardware import physical_cores
+from chatapp.engine.models.resolve import resolve_model
 from chatapp.errors import ServerError
 from chatapp.llama_tools import ensure_tools
 

@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from chatapp.engine.llama import LlamaRuntime, LoadOptions
-from chatapp.engine.local import LocalBackend
+from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
+from chatapp.engine.local.backend import LocalBackend
 from chatapp.engine.retrieval.attachments import AttachmentSet
 from chatapp.engine.retrieval.index import ChunkIndex
 from chatapp.engine.retrieval.loading import load_path
@@ -73,8 +73,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     if args.model is None:
-        from chatapp.engine.catalog import load_catalog
-        from chatapp.engine.models import resolve_model
+        from chatapp.engine.models.catalog import load_catalog
+        from chatapp.engine.models.resolve import resolve_model
 
         args.model = resolve_model(load_catalog().default)
     runtime = LlamaRuntime(args.model, LoadOptions(n_ctx=256))  # only its tokenizer is used

@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 from chatapp.config import Settings
-from chatapp.engine.engine import Engine
+from chatapp.engine.chat.engine import Engine
 from chatapp.engine.events import Message, TextDelta
-from chatapp.engine.local import LocalBackend
-from chatapp.engine.models import resolve_model
+from chatapp.engine.local.backend import LocalBackend
+from chatapp.engine.models.resolve import resolve_model
 from chatapp.engine.sessions import SessionManager
 from chatapp.engine.sessions.manager import LiveSession
 

@@ -21,7 +21,7 @@ weights rather than by computing with them.
 The runtime path uses a q8_0 KV cache by default, which turns flash attention on: llama.cpp's
 CPU attention without it gives verify batches logits that differ from single steps.
 
-Then the bandwidth probe (chatapp.engine.bandwidth, a threaded numpy max over a buffer 4x the
+Then the bandwidth probe (chatapp.engine.machine.bandwidth, a threaded numpy max over a buffer 4x the
 last-level caches) against a threaded numpy copy of the same buffer, counted as STREAM counts
 a copy (bytes read + bytes written). Target: within 15%.
 
@@ -51,9 +51,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from chatapp.engine import bandwidth
-from chatapp.engine.hardware import physical_cores
-from chatapp.engine.lookup import NgramDrafter
+from chatapp.engine.machine import bandwidth
+from chatapp.engine.machine.hardware import physical_cores
+from chatapp.engine.drafting.lookup import NgramDrafter
 
 PARAGRAPH = ("The old lighthouse stood on a rocky point at the edge of the bay. Every evening the keeper climbed "
              "the spiral stairs, trimmed the wick and polished the great glass lens until it shone. Ships passing "
@@ -119,7 +119,7 @@ class RuntimeBench:
     """The plain loop and the speculative step machine on one LlamaRuntime."""
 
     def __init__(self, path, threads: int, kv_type: str, n_ctx: int, draft_max: int | None = None):
-        from chatapp.engine.llama import LlamaRuntime, LoadOptions
+        from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
 
         self.rt = LlamaRuntime(path, LoadOptions(n_ctx=n_ctx, n_threads=threads, kv_type=kv_type))
         self.policy = None
@@ -130,9 +130,9 @@ class RuntimeBench:
         return self.rt.tokenize(rendered, special=True)
 
     def run(self, text: str, draft: bool, tokens: int, temperature: float, seed: int) -> tuple[float, list[int]]:
-        from chatapp.engine.draft_policy import DraftPolicy
-        from chatapp.engine.llama import VerifyTarget
-        from chatapp.engine.speculative import SpeculativeDecoder
+        from chatapp.engine.drafting.policy import DraftPolicy
+        from chatapp.engine.local.llama import VerifyTarget
+        from chatapp.engine.drafting.speculative import SpeculativeDecoder
 
         rt = self.rt
         ids = self._prompt(text)
@@ -170,7 +170,7 @@ class EngineBench:
 
     def __init__(self, path, threads: int, kv_type: str, n_ctx: int, draft_max: int | None = None):
         from chatapp.config import Settings
-        from chatapp.engine.engine import Engine
+        from chatapp.engine.chat.engine import Engine
         from chatapp.engine.opening import open_engine
 
         if "draft" not in {f.name for f in dataclasses.fields(Settings)}:
@@ -276,7 +276,7 @@ def drafter_cost() -> None:
 
 
 def verify_cost(path, threads: int, kv_type: str, rounds: int = 30) -> None:
-    from chatapp.engine.llama import LlamaRuntime, LoadOptions, VerifyTarget
+    from chatapp.engine.local.llama import LlamaRuntime, LoadOptions, VerifyTarget
 
     rt = LlamaRuntime(path, LoadOptions(n_ctx=1024, n_threads=threads, n_threads_batch=threads, kv_type=kv_type))
     ids = rt.tokenize(PARAGRAPH * 4, special=False)
@@ -348,18 +348,18 @@ def main() -> None:
         drafter_cost()
         return
     if args.verify_cost:
-        from chatapp.engine.models import resolve_model
+        from chatapp.engine.models.resolve import resolve_model
 
         verify_cost(resolve_model(args.model), threads, args.kv_type)
         return
     if args.ceiling:
         from chatapp.config import Settings
-        from chatapp.engine.models import resolve_model
+        from chatapp.engine.models.resolve import resolve_model
 
         ceiling(resolve_model(args.model), threads, args.kv_type, args.draft_max or Settings().draft_max)
         return
     if not args.probe_only:
-        from chatapp.engine.models import resolve_model
+        from chatapp.engine.models.resolve import resolve_model
 
         path = resolve_model(args.model)
         bench = (EngineBench if args.engine else RuntimeBench)(path, threads, args.kv_type, args.ctx,

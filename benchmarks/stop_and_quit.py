@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from chatapp.engine.models import resolve_model
+from chatapp.engine.models.resolve import resolve_model
 from terminal import Terminal  # benchmarks/ is on sys.path when a script there runs
 from tui_vs_llama_cli import CHATAPP, READY, STORY, chatapp_env, last_record
 

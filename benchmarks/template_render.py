@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from chatapp.engine import template
-from chatapp.engine.gguf_header import read_header
-from chatapp.engine.models import resolve_model
+from chatapp.engine.models import template
+from chatapp.engine.models.gguf_header import read_header
+from chatapp.engine.models.resolve import resolve_model
 
 
 def best_per_render(render, renders: int, runs: int) -> float:

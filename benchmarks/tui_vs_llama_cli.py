@@ -55,7 +55,7 @@ from pathlib import Path
 
 from chatapp.config import Settings
 from chatapp.engine.events import Message
-from chatapp.engine.models import resolve_model
+from chatapp.engine.models.resolve import resolve_model
 from chatapp.engine.sessions import SessionManager
 from chatapp.engine.sessions.store import ModelIdentity, Snapshot
 from chatapp.llama_tools import ensure_tools

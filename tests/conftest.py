@@ -16,8 +16,8 @@ def default_model_path() -> Path:
     Session-scoped and requested by the autouse fixture below, so it runs once, before any
     test has pointed the XDG folders at tmp_path.
     """
-    from chatapp.engine.catalog import load_catalog
-    from chatapp.engine.models import resolve_model
+    from chatapp.engine.models.catalog import load_catalog
+    from chatapp.engine.models.resolve import resolve_model
 
     return resolve_model(load_catalog().default)
 
@@ -28,8 +28,8 @@ def gemma_path() -> Path:
 
     Session-scoped, so it is set up before the function-scoped isolated_env of the test asking for it.
     """
-    from chatapp.engine.catalog import load_catalog
-    from chatapp.engine.pull import find_local, pull
+    from chatapp.engine.models.catalog import load_catalog
+    from chatapp.engine.models.pull import find_local, pull
 
     entry = load_catalog().get("gemma-3-270m")
     return find_local(entry) or pull(entry.name)

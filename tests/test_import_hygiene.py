@@ -12,8 +12,8 @@ ENGINE_MODULES = sorted(
 
 
 def test_engine_modules_exist():
-    assert {"chatapp.engine.llama", "chatapp.engine.engine", "chatapp.engine.backend", "chatapp.engine.local",
-            "chatapp.engine.conversation", "chatapp.engine.tokens",
+    assert {"chatapp.engine.local.llama", "chatapp.engine.chat.engine", "chatapp.engine.backend", "chatapp.engine.local.backend",
+            "chatapp.engine.chat.conversation", "chatapp.engine.tokens",
             "chatapp.engine.retrieval.attachments"} <= set(ENGINE_MODULES)
 
 
@@ -37,13 +37,13 @@ def test_only_the_llama_module_imports_llama_cpp():
         str(p.relative_to(root)) for p in root.rglob("*.py")
         if "import llama_cpp" in p.read_text() or "from llama_cpp" in p.read_text()
     )
-    assert importers == ["engine/llama.py"]
+    assert importers == ["engine/local/llama.py"]
 
 
 def test_importing_the_cli_writes_nothing(tmp_path):
     env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "c"), "XDG_DATA_HOME": str(tmp_path / "d"),
            "XDG_CACHE_HOME": str(tmp_path / "k"), "PATH": "/usr/bin:/bin"}
-    code = "import chatapp.cli, chatapp.config, chatapp.paths, chatapp.engine.engine"
+    code = "import chatapp.cli, chatapp.config, chatapp.paths, chatapp.engine.chat.engine"
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
     assert list(tmp_path.iterdir()) == []
 

@@ -21,7 +21,7 @@ from chatapp.engine.stats import DRAFT_KEYS, ROOFLINE_KEYS, TurnRecord
 from chatapp.errors import OutputError, ServerError
 
 if TYPE_CHECKING:  # both are imported where they are first needed, after the arguments are checked
-    from chatapp.engine.engine import Engine
+    from chatapp.engine.chat.engine import Engine
     from chatapp.engine.sessions import SessionManager
 
 

@@ -16,7 +16,7 @@ app = typer.Typer(no_args_is_help=True, add_completion=False)
 
 def configured_backend(settings) -> str:
     """Where decode runs with these settings: "CPU" unless layers go to a GPU this build drives."""
-    from chatapp.engine.llama import backend_name, gpu_offload_supported
+    from chatapp.engine.local.llama import backend_name, gpu_offload_supported
 
     if settings.gpu_layers == 0 or not gpu_offload_supported():
         return "CPU"
@@ -24,7 +24,7 @@ def configured_backend(settings) -> str:
 
 
 def decode_threads(settings) -> int:
-    from chatapp.engine.hardware import physical_cores
+    from chatapp.engine.machine.hardware import physical_cores
 
     return settings.threads or physical_cores()
 
@@ -37,7 +37,7 @@ def bandwidth(
 ) -> None:
     """Measure this machine's memory read bandwidth again (the ceiling for decode) and cache it."""
     from chatapp.config import load_settings
-    from chatapp.engine.bandwidth import memory_bandwidth
+    from chatapp.engine.machine.bandwidth import memory_bandwidth
 
     if threads is not None and threads < 1:
         raise InputError(f"--threads must be at least 1, got {threads}")

@@ -18,7 +18,7 @@ from chatapp.config import DRAFT_MODES, Settings, adjusted, load_settings
 from chatapp.errors import InputError
 
 if TYPE_CHECKING:  # the engine is imported once the arguments are checked
-    from chatapp.engine.engine import Engine
+    from chatapp.engine.chat.engine import Engine
 
 ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="A GGUF path or a catalog name.")]
 CtxOpt = Annotated[Optional[int], typer.Option("--ctx", help="Context window in tokens.")]
@@ -40,7 +40,7 @@ def _version(value: bool) -> None:
     if not value:
         return
     from chatapp import __version__
-    from chatapp.engine.llama import versions
+    from chatapp.engine.local.llama import versions
 
     found = versions()
     print(f"chatapp {__version__}")

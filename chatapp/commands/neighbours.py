@@ -50,8 +50,8 @@ def neighbours(
     from chatapp.commands.progress import pull_progress
     from chatapp.config import load_settings
     from chatapp.engine.opening import load_engine
-    from chatapp.engine.models import resolve_model
-    from chatapp.engine.neighbours import EmbeddingIndex
+    from chatapp.engine.models.resolve import resolve_model
+    from chatapp.engine.inside.neighbours import EmbeddingIndex
 
     if not text:
         raise InputError("the text is empty")

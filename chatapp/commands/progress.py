@@ -37,7 +37,7 @@ def pull_progress(console: Console) -> Iterator[Callable[[str, int, int], None]]
 def tidy_models_dir(console: Console) -> None:
     """Remove what killed pulls left in the models folder; say what was removed and what could not be."""
     from chatapp import paths
-    from chatapp.engine.pull_leftovers import clean_pull_leftovers
+    from chatapp.engine.models.pull_leftovers import clean_pull_leftovers
 
     for notice in clean_pull_leftovers(paths.models_dir()).notices():
         console.print(f"[yellow]{escape(notice)}[/]", soft_wrap=True)
@@ -47,7 +47,7 @@ def tidy_models_dir(console: Console) -> None:
 def server_loading(console: Console, url: str) -> Iterator[Callable[[float], None]]:
     """For a llama-server still loading its model: a line saying so, then a spinner with the
     time waited so far (terminals only)."""
-    from chatapp.engine.server_http import display_url
+    from chatapp.engine.server.http import display_url
 
     what = f"llama-server at {display_url(url)} is loading its model"
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,

@@ -37,7 +37,7 @@ def run_app(settings: Settings, *, model: str | None = None, session: str | None
     and saved again when it closes."""
     from chatapp.commands.progress import pull_progress, server_loading  # noqa: PLC0415
     from chatapp.engine.opening import load_engine, open_engine  # noqa: PLC0415
-    from chatapp.engine.models import resolve_model  # noqa: PLC0415
+    from chatapp.engine.models.resolve import resolve_model  # noqa: PLC0415
 
     check_terminal()
     err = Console(stderr=True, highlight=False)

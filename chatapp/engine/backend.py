@@ -3,8 +3,8 @@
 A backend runs one model and owns its KV cache; it does not know the conversation. The
 engine renders the conversation through the backend's chat template, decides what fits, and
 asks the backend to stream one turn from a list of prompt token ids. Two backends implement
-this: llama.cpp in-process (`chatapp.engine.local`) and llama.cpp's `llama-server` over HTTP
-(`chatapp.engine.server`); the UI's scripted test backend does too.
+this: llama.cpp in-process (`chatapp.engine.local.backend`) and llama.cpp's `llama-server` over HTTP
+(`chatapp.engine.server.backend`); the UI's scripted test backend does too.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, get_args, runtime_checkable
 
 from chatapp.config import DraftMode, Settings
-from chatapp.engine.attention import AttentionMap, AttentionUnavailable
+from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable
 from chatapp.engine.events import BackendEvent, Message
 from chatapp.engine.tokens import Token
 
@@ -156,7 +156,7 @@ class Backend(Protocol):
     def attention(self, tokens: Sequence[int], reply_start: int, head_layer: int | None,
                   stop: threading.Event) -> AttentionMap | AttentionUnavailable:
         """llama.cpp's attention weights for the reply positions (reply_start on) of `tokens`, a
-        turn's cache, read without touching the cache or the decode path (chatapp.engine.attention);
+        turn's cache, read without touching the cache or the decode path (chatapp.engine.inside.attention);
         or why they cannot be had here. `head_layer`: the layer whose heads are kept one by one."""
 
     def close(self) -> None: ...

@@ -31,7 +31,7 @@ class Message:
 @dataclass(frozen=True)
 class PromptToken:
     """One token of the prompt as the model saw it: its role and where it came from
-    (chatapp.engine.prompt_view builds them; `TurnDone.view` carries them)."""
+    (chatapp.engine.chat.prompt_view builds them; `TurnDone.view` carries them)."""
 
     token: Token
     role: str

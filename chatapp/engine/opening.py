@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from chatapp.config import Settings
-from chatapp.engine.engine import Engine
+from chatapp.engine.chat.engine import Engine
 from chatapp.errors import InputError
 
 Progress = Callable[[str, int, int], None]
@@ -28,12 +28,12 @@ def open_engine(settings: Settings, model: str | None = None, progress: Progress
     missing; or, when settings.server is set, the llama-server there (see `connect_engine`)."""
     if settings.server:
         if model:
-            from chatapp.engine.server_http import display_url  # noqa: PLC0415
+            from chatapp.engine.server.http import display_url  # noqa: PLC0415
 
             raise InputError(f"--model {model} is a local model; the llama-server at "
                              f"{display_url(settings.server)} serves the model it was started with")
         return connect_engine(settings, waiting=waiting)
-    from chatapp.engine.models import resolve_model  # noqa: PLC0415
+    from chatapp.engine.models.resolve import resolve_model  # noqa: PLC0415
 
     return load_engine(settings, resolve_model(model, settings, progress=progress))
 
@@ -41,7 +41,7 @@ def open_engine(settings: Settings, model: str | None = None, progress: Progress
 def connect_engine(settings: Settings, url: str | None = None, api_key: str | None = None,
                    waiting: Waiting | None = None) -> Engine:
     """The llama-server backend (settings.server and settings.api_key unless given)."""
-    from chatapp.engine.server import ServerBackend  # noqa: PLC0415
+    from chatapp.engine.server.backend import ServerBackend  # noqa: PLC0415
 
     url = url or settings.server
     backend = ServerBackend.connect(url, settings.api_key if api_key is None else api_key, waiting)
@@ -52,9 +52,9 @@ def load_engine(settings: Settings, path: Path) -> Engine:
     """The in-process backend on a model file already resolved and checked. What can't fit in
     memory (or exceeds the training context without allow_long_ctx) is refused before
     llama.cpp allocates it."""
-    from chatapp.engine.llama import gpu_offload_supported  # noqa: PLC0415 - loads llama_cpp
-    from chatapp.engine.local import LocalBackend  # noqa: PLC0415
-    from chatapp.engine.memory_check import check_load  # noqa: PLC0415
+    from chatapp.engine.local.llama import gpu_offload_supported  # noqa: PLC0415 - loads llama_cpp
+    from chatapp.engine.local.backend import LocalBackend  # noqa: PLC0415
+    from chatapp.engine.local.memory_check import check_load  # noqa: PLC0415
 
     notices = check_load(settings, path, offloaded=settings.gpu_layers != 0 and gpu_offload_supported())
     engine = Engine(LocalBackend.load(path, settings), settings)

@@ -13,12 +13,12 @@ DRAFT_KEYS = ("draft", "draft_tokens", "draft_accepted", "decode_steps")
 """A turn record's drafting figures (`extra`): the mode that ran, tokens drafted and accepted,
 and llama_decode calls while decoding. `ask --json` and the sessions journal carry them."""
 ROOFLINE_KEYS = ("decode_bytes_per_token", "decode_gbps", "memory_bandwidth_gbps")
-"""A turn record's memory-traffic figures (chatapp.engine.roofline.record_figures)."""
+"""A turn record's memory-traffic figures (chatapp.engine.machine.roofline.record_figures)."""
 
 
 @dataclass(frozen=True)
 class DraftFigures:
-    """A turn's speculative decoding so far (chatapp.engine.speculative.DraftStats, frozen)."""
+    """A turn's speculative decoding so far (chatapp.engine.drafting.speculative.DraftStats, frozen)."""
 
     steps: int
     """Decode steps: one llama_decode each."""

@@ -2,7 +2,7 @@
 token selected in the Tokens panel, and the attention view (F9).
 
 ChatApp holds one `InsideController` (`app.inside_ui`). Its neighbours lookup runs in the app's
-thread workers (group "neighbours"), calls headless code (chatapp.engine.neighbours) and only
+thread workers (group "neighbours"), calls headless code (chatapp.engine.inside.neighbours) and only
 posts a message; the first lookup on a model builds the embedding cache (about a second for
 the default model), so it never runs on the UI thread.
 """
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 from textual.worker import get_current_worker
 
-from chatapp.engine.attention import AttentionMap, AttentionUnavailable
-from chatapp.engine.neighbours import EmbeddingIndex, Neighbour
+from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable
+from chatapp.engine.inside.neighbours import EmbeddingIndex, Neighbour
 from chatapp.engine.tokens import Token
 from chatapp.errors import ChatappError
 from chatapp.ui.screens.anatomy import AnatomyScreen

@@ -18,8 +18,8 @@ from chatapp.engine.stats import LiveDecode, TurnRecord
 from chatapp.engine.tokens import Token
 
 if TYPE_CHECKING:
-    from chatapp.engine.engine import Engine
-    from chatapp.engine.quant import ModelInfo
+    from chatapp.engine.chat.engine import Engine
+    from chatapp.engine.models.quant import ModelInfo
     from chatapp.engine.sessions import LiveSession
     from chatapp.errors import SessionConflict
 

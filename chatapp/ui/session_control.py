@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Literal
 
-from chatapp.engine.engine import Engine
+from chatapp.engine.chat.engine import Engine
 from chatapp.engine.events import Message as ChatMessage
 from chatapp.engine.sessions import LiveSession, SessionManager, validate_name
 from chatapp.engine.sessions.store import StoredSession

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 from textual.message import Message
 
-from chatapp.engine.engine import Engine
+from chatapp.engine.chat.engine import Engine
 from chatapp.engine.events import (
     ContextRetrieved, ContextTrimmed, Event, PrefillDone, PrefillProgress, TextDelta, TurnDone)
 from chatapp.engine.stats import TurnRecord

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from chatapp import paths
-from chatapp.engine import bandwidth
+from chatapp.engine.machine import bandwidth
 from chatapp.errors import InputError
 
 

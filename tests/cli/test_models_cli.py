@@ -7,7 +7,7 @@ import json
 import pytest
 
 from chatapp import paths
-from chatapp.engine import pull as pull_module
+from chatapp.engine.models import pull as pull_module
 from chatapp.errors import InputError, ModelError
 
 DEFAULT = "smollm2-135m-instruct"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from chatapp import paths
-from chatapp.engine.catalog import load_catalog
+from chatapp.engine.models.catalog import load_catalog
 from chatapp.engine.events import Message
 from chatapp.engine.sessions.store import ModelIdentity, SessionStore, Snapshot
 from tests.private_helpers import OTHER_UID, files_under, not_private

@@ -16,7 +16,7 @@ import pytest
 
 import chatapp.commands.core  # noqa: F401 - registers ask on the app the in-process runner uses
 from chatapp import paths
-from chatapp.engine.quant import model_info
+from chatapp.engine.models.quant import model_info
 from chatapp.engine.sessions.store import SessionStore
 from chatapp.private import tighten_install
 from tests.cli.test_robust_io import namespace_run
@@ -115,7 +115,7 @@ def test_a_huge_context_is_refused_naming_need_and_memory(run, how):
 
 
 def test_the_memory_estimate_decides_before_loading(run, default_model_path):
-    from chatapp.engine.memory_check import estimate
+    from chatapp.engine.local.memory_check import estimate
 
     info = model_info(default_model_path)
     per_token = estimate(info, 1 << 20, "f16").total / (1 << 20)

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from chatapp.config import Settings
-from chatapp.engine.engine import Engine
+from chatapp.engine.chat.engine import Engine
 from chatapp.engine.opening import open_engine
 from chatapp.engine.events import Message
 from chatapp.engine.sessions import SessionManager

@@ -2,9 +2,9 @@ import pytest
 
 from chatapp.config import Settings
 from chatapp.engine.backend import GenerationSettings
-from chatapp.engine.engine import Engine
-from chatapp.engine.llama import LlamaRuntime, LoadOptions
-from chatapp.engine.local import LocalBackend
+from chatapp.engine.chat.engine import Engine
+from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
+from chatapp.engine.local.backend import LocalBackend
 
 GREEDY = GenerationSettings(temperature=0.0, max_tokens=24)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from chatapp.config import Settings
-from chatapp.engine.engine import Engine
+from chatapp.engine.chat.engine import Engine
 from chatapp.engine.events import Message
-from chatapp.engine.llama import LlamaRuntime, LoadOptions
-from chatapp.engine.local import LocalBackend
+from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
+from chatapp.engine.local.backend import LocalBackend
 
 SETTINGS = Settings(n_ctx=1024, temperature=0.0, max_tokens=16, system_prompt="You are a concise assistant.")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from chatapp.engine.models import resolve_model  # noqa: E402
+from chatapp.engine.models.resolve import resolve_model  # noqa: E402
 from chatapp.engine.sessions import manager as manager_module  # noqa: E402
 from chatapp.engine.sessions import SessionManager  # noqa: E402
 from chatapp.engine.sessions.manager import LiveSession  # noqa: E402

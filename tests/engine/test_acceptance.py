@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from chatapp.engine.acceptance import accept_draft, draw
+from tests.engine.acceptance import accept_draft, draw
 from tests.engine import chi_square
 
 IDS = np.array([10, 11, 12, 13, 14])

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from gguf import GGUFWriter
 
-from chatapp.engine.anatomy import FAMILIES, anatomy, family_of, tensor_kind
-from chatapp.engine.anatomy_view import sections
-from chatapp.engine.llama import LlamaRuntime, LoadOptions
-from chatapp.engine.quant import kv_bytes_per_token, model_info
+from chatapp.engine.inside.anatomy import FAMILIES, anatomy, family_of, tensor_kind
+from chatapp.engine.inside.anatomy_view import sections
+from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
+from chatapp.engine.models.quant import kv_bytes_per_token, model_info
 from chatapp.errors import ConfigError
 
 CELL_META_BYTES = 12

@@ -9,11 +9,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from chatapp.engine import attention
-from chatapp.engine.attention import AttentionMap, AttentionUnavailable, SoftMaxCollector, rows_within_cap
+from chatapp.engine.inside import attention
+from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable, SoftMaxCollector, rows_within_cap
 from chatapp.engine.backend import Backend, GenerationSettings
-from chatapp.engine.llama import CAPTURE_BATCH, LlamaRuntime, LoadOptions, capture_batch, has_eval_callback
-from chatapp.engine.local import LocalBackend
+from chatapp.engine.local.llama import CAPTURE_BATCH, LlamaRuntime, LoadOptions, capture_batch, has_eval_callback
+from chatapp.engine.local.backend import LocalBackend
 
 from .conftest import make_engine, run_turn, runtime_of
 
@@ -138,7 +138,7 @@ def test_rows_across_replay_batches_match_a_shorter_replay(runtime):
 def test_gemmas_sliding_layers_attend_within_their_window(gemma_path):
     """gemma-3-270m: 18 layers, five sliding-window layers (512 positions) to one global. Columns
     are positions: a sliding layer's row for position p is exactly 0 before p - 511."""
-    from chatapp.engine.anatomy import anatomy
+    from chatapp.engine.inside.anatomy import anatomy
 
     window = anatomy(gemma_path).sliding_window
     rt = LlamaRuntime(gemma_path, LoadOptions(n_ctx=1024))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from chatapp import paths
-from chatapp.engine import bandwidth
+from chatapp.engine.machine import bandwidth
 
 
 def test_a_probe_reads_a_buffer_larger_than_the_caches():

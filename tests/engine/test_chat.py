@@ -6,7 +6,7 @@ import pytest
 
 from chatapp.engine.backend import GenerationSettings
 from chatapp.engine.events import ContextTrimmed, PrefillDone, PrefillProgress, TextDelta, TurnDone
-from chatapp.engine.llama import LlamaRuntime, LoadOptions
+from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
 from chatapp.errors import ContextFullError
 
 from .conftest import GREEDY, make_engine, run_turn, runtime_of

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from chatapp.engine.draft_policy import PRIOR_SLOPE, DraftPolicy
-from chatapp.engine.lookup import NgramDrafter
-from chatapp.engine.speculative import SpeculativeDecoder
+from chatapp.engine.drafting.policy import PRIOR_SLOPE, DraftPolicy
+from chatapp.engine.drafting.lookup import NgramDrafter
+from chatapp.engine.drafting.speculative import SpeculativeDecoder
 
 
 def measured(policy: DraftPolicy, t1: float = 10.0, slope: float = 0.1, sizes=range(2, 10)) -> DraftPolicy:

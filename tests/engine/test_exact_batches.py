@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from chatapp.engine import exact_batches
-from chatapp.engine.draft_policy import DraftPolicy
-from chatapp.engine.drafting import LocalDrafting
-from chatapp.engine.exact_batches import BatchCheck, batch_check, cached_check, check_batches
-from chatapp.engine.llama import LlamaRuntime, LoadOptions
+from chatapp.engine.local import exact_batches
+from chatapp.engine.drafting.policy import DraftPolicy
+from chatapp.engine.local.drafting import LocalDrafting
+from chatapp.engine.local.exact_batches import BatchCheck, batch_check, cached_check, check_batches
+from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-from chatapp.engine.hardware import _linux_physical_cores, cpu_name, physical_cores
+from chatapp.engine.machine.hardware import _linux_physical_cores, cpu_name, physical_cores
 
 HYPERTHREADED = "".join(
     f"processor\t: {cpu}\nphysical id\t: 0\ncore id\t\t: {cpu % 2}\n\n" for cpu in range(4)

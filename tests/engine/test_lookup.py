@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from chatapp.engine.lookup import AGREEMENT_CAP, NO_DRAFT, Draft, NgramDrafter
+from chatapp.engine.drafting.lookup import AGREEMENT_CAP, NO_DRAFT, Draft, NgramDrafter
 
 
 def brute_force(tokens, k, n_max, n_min):

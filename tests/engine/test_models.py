@@ -13,11 +13,11 @@ import pytest
 from chatapp import paths
 from chatapp.config import Settings
 from chatapp.engine import filecache
-from chatapp.engine import models as models_module
-from chatapp.engine.catalog import load_catalog, parse_catalog
+from chatapp.engine.models import resolve as models_module
+from chatapp.engine.models.catalog import load_catalog, parse_catalog
 from chatapp.engine.filecache import FileCache, file_sha256
-from chatapp.engine.models import ModelNotDownloadedError, local_models, resolve_model
-from chatapp.engine.pull import pull
+from chatapp.engine.models.resolve import ModelNotDownloadedError, local_models, resolve_model
+from chatapp.engine.models.pull import pull
 from chatapp.errors import ModelError
 
 DEFAULT = "smollm2-135m-instruct"

@@ -11,7 +11,7 @@ from gguf import GGUFReader
 from gguf.quants import dequantize
 
 from chatapp.engine.filecache import file_sha256
-from chatapp.engine.neighbours import EmbeddingIndex, cache_file, cached_unit_rows
+from chatapp.engine.inside.neighbours import EmbeddingIndex, cache_file, cached_unit_rows
 from chatapp.engine.tokens import describe, tokenize_text
 from chatapp.errors import InputError, ModelError
 

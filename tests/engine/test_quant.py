@@ -10,9 +10,9 @@ import gguf
 import numpy as np
 import pytest
 
-from chatapp.engine import quant
-from chatapp.engine.gguf_header import ArraySummary, read_header, tensor_nbytes
-from chatapp.engine.quant import kv_bytes_per_token, model_info
+from chatapp.engine.models import quant
+from chatapp.engine.models.gguf_header import ArraySummary, read_header, tensor_nbytes
+from chatapp.engine.models.quant import kv_bytes_per_token, model_info
 from chatapp.errors import ConfigError
 
 

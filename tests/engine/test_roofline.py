@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from gguf.constants import GGMLQuantizationType as T
 
-from chatapp.engine.gguf_header import TensorEntry
-from chatapp.engine.quant import kv_bytes_per_token, model_info, per_token_use
-from chatapp.engine.roofline import (
+from chatapp.engine.models.gguf_header import TensorEntry
+from chatapp.engine.models.quant import kv_bytes_per_token, model_info, per_token_use
+from chatapp.engine.machine.roofline import (
     bound_tps, decode_line, decode_traffic, prefill_flops_per_token, prefill_line, record_figures,
 )
 
@@ -94,7 +94,7 @@ def test_prefill_counts_two_flops_per_active_weight(default_model_path):
 def test_a_cached_info_from_before_these_fields_is_computed_again(default_model_path):
     from dataclasses import asdict
 
-    from chatapp.engine.quant import SCHEMA, info_cache
+    from chatapp.engine.models.quant import SCHEMA, info_cache
 
     old = asdict(model_info(default_model_path))
     for key in ("expert_count", "expert_used_count", "tied_output", "decode_weight_bytes", "active_params"):

@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from chatapp.engine.server_http import ServerClient
+from chatapp.engine.server.http import ServerClient
 from chatapp.errors import ServerError
 
 ANSWER = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 15\r\n\r\n{"status":"ok"}'

@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from chatapp.engine.acceptance import draw
-from chatapp.engine.draft_policy import DraftPolicy
-from chatapp.engine.lookup import NgramDrafter
-from chatapp.engine.speculative import SpeculativeDecoder
+from tests.engine.acceptance import draw
+from chatapp.engine.drafting.policy import DraftPolicy
+from chatapp.engine.drafting.lookup import NgramDrafter
+from chatapp.engine.drafting.speculative import SpeculativeDecoder
 from tests.engine import chi_square
 from tests.engine.test_acceptance import IDS4, LENGTH, MARKOV, VOCAB, exact_joint
 

@@ -12,11 +12,11 @@ import pytest
 
 from chatapp.config import Settings
 from chatapp.engine.backend import Drafting, GenerationSettings
-from chatapp.engine.draft_policy import DraftPolicy
-from chatapp.engine.engine import Engine
+from chatapp.engine.drafting.policy import DraftPolicy
+from chatapp.engine.chat.engine import Engine
 from chatapp.engine.events import TextDelta, TurnDone
-from chatapp.engine.llama import LlamaRuntime, LoadOptions
-from chatapp.engine.local import LocalBackend
+from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
+from chatapp.engine.local.backend import LocalBackend
 from chatapp.engine.sessions import SessionManager
 from chatapp.engine.stats import DRAFT_KEYS, ROOFLINE_KEYS, draft_figures
 from chatapp.errors import ConfigError

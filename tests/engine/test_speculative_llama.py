@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from chatapp.engine.draft_policy import DraftPolicy
-from chatapp.engine.llama import ChainDistribution, LlamaRuntime, LoadOptions, VerifyTarget, can_remove_cells
-from chatapp.engine.speculative import SpeculativeDecoder
+from chatapp.engine.drafting.policy import DraftPolicy
+from chatapp.engine.local.llama import ChainDistribution, LlamaRuntime, LoadOptions, VerifyTarget, can_remove_cells
+from chatapp.engine.drafting.speculative import SpeculativeDecoder
 from tests.engine import chi_square
 from tests.engine.test_speculative import AlwaysDraft
 

@@ -9,10 +9,10 @@ import jinja2
 import pytest
 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-from chatapp.engine import template
-from chatapp.engine.cpu_limit import CPULimitExceeded, cpu_limit
-from chatapp.engine.gguf_header import read_header
-from chatapp.engine.template import ChatTemplate, check_templates, compile_hazard
+from chatapp.engine.models import template
+from chatapp.engine.models.cpu_limit import CPULimitExceeded, cpu_limit
+from chatapp.engine.models.gguf_header import read_header
+from chatapp.engine.models.template import ChatTemplate, check_templates, compile_hazard
 from chatapp.errors import ModelError
 
 CONVERSATION = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},

@@ -10,8 +10,8 @@ import pytest
 
 from chatapp.config import Settings
 from chatapp.engine.opening import open_engine
-from chatapp.engine.hardware import physical_cores
-from chatapp.engine.threads import OtherLoad, ThreadPolicy, cached_choice
+from chatapp.engine.machine.hardware import physical_cores
+from chatapp.engine.local.threads import OtherLoad, ThreadPolicy, cached_choice
 
 BUSY = [sys.executable, "-c", "import time\nend = time.time() + 60\nwhile time.time() < end: pass"]
 

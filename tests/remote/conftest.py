@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 from chatapp.config import Settings
-from chatapp.engine.hardware import physical_cores
+from chatapp.engine.machine.hardware import physical_cores
 
 N_CTX = 1024
 SETTINGS = Settings(n_ctx=N_CTX, temperature=0.0, max_tokens=24, system_prompt="You are a concise assistant.")

@@ -10,7 +10,7 @@ import time
 import psutil
 import pytest
 
-from chatapp.engine.hardware import physical_cores
+from chatapp.engine.machine.hardware import physical_cores
 
 from .conftest import START_LIMIT, Process, free_port, start_llama_server, tools_dir
 

@@ -9,15 +9,15 @@ import threading
 import httpx
 import pytest
 
-from chatapp.engine.attention import AttentionUnavailable
+from chatapp.engine.inside.attention import AttentionUnavailable
 from chatapp.engine.backend import NOT_REPORTED, Backend
-from chatapp.engine.engine import Engine
+from chatapp.engine.chat.engine import Engine
 from chatapp.engine.opening import connect_engine
 from chatapp.engine.events import ContextTrimmed, Message, PrefillProgress, TextDelta, TurnDone
-from chatapp.engine.llama import LlamaRuntime, LoadOptions
-from chatapp.engine.local import LocalBackend
-from chatapp.engine.quant import model_info
-from chatapp.engine.server import ServerBackend
+from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
+from chatapp.engine.local.backend import LocalBackend
+from chatapp.engine.models.quant import model_info
+from chatapp.engine.server.backend import ServerBackend
 from chatapp.engine.stats import LiveDecode
 from chatapp.errors import ContextFullError, ServerError
 from tests.engine.test_tokens import SAMPLES

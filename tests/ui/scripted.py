@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from chatapp.config import DraftMode
-from chatapp.engine.attention import AttentionMap, AttentionUnavailable, SoftMaxCollector, capture
+from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable, SoftMaxCollector, capture
 from chatapp.engine.backend import CacheState, Drafting, GenerationSettings, ModelSummary
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
 from chatapp.engine.stats import LiveDecode

@@ -10,7 +10,7 @@ from textual.widgets import DirectoryTree
 
 from chatapp.config import Settings
 from chatapp.engine.opening import open_engine
-from chatapp.engine.prompt_view import role_counts
+from chatapp.engine.chat.prompt_view import role_counts
 from chatapp.ui.app import ChatApp
 from chatapp.ui.messages import AttachFailed, Attached, TurnFinished, TurnRetrieved
 from chatapp.ui.screens.attach import AttachScreen, DetachScreen

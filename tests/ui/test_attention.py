@@ -150,8 +150,8 @@ def test_attention_screen(snap_compare, default_model_path, monkeypatch, theme):
     """The scripted backend's made-up weights go through the real collector and view; the
     replay's clock is scripted too, so the figures are the same on every run."""
     ticks = itertools.count()
-    monkeypatch.setattr("chatapp.engine.engine.time.perf_counter", lambda: next(ticks) * 0.004)
-    monkeypatch.setattr("chatapp.engine.attention.time.perf_counter", lambda: 0.0)
+    monkeypatch.setattr("chatapp.engine.chat.engine.time.perf_counter", lambda: next(ticks) * 0.004)
+    monkeypatch.setattr("chatapp.engine.inside.attention.time.perf_counter", lambda: 0.0)
 
     async def open_attention(pilot):
         for widget in pilot.app.query("TextArea"):

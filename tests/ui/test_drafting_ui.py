@@ -13,10 +13,10 @@ from dataclasses import replace
 import pytest
 
 from chatapp.config import Settings
-from chatapp.engine.engine import Engine
+from chatapp.engine.chat.engine import Engine
 from chatapp.engine.events import PrefillDone, TextDelta, TurnDone
-from chatapp.engine.llama import LlamaRuntime, LoadOptions
-from chatapp.engine.local import LocalBackend
+from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
+from chatapp.engine.local.backend import LocalBackend
 from chatapp.engine.stats import draft_figures
 from chatapp.format import percent
 from chatapp.ui.app import ChatApp

@@ -13,11 +13,11 @@ from textual.widget import Widget
 from textual.widgets import Sparkline, Static
 
 from chatapp.config import Settings
-from chatapp.engine import prompt_view
-from chatapp.engine.engine import Engine
+from chatapp.engine.chat import prompt_view
+from chatapp.engine.chat.engine import Engine
 from chatapp.engine.opening import open_engine
 from chatapp.engine.events import PrefillDone, TextDelta, TurnDone
-from chatapp.engine.quant import model_info
+from chatapp.engine.models.quant import model_info
 from chatapp.engine.stats import TurnRecord
 from chatapp.format import human_bytes, visible_piece
 from chatapp.ui.themes import DEFAULT_THEME, load_themes, register_themes

@@ -10,7 +10,7 @@ import itertools
 import pytest
 
 from chatapp.config import Settings
-from chatapp.engine.engine import Engine
+from chatapp.engine.chat.engine import Engine
 from chatapp.ui.app import ChatApp
 from chatapp.ui.themes import load_themes
 
@@ -23,7 +23,7 @@ SHIPPED_THEMES = sorted(theme.name for theme in load_themes().themes)
 @pytest.fixture
 def scripted_clock(monkeypatch):
     ticks = itertools.count()
-    monkeypatch.setattr("chatapp.engine.engine.time.perf_counter", lambda: next(ticks) * 0.004)
+    monkeypatch.setattr("chatapp.engine.chat.engine.time.perf_counter", lambda: next(ticks) * 0.004)
 
 
 def scripted_app(default_model_path, theme: str) -> ChatApp:

@@ -36,7 +36,7 @@ from chatapp import paths
 from chatapp.config import Settings
 from chatapp.engine.backend import CacheState
 from chatapp.engine.tokens import common_prefix
-from chatapp.engine.engine import Engine
+from chatapp.engine.chat.engine import Engine
 from chatapp.engine.events import Message
 from chatapp.engine.sessions.files import atomic_write, clean_temp_files, evict_lru, list_states, temp_path, touch
 from chatapp.engine.sessions.fingerprint import Fingerprint, mismatch, model_id

@@ -1,6 +1,6 @@
 """F7: the loaded model's anatomy, drawn from its GGUF header in the theme's colours.
 
-The same sections as `chatapp models anatomy` (chatapp.engine.anatomy_view), plus two bars:
+The same sections as `chatapp models anatomy` (chatapp.engine.inside.anatomy_view), plus two bars:
 the weights by tensor family, and each block's bytes split the same way.
 """
 
@@ -16,8 +16,8 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
 
-from chatapp.engine.anatomy import FAMILIES, FAMILY_LABELS, Anatomy
-from chatapp.engine.anatomy_view import sections
+from chatapp.engine.inside.anatomy import FAMILIES, FAMILY_LABELS, Anatomy
+from chatapp.engine.inside.anatomy_view import sections
 from chatapp.format import human_bytes
 from chatapp.ui.widgets.paint import ThemedPanel, fg, legend, stacked_bar, swatch
 
@@ -123,7 +123,7 @@ class AnatomyScreen(ModalScreen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="anatomy")
     def read_anatomy(self) -> None:
-        from chatapp.engine.anatomy import anatomy  # noqa: PLC0415
+        from chatapp.engine.inside.anatomy import anatomy  # noqa: PLC0415
 
         try:
             self.post_message(self.Read(anatomy(self.path, self.kv_type)))

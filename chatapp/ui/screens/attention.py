@@ -1,6 +1,6 @@
 """F9: which earlier tokens a reply token attended to, per layer, as a heat strip over the turn.
 
-The weights are llama.cpp's own, read from a replay of the last turn (chatapp.engine.attention),
+The weights are llama.cpp's own, read from a replay of the last turn (chatapp.engine.inside.attention),
 which the screen asks for through a function the app gives it, on a thread worker. Whatever
 cannot be captured is said in words; nothing is drawn that llama.cpp did not compute.
 """
@@ -21,7 +21,7 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
 
-from chatapp.engine.attention import AttentionMap, AttentionUnavailable
+from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable
 from chatapp.engine.tokens import Token
 from chatapp.errors import ChatappError
 from chatapp.format import visible_piece

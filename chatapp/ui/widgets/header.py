@@ -8,7 +8,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from chatapp.engine.backend import NOT_REPORTED
-from chatapp.engine.engine import ModelSummary
+from chatapp.engine.chat.engine import ModelSummary
 
 
 def describe(summary: ModelSummary) -> str:

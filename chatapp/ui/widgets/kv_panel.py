@@ -13,7 +13,7 @@ from rich.text import Text
 from chatapp.engine import kv
 from chatapp.engine.backend import NOT_REPORTED
 from chatapp.engine.events import PromptToken
-from chatapp.engine.prompt_view import ROLES, role_counts
+from chatapp.engine.chat.prompt_view import ROLES, role_counts
 from chatapp.engine.stats import TurnRecord
 from chatapp.format import count, human_bytes, percent
 from chatapp.ui.widgets.paint import ThemedPanel, fg, fit, legend, stacked_bar, swatch

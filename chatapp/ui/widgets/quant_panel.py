@@ -11,8 +11,8 @@ from chatapp.format import count, human_bytes, human_count, percent
 from chatapp.ui.widgets.paint import ThemedPanel, fg, fit, legend, stacked_bar, swatch
 
 if TYPE_CHECKING:
-    from chatapp.engine.engine import ModelSummary
-    from chatapp.engine.quant import ModelInfo
+    from chatapp.engine.chat.engine import ModelSummary
+    from chatapp.engine.models.quant import ModelInfo
 
 MIX_COLOURS = ("primary", "secondary", "accent", "success", "warning", "error")
 """Theme colours the tensor types take in turn, largest share first."""

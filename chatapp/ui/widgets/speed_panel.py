@@ -13,7 +13,7 @@ from textual.containers import Vertical
 from textual.widgets import Sparkline, Static
 
 from chatapp.engine.events import PrefillDone, PrefillProgress
-from chatapp.engine.roofline import decode_line, prefill_line
+from chatapp.engine.machine.roofline import decode_line, prefill_line
 from chatapp.engine.stats import DraftFigures, LiveDecode, TurnRecord, draft_figures
 from chatapp.format import count, ms, percent, tps
 from chatapp.ui.widgets.paint import Sketch

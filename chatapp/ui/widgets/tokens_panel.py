@@ -25,7 +25,7 @@ from chatapp.format import count, visible_piece
 from chatapp.ui.widgets.paint import Sketch, bg, fg, legend, swatch
 
 if TYPE_CHECKING:
-    from chatapp.engine.neighbours import Neighbour
+    from chatapp.engine.inside.neighbours import Neighbour
 
 WINDOW = 1000
 """Tokens drawn at most; a longer text shows its last WINDOW tokens."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from chatapp.engine.llama import LlamaRuntime, LoadOptions
+from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
 
 DOCS = Path(__file__).parents[2] / "data" / "retrieval" / "docs"
 

@@ -8,7 +8,7 @@ import pytest
 
 from chatapp.engine.backend import GenerationSettings
 from chatapp.engine.events import Message, TurnDone
-from chatapp.engine.llama import LlamaRuntime, LoadOptions
+from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
 from chatapp.engine.retrieval.attachments import AttachmentSet, Sizing
 from chatapp.engine.retrieval.context import (
     QUESTION, RetrievedContext, message_content, placed_keys, prompt_spans, tokens_within)

@@ -6,7 +6,7 @@ import pytest
 
 from chatapp.engine.backend import GenerationSettings
 from chatapp.engine.events import ContextRetrieved, ContextTrimmed, TurnDone
-from chatapp.engine.prompt_view import role_counts
+from chatapp.engine.chat.prompt_view import role_counts
 from chatapp.errors import AttachmentError
 from tests.engine.conftest import make_engine
 from tests.engine.retrieval.conftest import DOCS

@@ -28,7 +28,7 @@ import psutil
 
 from chatapp import paths
 from chatapp.engine.filecache import write_json
-from chatapp.engine.hardware import cpu_name, physical_cores
+from chatapp.engine.machine.hardware import cpu_name, physical_cores
 
 CACHE_FILE = "memory_bandwidth.json"
 FORMAT = 1

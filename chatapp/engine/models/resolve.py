@@ -15,11 +15,11 @@ from pathlib import Path
 
 from chatapp import paths
 from chatapp.config import Settings
-from chatapp.engine.catalog import Catalog, CatalogEntry, load_catalog
+from chatapp.engine.models.catalog import Catalog, CatalogEntry, load_catalog
 from chatapp.engine.filecache import file_sha256
-from chatapp.engine.gguf_header import GGUFHeader, HeaderError, NotGGUFError, UnsupportedVersionError, read_header
-from chatapp.engine.pull import Progress, find_local, pull
-from chatapp.engine.template import check_templates
+from chatapp.engine.models.gguf_header import GGUFHeader, HeaderError, NotGGUFError, UnsupportedVersionError, read_header
+from chatapp.engine.models.pull import Progress, find_local, pull
+from chatapp.engine.models.template import check_templates
 from chatapp.errors import ModelError
 
 __all__ = ["ModelNotDownloadedError", "LocalModel", "check_gguf", "file_sha256", "local_models", "resolve_model",

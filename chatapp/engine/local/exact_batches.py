@@ -31,8 +31,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from chatapp.engine.filecache import FileCache
-from chatapp.engine.hardware import cpu_name
-from chatapp.engine.llama import LlamaRuntime, VerifyTarget, versions
+from chatapp.engine.machine.hardware import cpu_name
+from chatapp.engine.local.llama import LlamaRuntime, VerifyTarget, versions
 
 PROSE = ("The old lighthouse stood on a rocky point at the edge of the bay. Every evening the keeper "
          "climbed the spiral stairs, trimmed the wick and polished the great glass lens until it shone. "

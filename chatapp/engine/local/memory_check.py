@@ -2,7 +2,7 @@
 
 A context far larger than the machine (`--ctx 4294967296`) used to grow the process until the
 kernel killed it, or fail inside numpy with a traceback. `check_load` estimates the memory from
-the GGUF header alone (chatapp.engine.quant) and refuses in one line that names both figures.
+the GGUF header alone (chatapp.engine.models.quant) and refuses in one line that names both figures.
 It also refuses an n_ctx above the model's training context unless the settings allow it.
 
 The estimate is what llama.cpp and the binding allocate and can touch at full context:
@@ -28,12 +28,12 @@ from pathlib import Path
 import psutil
 
 from chatapp.config import CTX_STEP, Settings
-from chatapp.engine.quant import ModelInfo, kv_bytes_per_token, model_info
+from chatapp.engine.models.quant import ModelInfo, kv_bytes_per_token, model_info
 from chatapp.errors import ModelError
 from chatapp.format import human_bytes
 
 N_BATCH = 512
-"""The batch size chatapp.engine.llama loads with (LoadOptions.n_batch)."""
+"""The batch size chatapp.engine.local.llama loads with (LoadOptions.n_batch)."""
 LLAMA_MAX_CTX = 2**32 - CTX_STEP
 """llama.cpp holds n_ctx in a uint32."""
 

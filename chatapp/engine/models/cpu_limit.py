@@ -13,7 +13,7 @@ separately.
 
 Why not `sys.settrace`: tracing slows every Python call in the block. On the default model's
 chat template (10 messages) a render took 21 us bare, 87 to 143 us traced, and 24 us under
-this watchdog (see chatapp.engine.template).
+this watchdog (see chatapp.engine.models.template).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from anywhere. `ChatTemplate` renders it the way llama-cpp-python's Jinja2ChatFo
 (same sandbox, options, extensions and globals, so prompts are identical; the tests compare
 the two), and adds what that formatter lacks:
 
-- a limit on the CPU time of each render (chatapp.engine.cpu_limit): a template that loops for
+- a limit on the CPU time of each render (chatapp.engine.models.cpu_limit): a template that loops for
   ever is stopped inside the render, in the thread that runs it, after RENDER_CPU_LIMIT_S, and
   the caller gets a one-line ModelError. Overhead on the default model's template (SmolLM2)
   with a 10-message conversation: 21.4 us a render bare, 24.5 us with the limit (+3 us, +14 %;
@@ -32,7 +32,7 @@ from jinja2 import nodes
 from jinja2.exceptions import SecurityError, TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from chatapp.engine.cpu_limit import CPULimitExceeded, cpu_limit
+from chatapp.engine.models.cpu_limit import CPULimitExceeded, cpu_limit
 from chatapp.errors import ModelError
 
 RENDER_CPU_LIMIT_S = 1.0

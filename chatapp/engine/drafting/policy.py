@@ -10,7 +10,7 @@ draft is accepted with probability a (given the one before it was), the expected
 with t(m) the wall time of a step of m tokens. Both sides are measured, not assumed: t(1) from
 plain steps, t(m) from verify steps (as a ratio to t(1), so a cache that grows during a reply,
 which slows every step alike, does not date them), seeded with the batch times the exactness
-check took for every size it decoded (chatapp.engine.exact_batches), and a from how drafts
+check took for every size it decoded (chatapp.engine.local.exact_batches), and a from how drafts
 fared, kept per match length (a 4-token match guesses better than a 1-token one). The seeds
 matter: on two CPU cores the default model's batch of 2 costs 1.7 steps, of 9 six, of 17 ten,
 so a straight line through the first sizes tried would never try the long drafts that pay.

@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 
 from chatapp.engine import tokens as token_views
 from chatapp.config import DraftMode, Settings
-from chatapp.engine.attention import AttentionUnavailable
+from chatapp.engine.inside.attention import AttentionUnavailable
 from chatapp.engine.backend import CacheState, Drafting, GenerationSettings
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
-from chatapp.engine.server_http import ServerClient, StreamBroken
-from chatapp.engine.server_summary import SERVER_KIND, summarize, template_sha256
-from chatapp.engine.server_tokens import ServerVocabulary
+from chatapp.engine.server.http import ServerClient, StreamBroken
+from chatapp.engine.server.summary import SERVER_KIND, summarize, template_sha256
+from chatapp.engine.server.vocabulary import ServerVocabulary
 from chatapp.engine.stats import LiveDecode
 from chatapp.engine.tokens import Token, common_prefix
 from chatapp.errors import ServerError

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chatapp.engine.anatomy import FAMILY_LABELS, Anatomy, Block, TensorFact
+from chatapp.engine.inside.anatomy import FAMILY_LABELS, Anatomy, Block, TensorFact
 from chatapp.format import count, human_bytes, human_count, percent
 
 UNKNOWN = "unknown"

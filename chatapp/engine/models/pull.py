@@ -4,7 +4,7 @@ Progress goes to a plain callback `progress(phase, done_bytes, total_bytes)`; to
 unknown. The finished file appears in paths.models_dir() in one os.replace(), so a model file
 there is always whole; a failed or interrupted pull leaves nothing behind, and one killed
 midway leaves a hidden .part file and .pull-* folder that the next pull or start removes
-(chatapp.engine.pull_leftovers).
+(chatapp.engine.models.pull_leftovers).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from chatapp import paths
-from chatapp.engine.catalog import Catalog, CatalogEntry, WheelSource, load_catalog
+from chatapp.engine.models.catalog import Catalog, CatalogEntry, WheelSource, load_catalog
 from chatapp.engine.filecache import CHUNK, file_sha256, sha256_cache
-from chatapp.engine.pull_leftovers import clean_pull_leftovers
+from chatapp.engine.models.pull_leftovers import clean_pull_leftovers
 from chatapp.errors import ModelError
 from chatapp.private import make_private_dir, open_private
 

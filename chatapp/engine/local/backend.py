@@ -3,7 +3,7 @@
 A turn reuses the longest prefix the cache shares with the prompt, prefills the rest in
 chunks (each one a single llama_decode that a stop can abandon mid-way, with a progress
 event after it), then decodes one token per llama_decode, or, with drafting on, one
-speculative step per llama_decode (chatapp.engine.speculative: prompt-lookup drafts verified
+speculative step per llama_decode (chatapp.engine.drafting.speculative: prompt-lookup drafts verified
 in one batch). Prefill figures come from llama.cpp's own perf counters, and so do decode's
 without drafting; with drafting they are wall clock around the steps, because llama.cpp books
 every multi-token batch as prompt evaluation (the record says "timing": "wall clock").
@@ -19,17 +19,17 @@ from pathlib import Path
 
 from chatapp.config import DraftMode, Settings
 from chatapp.engine import tokens as token_views
-from chatapp.engine.attention import AttentionMap, AttentionUnavailable, capture
+from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable, capture
 from chatapp.engine.backend import CacheState, Drafting, GenerationSettings, ModelSummary
-from chatapp.engine.draft_policy import DraftPolicy
-from chatapp.engine.drafting import LocalDrafting
+from chatapp.engine.drafting.policy import DraftPolicy
+from chatapp.engine.local.drafting import LocalDrafting
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
-from chatapp.engine.hardware import cpu_name, physical_cores
-from chatapp.engine.llama import (
+from chatapp.engine.machine.hardware import cpu_name, physical_cores
+from chatapp.engine.local.llama import (
     CAPTURE_KV_TYPE, LlamaRuntime, LoadOptions, PerfCounters, Sampler, model_n_head, replay_soft_max, versions)
-from chatapp.engine.roofline import prefill_flops_per_token, record_figures
+from chatapp.engine.machine.roofline import prefill_flops_per_token, record_figures
 from chatapp.engine.stats import DraftFigures, LiveDecode, rate
-from chatapp.engine.threads import ThreadPolicy
+from chatapp.engine.local.threads import ThreadPolicy
 from chatapp.engine.tokens import Token, Utf8Stream, common_prefix
 
 PREFILL_CHUNK = 256
@@ -39,7 +39,7 @@ prefill figures). A stop does not wait for a chunk to end: llama.cpp abandons it
 
 def display_name(path: Path) -> str:
     """The catalog name when the file is a catalog model, else the file name."""
-    from chatapp.engine.catalog import load_catalog  # noqa: PLC0415
+    from chatapp.engine.models.catalog import load_catalog  # noqa: PLC0415
 
     entry = next((e for e in load_catalog().entries if e.file == path.name), None)
     return entry.name if entry else path.name
@@ -50,7 +50,7 @@ class LocalBackend:
 
     def __init__(self, runtime: LlamaRuntime, name: str | None = None, threads: ThreadPolicy | None = None,
                  draft_policy: DraftPolicy | None = None) -> None:
-        from chatapp.engine.quant import model_info  # noqa: PLC0415 - the GGUF scan, cached per file
+        from chatapp.engine.models.quant import model_info  # noqa: PLC0415 - the GGUF scan, cached per file
 
         self.runtime = runtime
         info = runtime.info
@@ -109,16 +109,16 @@ class LocalBackend:
 
     @cached_property
     def bandwidth_gbps(self) -> float | None:
-        """The memory read bandwidth decode runs against (chatapp.engine.bandwidth), GB/s. On a new
+        """The memory read bandwidth decode runs against (chatapp.engine.machine.bandwidth), GB/s. On a new
         machine the first turn measures it (a few tenths of a second, on the thread running the
         turn, before its prefill), then it is cached per machine; None where decode runs on a GPU."""
-        from chatapp.engine.bandwidth import bandwidth_for  # noqa: PLC0415
+        from chatapp.engine.machine.bandwidth import bandwidth_for  # noqa: PLC0415
 
         found = bandwidth_for(self.runtime.info.backend, self.threads.fixed or physical_cores())
         return found.gbps if found else None
 
     def _bytes_per_token(self, kv_used: int) -> int:
-        """What decoding one token reads with `kv_used` cells in use (chatapp.engine.roofline)."""
+        """What decoding one token reads with `kv_used` cells in use (chatapp.engine.machine.roofline)."""
         return self._facts.decode_weight_bytes + self._kv_bytes_per_token * kv_used
 
     # --- a turn ----------------------------------------------------------------------------
@@ -293,7 +293,7 @@ class LocalBackend:
     # --- attention -----------------------------------------------------------------------------
     def attention(self, tokens: Sequence[int], reply_start: int, head_layer: int | None,
                   stop: threading.Event) -> AttentionMap | AttentionUnavailable:
-        """A replay of `tokens` in a capture context of its own (chatapp.engine.attention)."""
+        """A replay of `tokens` in a capture context of its own (chatapp.engine.inside.attention)."""
         rt = self.runtime
         if rt.info.backend != "CPU":
             return AttentionUnavailable(

@@ -1,7 +1,7 @@
 """What a GGUF model is made of: shape, quantization mix, bits per weight, KV-cache cost, and
 what one decoded token reads.
 
-Built from the header alone (chatapp.engine.gguf_header), so no weights are read. The result
+Built from the header alone (chatapp.engine.models.gguf_header), so no weights are read. The result
 is cached as JSON under paths.cache_dir(), keyed by the file's (resolved path, size, mtime_ns).
 """
 
@@ -15,7 +15,7 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType, LlamaFileType
 
 from chatapp.config import KV_TYPES
 from chatapp.engine.filecache import FileCache
-from chatapp.engine.gguf_header import ArraySummary, GGUFHeader, TensorEntry, read_header, tensor_nbytes
+from chatapp.engine.models.gguf_header import ArraySummary, GGUFHeader, TensorEntry, read_header, tensor_nbytes
 from chatapp.errors import ConfigError
 
 SCHEMA = 2

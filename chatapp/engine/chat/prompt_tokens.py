@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from chatapp.engine.events import Message
-from chatapp.engine.prompt_view import Render, content_spans
+from chatapp.engine.chat.prompt_view import Render, content_spans
 from chatapp.engine.tokens import Token
 
 

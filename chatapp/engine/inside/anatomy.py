@@ -1,7 +1,7 @@
 """A model's anatomy from its GGUF header: what it is made of, what each part weighs, and
 what one token costs in the KV cache.
 
-Built from the header and tensor table alone (chatapp.engine.gguf_header): no weights are
+Built from the header and tensor table alone (chatapp.engine.models.gguf_header): no weights are
 read and llama.cpp is not loaded. Key names and tensor-name patterns are the gguf package's
 (gguf.Keys, gguf.TENSOR_NAMES), so every architecture llama.cpp knows is read the same way.
 A fact the file does not state is None, shown as "unknown", never a guess. Where llama.cpp
@@ -20,8 +20,8 @@ from pathlib import Path
 
 from gguf.constants import GGML_QUANT_SIZES, TENSOR_NAMES, Keys
 
-from chatapp.engine.gguf_header import ArraySummary, GGUFHeader, TensorEntry, read_header, tensor_nbytes
-from chatapp.engine.quant import KV_GGML_TYPES, ggml_type_name, info_from_header
+from chatapp.engine.models.gguf_header import ArraySummary, GGUFHeader, TensorEntry, read_header, tensor_nbytes
+from chatapp.engine.models.quant import KV_GGML_TYPES, ggml_type_name, info_from_header
 from chatapp.errors import ConfigError
 
 FAMILIES = ("embedding", "attention", "ffn", "experts", "norms", "output", "other")

@@ -18,8 +18,8 @@ import llama_cpp
 import numpy as np
 
 from chatapp.config import KV_TYPES
-from chatapp.engine.hardware import physical_cores
-from chatapp.engine.template import ChatTemplate
+from chatapp.engine.machine.hardware import physical_cores
+from chatapp.engine.models.template import ChatTemplate
 from chatapp.errors import ModelError
 
 KV_GGML_TYPES = {name: getattr(llama_cpp, f"GGML_TYPE_{name.upper()}") for name in KV_TYPES}
@@ -203,7 +203,7 @@ class LlamaRuntime:
     @property
     def kv_bytes_per_token(self) -> int:
         """Bytes one token occupies in the KV cache: K and V rows for every layer."""
-        from chatapp.engine.quant import kv_bytes_per_token, model_info  # noqa: PLC0415
+        from chatapp.engine.models.quant import kv_bytes_per_token, model_info  # noqa: PLC0415
 
         return kv_bytes_per_token(model_info(self.path), self.info.kv_type)
 
@@ -441,7 +441,7 @@ def can_remove_cells(runtime: LlamaRuntime) -> bool:
 
 
 class VerifyTarget:
-    """`chatapp.engine.speculative.Target` over a runtime and the turn's `Sampler`.
+    """`chatapp.engine.drafting.speculative.Target` over a runtime and the turn's `Sampler`.
 
     Multi-token steps go through a batch with logits at every row (`llama_batch_get_one` asks
     for the last row only). Rejected drafts leave through `keep_kv_prefix` (llama_memory_seq_rm
@@ -559,7 +559,7 @@ class ChainDistribution:
 # Kept apart from LlamaRuntime, as the speculative block is. The runtime's own context never has
 # a callback (decode pays nothing); a capture builds a context of its own on the same loaded
 # model, replays tokens through it, and frees it. What is kept, and why this way, is in
-# chatapp.engine.attention.
+# chatapp.engine.inside.attention.
 
 _SOFT_MAX = b"kq_soft_max-"
 """llama.cpp's name for the attention weights after the soft-max ("kq_soft_max-<layer>"); only
@@ -618,7 +618,7 @@ def has_eval_callback(runtime: LlamaRuntime) -> bool:
 class _SoftMaxReader:
     """The cb_eval callback of one capture: asks for each layer's kq_soft_max while the batch
     holds wanted rows, and hands those rows, as float32 (n_head, rows, n_kv), to the collector
-    (`chatapp.engine.attention.SoftMaxCollector`). An error inside the callback is kept and raised
+    (`chatapp.engine.inside.attention.SoftMaxCollector`). An error inside the callback is kept and raised
     after llama_decode returns; it never crosses into C."""
 
     def __init__(self, collector) -> None:

@@ -22,10 +22,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from chatapp.config import DraftMode, Settings, validate
-from chatapp.engine import prompt_tokens, prompt_view
-from chatapp.engine.attention import AttentionMap, AttentionUnavailable
+from chatapp.engine.chat import prompt_tokens, prompt_view
+from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable
 from chatapp.engine.backend import Backend, CacheState, Drafting, GenerationSettings, ModelSummary
-from chatapp.engine.conversation import Conversation
+from chatapp.engine.chat.conversation import Conversation
 from chatapp.engine.events import (
     ContextRetrieved, ContextTrimmed, Event, Generated, Message, PrefillDone, TextDelta, TurnDone)
 from chatapp.engine.retrieval.attachments import AttachmentSet, AttachReport, Planned
@@ -305,7 +305,7 @@ class Engine:
                   stop: threading.Event | None = None) -> AttentionMap | AttentionUnavailable:
         """The last turn's attention: for each reply token, which earlier tokens it attended to,
         per layer (heads averaged, and one by one for `head_layer`), as llama.cpp computes them in
-        a replay of the turn's tokens (chatapp.engine.attention). Takes about as long as
+        a replay of the turn's tokens (chatapp.engine.inside.attention). Takes about as long as
         prefilling the turn's tokens, so call it from a worker thread; `stop` cuts it short."""
         if self._last_turn is None:
             return AttentionUnavailable("no turn to look at yet: send a message first")

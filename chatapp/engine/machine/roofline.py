@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chatapp.engine.quant import ModelInfo, kv_bytes_per_token
+from chatapp.engine.models.quant import ModelInfo, kv_bytes_per_token
 from chatapp.format import human_bytes
 
 

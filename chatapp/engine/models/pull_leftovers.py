@@ -1,7 +1,7 @@
 """What a killed `models pull` leaves in the models folder, and its removal at the next pull or start.
 
 A pull writes the model to a hidden `.FILE.PID.RANDOM.part` file and unpacks each wheel in a
-`.pull-PID-RANDOM` folder (chatapp.engine.pull); both go when the pull ends, unless the
+`.pull-PID-RANDOM` folder (chatapp.engine.models.pull); both go when the pull ends, unless the
 process was killed (kill -9, a power cut). The PID in the name says whether the pull that
 owns them is still running; names without one (left by older versions) are always leftovers.
 """

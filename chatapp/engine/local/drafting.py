@@ -5,7 +5,7 @@ Drafting runs only where a verify batch gives exactly what single steps give, so
 do not change: flash attention must be on (without it llama.cpp's CPU attention gives a batch's
 rows other logits), the cache must be able to drop rejected drafts (not a recurrent model), and
 llama.cpp's kernels must give a batch's rows single steps' logits bit for bit on this model and
-machine and decode thread count, which chatapp.engine.exact_batches checks once per count, at
+machine and decode thread count, which chatapp.engine.local.exact_batches checks once per count, at
 the first drafted turn on it, on the turn's thread. Where batches differ at any size checked,
 no step on that thread count drafts: where they differ moves with the text (see
 exact_batches), so no smaller size can be trusted either. A step on a count not yet checked
@@ -18,11 +18,11 @@ from collections.abc import Callable
 
 from chatapp.config import DraftMode, Settings
 from chatapp.engine.backend import Drafting
-from chatapp.engine.draft_policy import DraftPolicy
-from chatapp.engine.exact_batches import BatchCheck, batch_check, cached_check
-from chatapp.engine.llama import LlamaRuntime, Sampler, VerifyTarget, can_remove_cells
-from chatapp.engine.lookup import NgramDrafter
-from chatapp.engine.speculative import SpeculativeDecoder
+from chatapp.engine.drafting.policy import DraftPolicy
+from chatapp.engine.local.exact_batches import BatchCheck, batch_check, cached_check
+from chatapp.engine.local.llama import LlamaRuntime, Sampler, VerifyTarget, can_remove_cells
+from chatapp.engine.drafting.lookup import NgramDrafter
+from chatapp.engine.drafting.speculative import SpeculativeDecoder
 
 
 class LocalDrafting:

@@ -23,8 +23,8 @@ from gguf.quants import dequantize
 
 from chatapp import paths
 from chatapp.engine.filecache import file_sha256
-from chatapp.engine.gguf_header import GGUFHeader, TensorEntry, read_header, tensor_nbytes
-from chatapp.engine.quant import model_info
+from chatapp.engine.models.gguf_header import GGUFHeader, TensorEntry, read_header, tensor_nbytes
+from chatapp.engine.models.quant import model_info
 from chatapp.engine.tokens import Token
 from chatapp.errors import InputError, ModelError
 from chatapp.private import make_private_dir, open_private, temp_path

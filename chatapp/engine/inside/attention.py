@@ -176,7 +176,7 @@ class SoftMaxCollector:
 
 Replay = Callable[[Sequence[int], SoftMaxCollector, Callable[[], bool]], bool]
 """`replay(tokens, collector, should_stop)`: run tokens through a capture context, feeding the
-collector; False when should_stop cut it short (chatapp.engine.llama.LlamaRuntime.replay_soft_max)."""
+collector; False when should_stop cut it short (chatapp.engine.local.llama.LlamaRuntime.replay_soft_max)."""
 
 
 def rows_within_cap(reply_tokens: int, n_tokens: int, n_layer: int, n_head: int, cap: int | None = None) -> int:

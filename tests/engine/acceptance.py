@@ -13,7 +13,7 @@ the output is distributed exactly as p, whatever the draft. At temperature 0, p 
 on the argmax, so a draft is accepted iff it is the argmax and a rejection yields the argmax.
 
 The same law comes from drawing x from p and accepting iff x == d: P(accept) = p(d), and the
-output is x ~ p. chatapp.engine.speculative applies the rule in that form, through llama.cpp's
+output is x ~ p. chatapp.engine.drafting.speculative applies the rule in that form, through llama.cpp's
 own sampler; `accept_draft` is the explicit form, for code that holds p as arrays.
 """
 

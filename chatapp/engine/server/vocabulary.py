@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from chatapp.engine.server_http import ServerClient
+from chatapp.engine.server.http import ServerClient
 from chatapp.errors import ServerError
 
 
