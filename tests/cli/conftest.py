@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import subprocess
 import sys
@@ -52,3 +53,9 @@ def chatapp_exe(isolated_dirs):
         return subprocess.run([str(exe), *args], check=False, capture_output=True, text=True, env=env, timeout=300)
 
     return run
+
+
+def records(out: subprocess.CompletedProcess) -> list[dict]:
+    """The JSON lines of a `chatapp ask --json` run that succeeded."""
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line) for line in out.stdout.splitlines()]

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
-
+from tests.cli.conftest import records
 from tests.engine.retrieval.conftest import DOCS, make_pdf
 
 ASK = ("--json", "--temperature", "0", "--max-tokens", "16", "--ctx", "2048", "--threads", "1")
@@ -19,22 +14,6 @@ single steps split attention across threads, so a reply depends on how many deco
 needs the same count in each."""
 Q1 = "How do I disable Rich globally in Typer?"
 Q2 = "Since which version does Typer include Click's source code?"
-
-
-@pytest.fixture
-def chatapp_exe(isolated_dirs):
-    exe = Path(sys.executable).with_name("chatapp")
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, **isolated_dirs, "COLUMNS": "200"}
-        return subprocess.run([str(exe), *args], check=False, capture_output=True, text=True, env=env, timeout=300)
-
-    return run
-
-
-def records(out: subprocess.CompletedProcess) -> list[dict]:
-    assert out.returncode == 0, out.stderr
-    return [json.loads(line) for line in out.stdout.splitlines()]
 
 
 def test_a_resumed_session_retrieves_the_same_chunks_and_restores_its_kv_state(chatapp_exe):

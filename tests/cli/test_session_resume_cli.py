@@ -7,7 +7,6 @@ rebuilt in-process from the saved transcript with the same model and context.
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 
@@ -18,6 +17,7 @@ from chatapp.engine.chat.engine import Engine
 from chatapp.engine.opening import open_engine
 from chatapp.engine.events import Message
 from chatapp.engine.sessions import SessionManager
+from tests.cli.conftest import records
 
 GREEDY = ("--json", "--temperature", "0")
 ANIMALS = ("Tell me about cats.", "Tell me about dogs.", "Tell me about birds.", "Tell me about fish.")
@@ -25,11 +25,6 @@ RESUMED = re.compile(r"session s: saved KV state not used \((?P<why>.+?)\); (?P<
                      r"re-prefilling (?P<tokens>[\d,]+) tokens from the transcript with the next turn\n")
 CAME_BACK = re.compile(r"(\d+) earlier turns? came back into the context; ")
 LEFT = re.compile(r"the oldest (\d+) turns? no longer fits? and left the context; ")
-
-
-def records(out: subprocess.CompletedProcess) -> list[dict]:
-    assert out.returncode == 0, out.stderr
-    return [json.loads(line) for line in out.stdout.splitlines()]
 
 
 def saved_messages() -> list[Message]:

@@ -19,6 +19,7 @@ from chatapp import paths
 from chatapp.engine.events import Message
 from chatapp.engine.sessions.schema import SCHEMA_VERSION
 from chatapp.engine.sessions.store import ModelIdentity, SessionStore, Snapshot, TurnRow
+from tests.cli.conftest import records
 
 ASK = ("--json", "--temperature", "0", "--max-tokens", "24", "--ctx", "1024")
 P1, P2 = "Name a colour.", "Name another one."
@@ -27,23 +28,6 @@ P1, P2 = "Name a colour.", "Name another one."
 @pytest.fixture(autouse=True)
 def wide_terminal(monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
-
-
-@pytest.fixture
-def chatapp_exe(isolated_dirs):
-    """The installed script, with room for model runs on a busy, shared machine."""
-    exe = Path(sys.executable).with_name("chatapp")
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, **isolated_dirs, "COLUMNS": "200"}
-        return subprocess.run([str(exe), *args], check=False, capture_output=True, text=True, env=env, timeout=300)
-
-    return run
-
-
-def records(out: subprocess.CompletedProcess) -> list[dict]:
-    assert out.returncode == 0, out.stderr
-    return [json.loads(line) for line in out.stdout.splitlines()]
 
 
 def test_two_processes_answer_exactly_as_one(chatapp_exe):

@@ -20,8 +20,8 @@ from chatapp.engine.local.backend import LocalBackend
 from chatapp.engine.sessions import SessionManager
 from chatapp.engine.stats import DRAFT_KEYS, ROOFLINE_KEYS, draft_figures
 from chatapp.errors import ConfigError
-from tests.engine.test_speculative import AlwaysDraft
-from tests.engine.test_speculative_llama import PARAGRAPH
+from tests.engine.drafting.test_speculative import AlwaysDraft
+from tests.engine.local.test_speculative_llama import PARAGRAPH
 
 FUNCTION = ("def total(items):\n    result = 0\n    for item in items:\n        result += item.price * item.count\n"
             "    return result\n")

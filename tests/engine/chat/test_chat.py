@@ -9,7 +9,7 @@ from chatapp.engine.events import ContextTrimmed, PrefillDone, PrefillProgress, 
 from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
 from chatapp.errors import ContextFullError
 
-from .conftest import GREEDY, make_engine, run_turn, runtime_of
+from tests.engine.conftest import GREEDY, make_engine, run_turn, runtime_of
 
 
 def test_reply_streams_and_is_recorded(greedy_chat):

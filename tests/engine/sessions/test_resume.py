@@ -23,7 +23,7 @@ from chatapp.engine.sessions.store import Saved, Snapshot
 
 from tests.private_helpers import give_away
 
-from .conftest import runtime_of
+from tests.engine.conftest import runtime_of
 from .session_helpers import SETTINGS, open_engine, prefill_history, run_turn, synthetic_history
 
 P1, P2 = "Name a colour.", "Name another one."

@@ -21,7 +21,7 @@ from chatapp.engine.models.pull import pull
 from chatapp.errors import ModelError
 
 DEFAULT = "smollm2-135m-instruct"
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """The speculative step machine on a model whose distributions are known exactly.
 
 A Markov chain over four tokens stands in for the model: the joint law of the reply is then a
-product of known numbers, which the real model cannot give. tests/engine/test_speculative_llama.py
+product of known numbers, which the real model cannot give. tests/engine/local/test_speculative_llama.py
 runs the same machine on llama.cpp.
 """
 
@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.engine.acceptance import draw
+from tests.engine.drafting.acceptance import draw
 from chatapp.engine.drafting.policy import DraftPolicy
 from chatapp.engine.drafting.lookup import NgramDrafter
 from chatapp.engine.drafting.speculative import SpeculativeDecoder
-from tests.engine import chi_square
-from tests.engine.test_acceptance import IDS4, LENGTH, MARKOV, VOCAB, exact_joint
+from tests.engine.drafting import chi_square
+from tests.engine.drafting.test_acceptance import IDS4, LENGTH, MARKOV, VOCAB, exact_joint
 
 PROMPT = [1, 2, 3, 0, 1, 2, 3, 0]
 

@@ -15,7 +15,7 @@ from chatapp.engine.backend import Backend, GenerationSettings
 from chatapp.engine.local.llama import CAPTURE_BATCH, LlamaRuntime, LoadOptions, capture_batch, has_eval_callback
 from chatapp.engine.local.backend import LocalBackend
 
-from .conftest import make_engine, run_turn, runtime_of
+from tests.engine.conftest import make_engine, run_turn, runtime_of
 
 QUESTION = "What is the capital of France?"
 FOLLOW_UP = "And of Italy?"

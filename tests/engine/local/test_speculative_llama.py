@@ -9,8 +9,8 @@ import pytest
 from chatapp.engine.drafting.policy import DraftPolicy
 from chatapp.engine.local.llama import ChainDistribution, LlamaRuntime, LoadOptions, VerifyTarget, can_remove_cells
 from chatapp.engine.drafting.speculative import SpeculativeDecoder
-from tests.engine import chi_square
-from tests.engine.test_speculative import AlwaysDraft
+from tests.engine.drafting import chi_square
+from tests.engine.drafting.test_speculative import AlwaysDraft
 
 PARAGRAPH = ("The old lighthouse stood on a rocky point at the edge of the bay. Every evening the keeper "
              "climbed the spiral stairs, trimmed the wick and polished the great glass lens until it shone. "

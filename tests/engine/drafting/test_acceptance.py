@@ -7,8 +7,8 @@ import itertools
 import numpy as np
 import pytest
 
-from tests.engine.acceptance import accept_draft, draw
-from tests.engine import chi_square
+from tests.engine.drafting.acceptance import accept_draft, draw
+from tests.engine.drafting import chi_square
 
 IDS = np.array([10, 11, 12, 13, 14])
 P = np.array([0.30, 0.25, 0.20, 0.15, 0.10])
