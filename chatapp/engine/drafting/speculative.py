@@ -8,7 +8,7 @@ decode it"). Each step makes exactly one llama_decode call:
 2. Drafts: the drafter's continuation after the head; the policy says how many to verify.
 3. One decode of [head, d1 .. dk] with logits at every row. Row i is the distribution of the
    token after batch[i], so d(i+1) is checked against row i.
-4. Acceptance (tests.engine.acceptance): the row is sampled with the turn's own sampler chain
+4. Acceptance (tests.engine.drafting.acceptance): the row is sampled with the turn's own sampler chain
    and the draft is accepted iff the sample equals it. That is the speculative-sampling rule for
    a deterministic draft (accept d with probability p(d); otherwise a draw from p without d), so
    every emitted token is distributed exactly as without drafts. At temperature 0 the sampler is
