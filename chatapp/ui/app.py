@@ -9,7 +9,6 @@ delegate to it.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from functools import partial
@@ -35,6 +34,7 @@ from chatapp.engine.sessions import SessionManager
 from chatapp.errors import ChatappError, ConfigError, ContextFullError, InputError, ServerError
 from chatapp.ui.attach_control import AttachController, command_of
 from chatapp.ui.commands import ChatCommands, ThemePicker
+from chatapp.ui.host import EngineGate
 from chatapp.ui.inside_control import InsideController, NeighboursFound
 from chatapp.ui.key_bursts import KeyBurst, with_key_bursts
 from chatapp.ui.pacing import UpdatePacer
@@ -126,7 +126,8 @@ class ChatApp(App[None]):
         the session opened at start (the engine's settings start a new chat with it already).
         `opener(settings, spec)` opens another model for the model switch (Ctrl+L); without one
         the app keeps the model it was given."""
-        self.engine: Engine = engine
+        self.gate = EngineGate(engine)
+        """The engine and its locks: every worker that uses the engine goes through it."""
         self._opener = opener
         self.settings: Settings = settings or engine.settings
         self.session = session
@@ -139,13 +140,6 @@ class ChatApp(App[None]):
         # Only chatapp's themes, as the picker and `chatapp themes list` offer (not Textual's built-ins).
         self._theme_problem = None if wanted in self.theme_result.names() else wanted
         self.theme = wanted if self._theme_problem is None else DEFAULT_THEME
-        self.turn_lock = threading.Lock()
-        """Held by whichever thread is using the engine for a turn (or a session or attach
-        worker); closing waits for it."""
-        self.tokenize_lock = threading.Lock()
-        """Held while the composer is tokenized (that runs alongside a turn); closing waits for it too."""
-        self.engine_released = False
-        """release_engine() ran: no worker may use the engine."""
         self._quit_armed_at: float | None = None
         self._tokenize_timer: Timer | None = None
         self._theme_before_preview: str | None = None
@@ -277,10 +271,10 @@ class ChatApp(App[None]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="turn")
     def run_turn(self, text: str, regenerate: bool = False) -> None:
         worker = get_current_worker()
-        engine, live = self.engine, self.sessions_ui.live
+        live = self.sessions_ui.live
         autosave = partial(self.sessions_ui.autosave, live) if live is not None else None
-        with self.turn_lock:
-            if self.engine_released:
+        with self.gate.turn() as engine:
+            if engine is None:
                 return
             self.post_message(TurnStarted(text, regenerate))
             try:
@@ -384,22 +378,22 @@ class ChatApp(App[None]):
         self.engine.stop()
         self.exit()
 
+    @property
+    def engine(self) -> Engine:
+        """The engine now in use (the gate's)."""
+        return self.gate.engine
+
+    @engine.setter
+    def engine(self, engine: Engine) -> None:
+        self.gate.engine = engine
+
+    def show_attachments(self) -> None:
+        self.attachments_ui.show()
+
     def release_engine(self, timeout: float = 30.0) -> list[str]:
         """After the app has exited: stop any turn, wait for its worker, save the open session,
         close the engine. Returns what went wrong saving, in words, for the terminal. Once only."""
-        if self.engine_released:
-            return []
-        self.engine_released = True
-        self.engine.stop()
-        problems: list[str] = []
-        if self.turn_lock.acquire(timeout=timeout):
-            try:
-                problems = self.sessions_ui.save_on_quit()
-                with self.tokenize_lock:
-                    self.engine.close()
-            finally:
-                self.turn_lock.release()
-        return problems
+        return self.gate.release(lambda engine: self.sessions_ui.save_on_quit(), timeout)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("interrupt", "sessions", "detach") and isinstance(self.screen, ModalScreen):
@@ -574,9 +568,8 @@ class ChatApp(App[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="tokenize")
     def tokenize(self, text: str) -> None:
-        with self.tokenize_lock:
-            engine = self.engine
-            if not self.engine_released:
+        with self.gate.tokenizing() as engine:
+            if engine is not None:
                 self.post_message(ComposerTokenized(text, engine.tokenize(text)))
 
     @dropped_after_exit
@@ -677,8 +670,7 @@ class ChatApp(App[None]):
 
     @work(thread=True, exit_on_error=False, group="close")
     def close_engine(self, engine: Engine) -> None:
-        with self.turn_lock, self.tokenize_lock:
-            engine.close()
+        self.gate.close(engine)
 
     # --- themes --------------------------------------------------------------------------------
     def action_change_theme(self) -> None:

@@ -23,7 +23,7 @@ from chatapp.ui.widgets.header import AppHeader
 from chatapp.ui.widgets.transcript import Transcript
 
 if TYPE_CHECKING:
-    from chatapp.ui.app import ChatApp
+    from chatapp.ui.host import ChatHost
 
 COMMANDS = ("/attach", "/detach")
 
@@ -37,7 +37,7 @@ def command_of(text: str) -> tuple[str, str] | None:
 class AttachController:
     """Attaching and removing files for one ChatApp, and showing what is attached."""
 
-    def __init__(self, app: ChatApp) -> None:
+    def __init__(self, app: ChatHost) -> None:
         self.app = app
 
     def composer_command(self, text: str) -> bool:
@@ -85,11 +85,11 @@ class AttachController:
     def _attach(self, path: Path) -> None:
         """Runs on a thread worker."""
         app = self.app
-        with app.turn_lock:
-            if app.engine_released:
+        with app.gate.turn() as engine:
+            if engine is None:
                 return
             try:
-                app.post_message(Attached(str(path), app.engine.attach(path)))
+                app.post_message(Attached(str(path), engine.attach(path)))
             except ChatappError as exc:
                 app.post_message(AttachFailed(str(path), exc.one_line()))
             except Exception as exc:  # noqa: BLE001 - the app must not stay "attaching"

@@ -26,7 +26,7 @@ from chatapp.ui.screens.attention import AttentionScreen
 from chatapp.ui.widgets.tokens_panel import WINDOW, TokensPanel
 
 if TYPE_CHECKING:
-    from chatapp.ui.app import ChatApp
+    from chatapp.ui.host import ChatHost
 
 NEIGHBOURS_SHOWN = 10
 
@@ -41,7 +41,7 @@ class NeighboursFound(Message):
 class InsideController:
     """The Anatomy screen, the token neighbours and the attention view for one ChatApp."""
 
-    def __init__(self, app: ChatApp) -> None:
+    def __init__(self, app: ChatHost) -> None:
         self.app = app
         self._index: EmbeddingIndex | None = None
         """The last model's embedding index, kept for the next lookup."""
@@ -85,11 +85,11 @@ class InsideController:
         """On the attention screen's worker: the engine's capture, under the turn lock (a turn
         waits for it, and closing the engine too)."""
         app = self.app
-        with app.turn_lock:
-            if app.engine_released:
+        with app.gate.turn() as engine:
+            if engine is None:
                 return AttentionUnavailable("chatapp is closing"), []
-            found = app.engine.attention(head_layer, stop)
-            tokens = app.engine.describe(found.tokens) if isinstance(found, AttentionMap) else []
+            found = engine.attention(head_layer, stop)
+            tokens = engine.describe(found.tokens) if isinstance(found, AttentionMap) else []
         return found, tokens
 
     def token_selected(self, message: TokensPanel.TokenSelected) -> None:
@@ -111,10 +111,10 @@ class InsideController:
             index = self._embedding_index(path)
             if worker.is_cancelled:
                 return
-            with app.tokenize_lock:  # closing the engine waits for this, as for the composer's tokens
-                if app.engine_released:
+            with app.gate.tokenizing() as engine:  # closing the engine waits for this, as for the composer's tokens
+                if engine is None:
                     return
-                found = index.nearest(app.engine.describe, token_id, NEIGHBOURS_SHOWN)
+                found = index.nearest(engine.describe, token_id, NEIGHBOURS_SHOWN)
         except (ChatappError, ValueError, OSError) as exc:
             app.post_message(NeighboursFound(path, token_id, None, f"no neighbours: {exc}"))
             return

@@ -29,7 +29,7 @@ from chatapp.ui.widgets.tokens_panel import TokensPanel
 from chatapp.ui.widgets.transcript import FINISH_NOTES, Notice, Reply, Transcript, UserMessage, sources
 
 if TYPE_CHECKING:
-    from chatapp.ui.app import ChatApp
+    from chatapp.ui.host import ChatHost
 
 SessionWork = Literal["open", "new", "save_as", "reload"]
 """What the session worker does; rename and delete run in place."""
@@ -79,7 +79,7 @@ def other_model(stored: StoredSession | None, live: LiveSession) -> str | None:
 class SessionController:
     """The open session (`live`) and the sessions database (`manager`) for one ChatApp."""
 
-    def __init__(self, app: ChatApp, manager: SessionManager | None = None,
+    def __init__(self, app: ChatHost, manager: SessionManager | None = None,
                  system_prompt: str | None = None) -> None:
         self.app = app
         self.manager = manager
@@ -261,10 +261,10 @@ class SessionController:
         chat over it. Runs on a thread worker."""
         app, manager = self.app, self.manager
         assert manager is not None, "work starts only once the database is open"
-        with app.turn_lock:
-            if app.engine_released:
+        with app.gate.turn() as engine:
+            if engine is None:
                 return
-            engine, notices = app.engine, []
+            notices: list[str] = []
             try:
                 if action not in ("save_as", "reload") and self.live is not None:
                     try:
@@ -315,7 +315,7 @@ class SessionController:
         self.live, self.manager = live, live.manager
         header = self._header()
         header.session, header.status = live.name, ""
-        app.attachments_ui.show()
+        app.show_attachments()
         transcript = app.query_one(Transcript)
         report = live.report
         if message.replaced:
