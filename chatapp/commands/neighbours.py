@@ -47,7 +47,7 @@ def neighbours(
 
     The first use on a model dequantizes and caches its embeddings (about a second for the default model).
     """
-    from chatapp.commands.progress import pull_progress
+    from chatapp.commands.opening import pull_progress
     from chatapp.config import load_settings
     from chatapp.engine.opening import load_engine
     from chatapp.engine.models.resolve import resolve_model

@@ -35,7 +35,7 @@ def run_app(settings: Settings, *, model: str | None = None, session: str | None
     """Load (pulling the default model if missing) before the TUI starts, then run it. A session
     is resumed once the TUI is up (`system`, the --system given, replacing its system prompt),
     and saved again when it closes."""
-    from chatapp.commands.progress import pull_progress, server_loading  # noqa: PLC0415
+    from chatapp.commands.opening import pull_progress, server_loading  # noqa: PLC0415
     from chatapp.engine.opening import load_engine, open_engine  # noqa: PLC0415
     from chatapp.engine.models.resolve import resolve_model  # noqa: PLC0415
 
@@ -52,7 +52,7 @@ def run_app(settings: Settings, *, model: str | None = None, session: str | None
             engine = open_engine(settings, model, waiting=waiting)
         from chatapp.ui.app import ChatApp  # noqa: PLC0415
     else:
-        from chatapp.commands.progress import tidy_models_dir  # noqa: PLC0415
+        from chatapp.commands.opening import tidy_models_dir  # noqa: PLC0415
 
         tidy_models_dir(err)
         with pull_progress(err) as progress:
