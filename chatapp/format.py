@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit, urlunsplit
+
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 _WHITESPACE = str.maketrans({" ": "·", "\t": "→", "\r": "␍"})
 
@@ -46,3 +48,13 @@ def percent(fraction: float) -> str:
 def visible_piece(piece: str) -> str:
     """A token's text with whitespace shown: · for space, → for tab, ↵ before a line break."""
     return piece.translate(_WHITESPACE).replace("\n", "↵\n")
+
+
+def display_url(url: str) -> str:
+    """The URL as chatapp shows and records it: no user:password part, no trailing slash."""
+    try:
+        parts = urlsplit(url if "://" in url else "http://" + url)
+        host = parts.netloc.rsplit("@", 1)[-1]
+    except ValueError:
+        return url.rsplit("@", 1)[-1]
+    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))

@@ -103,7 +103,7 @@ def sources_line(context: RetrievedContext) -> str:
 def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_json: bool,
             session: str | None = None, attachments: list[Loaded] | None = None, system: str | None = None) -> None:
     """`system`: the --system given, which replaces a resumed session's system prompt."""
-    from chatapp.commands.core import open_engine
+    from chatapp.commands.opening import open_engine
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     out = TurnOutput()

@@ -14,15 +14,6 @@ from chatapp.format import human_bytes
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 
 
-def configured_backend(settings) -> str:
-    """Where decode runs with these settings: "CPU" unless layers go to a GPU this build drives."""
-    from chatapp.engine.local.llama import backend_name, gpu_offload_supported
-
-    if settings.gpu_layers == 0 or not gpu_offload_supported():
-        return "CPU"
-    return backend_name()
-
-
 def decode_threads(settings) -> int:
     from chatapp.engine.machine.hardware import physical_cores
 
@@ -38,12 +29,13 @@ def bandwidth(
     """Measure this machine's memory read bandwidth again (the ceiling for decode) and cache it."""
     from chatapp.config import load_settings
     from chatapp.engine.machine.bandwidth import memory_bandwidth
+    from chatapp.engine.opening import local_decode_device
 
     if threads is not None and threads < 1:
         raise InputError(f"--threads must be at least 1, got {threads}")
     settings = load_settings()
     result = memory_bandwidth(threads or decode_threads(settings), refresh=True)
-    backend = configured_backend(settings)
+    backend = local_decode_device(settings)
     if as_json:
         gpu = None if backend == "CPU" else {"backend": backend, "memory_bandwidth_gbps": None}
         typer.echo(json.dumps({**asdict(result), "gpu": gpu}))

@@ -6,19 +6,16 @@ chatapp.cli registers these on its typer app (`register`), so this layer never i
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from chatapp.config import DRAFT_MODES, Settings, adjusted, load_settings
+from chatapp.commands.opening import open_engine, settings_with
+from chatapp.config import DRAFT_MODES
 from chatapp.errors import InputError
-
-if TYPE_CHECKING:  # the engine is imported once the arguments are checked
-    from chatapp.engine.chat.engine import Engine
 
 ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="A GGUF path or a catalog name.")]
 CtxOpt = Annotated[Optional[int], typer.Option("--ctx", help="Context window in tokens.")]
@@ -40,9 +37,9 @@ def _version(value: bool) -> None:
     if not value:
         return
     from chatapp import __version__
-    from chatapp.engine.local.llama import versions
+    from chatapp.engine.opening import local_versions
 
-    found = versions()
+    found = local_versions()
     print(f"chatapp {__version__}")
     print(f"llama-cpp-python {found['llama-cpp-python']}")
     print(f"llama.cpp {found['llama.cpp']}")
@@ -58,27 +55,6 @@ def root(
     if ctx.invoked_subcommand is None:
         chat(model=None, theme=None, n_ctx=None, session=None, system=None, allow_long_ctx=False, server=None,
              api_key=None, draft=None, draft_max=None)
-
-
-def settings_with(**overrides) -> Settings:
-    """The config file's settings with the command line's on top, as they will run; what that
-    adjusts (threads capped, n_ctx rounded up) is said in one line on stderr."""
-    settings, notices = adjusted(load_settings().replace(**overrides))
-    if notices:
-        print(f"chatapp: note: {'; '.join(notices)}", file=sys.stderr)
-    return settings
-
-
-def open_engine(settings: Settings, model: str | None, console: Console | None = None) -> Engine:
-    """The engine the settings ask for: a local model (pulled if missing) or a llama-server."""
-    from chatapp.commands.opening import pull_progress, server_loading, tidy_models_dir
-    from chatapp.engine import opening
-
-    console = console or Console(stderr=True)
-    if not settings.server:
-        tidy_models_dir(console)
-    with pull_progress(console) as progress, server_loading(console, settings.server) as waiting:
-        return opening.open_engine(settings, model, progress=progress, waiting=waiting)
 
 
 def chat(

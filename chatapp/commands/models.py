@@ -62,17 +62,13 @@ def info(
     as_json: Annotated[bool, typer.Option("--json", help="Print the facts as JSON.")] = False,
 ) -> None:
     """Architecture, size, quantization mix and KV-cache cost of a model, from its GGUF header."""
-    from chatapp.commands.opening import pull_progress
+    from chatapp.commands.opening import model_path
     from chatapp.config import load_settings
-    from chatapp.engine.models.resolve import resolve_model
     from chatapp.engine.models.quant import kv_bytes_per_token, model_info
 
-    settings = load_settings()
-    kv_type = kv_type or settings.kv_type
-    if kv_type not in KV_TYPES:
-        raise InputError(f"--kv-type must be one of {', '.join(KV_TYPES)}, got {kv_type!r}")
-    with pull_progress(Console(stderr=True)) as progress:
-        path = resolve_model(model, settings, progress=progress)
+    settings = load_settings().replace(kv_type=kv_type)  # validated there, as for every command
+    kv_type = settings.kv_type
+    path = model_path(settings, model, Console(stderr=True))
     try:
         facts = model_info(path)
     except (ValueError, OSError) as exc:
@@ -145,18 +141,14 @@ def anatomy(
 ) -> None:
     """What the model is made of: embedding, blocks, heads, experts, output head, parameters per
     tensor family, and the KV cache per token derived step by step. From the GGUF header alone."""
-    from chatapp.commands.opening import pull_progress
+    from chatapp.commands.opening import model_path
     from chatapp.config import load_settings
     from chatapp.engine.inside.anatomy import anatomy as read_anatomy
     from chatapp.engine.inside.anatomy_view import sections
-    from chatapp.engine.models.resolve import resolve_model
 
-    settings = load_settings()
-    kv_type = kv_type or settings.kv_type
-    if kv_type not in KV_TYPES:
-        raise InputError(f"--kv-type must be one of {', '.join(KV_TYPES)}, got {kv_type!r}")
-    with pull_progress(Console(stderr=True)) as progress:
-        path = resolve_model(model, settings, progress=progress)
+    settings = load_settings().replace(kv_type=kv_type)  # validated there, as for every command
+    kv_type = settings.kv_type
+    path = model_path(settings, model, Console(stderr=True))
     try:
         facts = read_anatomy(path, kv_type)
     except (ValueError, OSError) as exc:
@@ -179,11 +171,12 @@ def anatomy(
 
 def _decode_facts(facts, kv_type: str, settings) -> dict:
     """What a decoded token reads at these settings, empty and full cache, against the bandwidth."""
-    from chatapp.commands.bench import configured_backend, decode_threads
+    from chatapp.commands.bench import decode_threads
+    from chatapp.engine.opening import local_decode_device
     from chatapp.engine.machine.bandwidth import bandwidth_for
     from chatapp.engine.machine.roofline import bound_tps, decode_traffic, prefill_flops_per_token
 
-    backend, threads = configured_backend(settings), decode_threads(settings)
+    backend, threads = local_decode_device(settings), decode_threads(settings)
     measured = bandwidth_for(backend, threads)
     gbps = measured.gbps if measured else None
     empty, full = decode_traffic(facts, kv_type, 0), decode_traffic(facts, kv_type, settings.n_ctx)

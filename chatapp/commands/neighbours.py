@@ -47,11 +47,10 @@ def neighbours(
 
     The first use on a model dequantizes and caches its embeddings (about a second for the default model).
     """
-    from chatapp.commands.opening import pull_progress
+    from chatapp.commands.opening import model_path
     from chatapp.config import load_settings
-    from chatapp.engine.opening import load_engine
-    from chatapp.engine.models.resolve import resolve_model
     from chatapp.engine.inside.neighbours import EmbeddingIndex
+    from chatapp.engine.opening import load_engine
 
     if not text:
         raise InputError("the text is empty")
@@ -59,8 +58,7 @@ def neighbours(
         raise InputError(f"--k must be between 1 and {MAX_K}, got {k}")
     err = Console(stderr=True)
     settings = load_settings()
-    with pull_progress(err) as progress:
-        path = resolve_model(model, settings, progress=progress)
+    path = model_path(settings, model, err)
     # The model is loaded only for its tokenizer: the smallest context, nothing on a GPU.
     engine = load_engine(settings.replace(n_ctx=256, gpu_layers=0), path)
     try:

@@ -1,10 +1,18 @@
-"""A rich progress bar fed by the engine's plain (phase, done, total) callbacks, and the
-tidying of the models folder that comes before a pull or a model load."""
+"""The CLI's one way of opening a model: settings from the config file and the options, the
+model a spec names (pulled, with a progress bar, when it is missing), and the engine on it or
+on a llama-server (chatapp.engine.opening builds it), with the models folder tidied first and
+a spinner while a server is still loading.
+
+The progress bars are rich's, fed by the engine's plain (phase, done, total) callbacks.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -12,6 +20,41 @@ from rich.progress import (
     BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
     TransferSpeedColumn,
 )
+
+from chatapp.config import Settings, adjusted, load_settings
+from chatapp.format import display_url
+
+if TYPE_CHECKING:  # the engine is imported once the arguments are checked
+    from chatapp.engine.chat import Engine
+
+
+def settings_with(**overrides) -> Settings:
+    """The config file's settings with the command line's on top, as they will run; what that
+    adjusts (threads capped, n_ctx rounded up) is said in one line on stderr."""
+    settings, notices = adjusted(load_settings().replace(**overrides))
+    if notices:
+        print(f"chatapp: note: {'; '.join(notices)}", file=sys.stderr)
+    return settings
+
+
+def open_engine(settings: Settings, model: str | None, console: Console | None = None) -> Engine:
+    """The engine the settings ask for: a local model (pulled if missing) or a llama-server."""
+    from chatapp.engine import opening
+
+    console = console or Console(stderr=True)
+    if not settings.server:
+        tidy_models_dir(console)
+    with pull_progress(console) as progress, server_loading(console, settings.server) as waiting:
+        return opening.open_engine(settings, model, progress=progress, waiting=waiting)
+
+
+def model_path(settings: Settings, model: str | None, console: Console) -> Path:
+    """The local model file a spec names (see `resolve_model`), pulled with a progress bar if it
+    is the catalog's and missing: for the commands that read a model without chatting with it."""
+    from chatapp.engine.models.resolve import resolve_model
+
+    with pull_progress(console) as progress:
+        return resolve_model(model, settings, progress=progress)
 
 
 @contextlib.contextmanager
@@ -47,8 +90,6 @@ def tidy_models_dir(console: Console) -> None:
 def server_loading(console: Console, url: str) -> Iterator[Callable[[float], None]]:
     """For a llama-server still loading its model: a line saying so, then a spinner with the
     time waited so far (terminals only)."""
-    from chatapp.engine.server.http import display_url
-
     what = f"llama-server at {display_url(url)} is loading its model"
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
                         transient=True)

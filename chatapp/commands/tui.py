@@ -35,9 +35,8 @@ def run_app(settings: Settings, *, model: str | None = None, session: str | None
     """Load (pulling the default model if missing) before the TUI starts, then run it. A session
     is resumed once the TUI is up (`system`, the --system given, replacing its system prompt),
     and saved again when it closes."""
-    from chatapp.commands.opening import pull_progress, server_loading  # noqa: PLC0415
+    from chatapp.commands.opening import model_path, server_loading, tidy_models_dir  # noqa: PLC0415
     from chatapp.engine.opening import load_engine, open_engine  # noqa: PLC0415
-    from chatapp.engine.models.resolve import resolve_model  # noqa: PLC0415
 
     check_terminal()
     err = Console(stderr=True, highlight=False)
@@ -52,11 +51,8 @@ def run_app(settings: Settings, *, model: str | None = None, session: str | None
             engine = open_engine(settings, model, waiting=waiting)
         from chatapp.ui.app import ChatApp  # noqa: PLC0415
     else:
-        from chatapp.commands.opening import tidy_models_dir  # noqa: PLC0415
-
         tidy_models_dir(err)
-        with pull_progress(err) as progress:
-            path = resolve_model(model, settings, progress=progress)
+        path = model_path(settings, model, err)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatapp-load") as pool:
             loading = pool.submit(load_engine, settings, path)
             from chatapp.ui.app import ChatApp  # noqa: PLC0415 - imported while the model loads

@@ -15,6 +15,7 @@ from pathlib import Path
 from chatapp.config import Settings
 from chatapp.engine.chat.engine import Engine
 from chatapp.errors import InputError
+from chatapp.format import display_url
 
 Progress = Callable[[str, int, int], None]
 """`progress(label, done, total)` while a model is pulled."""
@@ -28,8 +29,6 @@ def open_engine(settings: Settings, model: str | None = None, progress: Progress
     missing; or, when settings.server is set, the llama-server there (see `connect_engine`)."""
     if settings.server:
         if model:
-            from chatapp.engine.server.http import display_url  # noqa: PLC0415
-
             raise InputError(f"--model {model} is a local model; the llama-server at "
                              f"{display_url(settings.server)} serves the model it was started with")
         return connect_engine(settings, waiting=waiting)
@@ -60,3 +59,20 @@ def load_engine(settings: Settings, path: Path) -> Engine:
     engine = Engine(LocalBackend.load(path, settings), settings)
     engine.load_notices[:0] = notices
     return engine
+
+
+def local_versions() -> dict[str, str]:
+    """The versions of llama-cpp-python and of the llama.cpp it vendors (loads llama_cpp)."""
+    from chatapp.engine.local.llama import versions  # noqa: PLC0415
+
+    return versions()
+
+
+def local_decode_device(settings: Settings) -> str:
+    """Where in-process decode runs with these settings: "CPU" unless layers go to a GPU that
+    this build of llama.cpp drives, then that backend's name (CUDA, Metal, ...)."""
+    from chatapp.engine.local.llama import backend_name, gpu_offload_supported  # noqa: PLC0415
+
+    if settings.gpu_layers == 0 or not gpu_offload_supported():
+        return "CPU"
+    return backend_name()

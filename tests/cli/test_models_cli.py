@@ -8,7 +8,7 @@ import pytest
 
 from chatapp import paths
 from chatapp.engine.models import pull as pull_module
-from chatapp.errors import InputError, ModelError
+from chatapp.errors import ModelError
 
 DEFAULT = "smollm2-135m-instruct"
 
@@ -78,7 +78,7 @@ def test_info_json(invoke):
 
 def test_info_rejects_a_bad_kv_type(invoke):
     result = invoke("models", "info", "--kv-type", "q3")
-    assert result.exit_code == 2 and result.stderr.startswith(f"chatapp: {InputError.title}: ")
+    assert result.exit_code == 2 and result.stderr == "chatapp: Config: kv_type must be one of f16, q8_0, q4_0, got 'q3'\n"
 
 
 def test_info_of_a_missing_non_default_model(invoke, no_checkout_models):
@@ -154,7 +154,7 @@ def test_anatomy_text_of_gemma(invoke, gemma_path):
 
 def test_anatomy_rejects_a_bad_kv_type(invoke):
     result = invoke("models", "anatomy", "--kv-type", "q3")
-    assert result.exit_code == 2 and result.stderr.startswith(f"chatapp: {InputError.title}: ")
+    assert result.exit_code == 2 and result.stderr == "chatapp: Config: kv_type must be one of f16, q8_0, q4_0, got 'q3'\n"
 
 
 def test_anatomy_of_a_broken_file_is_one_line(chatapp_exe, tmp_path):

@@ -23,6 +23,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import httpcore
 
 from chatapp.errors import ContextFullError, ServerError
+from chatapp.format import display_url
 
 CONNECT_TIMEOUT = 10.0
 REQUEST_TIMEOUT = 120.0
@@ -41,16 +42,6 @@ class StreamBroken(Exception):
 
 class Loading(ServerError):
     """503: the server is still loading its model."""
-
-
-def display_url(url: str) -> str:
-    """The URL as chatapp shows and records it: no user:password part, no trailing slash."""
-    try:
-        parts = urlsplit(url if "://" in url else "http://" + url)
-        host = parts.netloc.rsplit("@", 1)[-1]
-    except ValueError:
-        return url.rsplit("@", 1)[-1]
-    return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
 
 
 def _split(url: str) -> tuple[str, dict[str, str]]:
