@@ -80,18 +80,16 @@ def _register_subcommands() -> None:
     from chatapp.commands import config as config_cmd
     from chatapp.commands import core, neighbours
     from chatapp.commands import models as models_cmd
+    from chatapp.commands import sessions as sessions_cmd
+    from chatapp.commands import themes as themes_cmd
 
     core.register(app)
     app.command()(neighbours.neighbours)
     app.add_typer(models_cmd.app, name="models", help="List, inspect and pull GGUF models.")
     app.add_typer(config_cmd.app, name="config", help="Where the config file lives and what it holds.")
     app.add_typer(bench_cmd.app, name="bench", help="Measure this machine: memory bandwidth.")
-    for optional in ("themes", "sessions"):
-        try:
-            module = __import__(f"chatapp.commands.{optional}", fromlist=["app"])
-        except ModuleNotFoundError:
-            continue
-        app.add_typer(module.app, name=optional)
+    app.add_typer(themes_cmd.app, name="themes")
+    app.add_typer(sessions_cmd.app, name="sessions")
 
 
 def start_notices() -> list[str]:

@@ -4,6 +4,8 @@ import pkgutil
 import subprocess
 import sys
 
+import pytest
+
 import chatapp.engine
 
 ENGINE_MODULES = sorted(
@@ -48,10 +50,62 @@ def test_importing_the_cli_writes_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_import_linter_contract_holds():
+def contract_names() -> list[str]:
+    """The contracts pyproject.toml declares."""
+    import tomllib
+    from pathlib import Path
+
+    config = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
+    return [contract["name"] for contract in config["tool"]["importlinter"]["contracts"]]
+
+
+def lint_imports(cwd) -> subprocess.CompletedProcess[str]:
     from pathlib import Path
 
     exe = Path(sys.executable).with_name("lint-imports")
-    out = subprocess.run([str(exe)], capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+    return subprocess.run([str(exe), "--no-cache"], capture_output=True, text=True, cwd=cwd)
+
+
+def test_import_linter_contract_holds():
+    from pathlib import Path
+
+    names = contract_names()
+    assert len(names) >= 5
+    out = lint_imports(Path(__file__).parent.parent)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "3 kept, 0 broken" in out.stdout
+    assert f"{len(names)} kept, 0 broken" in out.stdout
+    assert all(f"{name} KEPT" in out.stdout for name in names)
+
+
+CIRCLES = {
+    "a TYPE_CHECKING import of the app by a controller": (
+        "ui/inside_control.py", "if TYPE_CHECKING:\n", "if TYPE_CHECKING:\n    from chatapp.ui.app import ChatApp\n"),
+    "a function-level import between two shared engine modules": (
+        "engine/tokens.py", "\nclass Vocabulary", "\ndef _late():\n    from chatapp.engine import kv\n\n\nclass Vocabulary"),
+    "a command importing the one that imports it": (
+        "commands/opening.py", "\ndef settings_with", "\ndef _late():\n    from chatapp.commands import core\n\n\ndef settings_with"),
+}
+
+
+@pytest.mark.parametrize("circle", list(CIRCLES))
+def test_a_circle_anywhere_breaks_a_contract(tmp_path, circle):
+    """The contracts are run on a copy of chatapp with one circle added: it must be caught."""
+    import shutil
+    from pathlib import Path
+
+    repo = Path(__file__).parent.parent
+    shutil.copytree(repo / "chatapp", tmp_path / "chatapp", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(repo / "pyproject.toml", tmp_path)
+    path, before, after = CIRCLES[circle]
+    if circle.endswith("two shared engine modules"):  # kv must import tokens for the circle to close
+        kv = tmp_path / "chatapp/engine/kv.py"
+        kv.write_text(kv.read_text() + "\n\ndef _tokens():\n    from chatapp.engine import tokens\n")
+    if circle.startswith("a command"):
+        core = tmp_path / "chatapp/commands/core.py"
+        assert "from chatapp.commands.opening import" in core.read_text()
+    target = tmp_path / "chatapp" / path
+    text = target.read_text()
+    assert before in text
+    target.write_text(text.replace(before, after, 1))
+    out = lint_imports(tmp_path)
+    assert out.returncode != 0 and "No import circle among siblings BROKEN" in out.stdout, out.stdout
