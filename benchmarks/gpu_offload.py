@@ -43,7 +43,8 @@ for layers in (-1, 0):
     chat.generation = GREEDY
     for name, text in (("turn 1", "Tell me a story about a lighthouse keeper."), ("turn 2", "And then what happened?")):
         r = turn(chat, text)
-        first = r if name == "turn 1" else first
+        if name == "turn 1":
+            first = r
         print(f"{name}: prompt {r.prompt_tokens} cached {r.cached_tokens} prefill {r.prefill_tokens} tok "
               f"{r.prefill_tps:.0f} tok/s | decode {r.decode_tokens} tok {r.decode_tps:.0f} tok/s | kv {r.kv_used} "
               f"= cells {rt.kv_cells_used()} = bookkeeping {rt.n_cached}")

@@ -34,7 +34,7 @@ def fresh_cache() -> tempfile.TemporaryDirectory:
 
 
 def neighbour_cache(path: Path, runs: int) -> dict:
-    from chatapp.engine.inside.neighbours import EmbeddingIndex  # noqa: PLC0415 - after XDG_CACHE_HOME is set
+    from chatapp.engine.inside.neighbours import EmbeddingIndex  # after XDG_CACHE_HOME is set
 
     first, cached = [], []
     for _ in range(runs):
@@ -72,11 +72,11 @@ def attention_capture_cost(path: Path, runs: int, reply_tokens: int) -> dict:
     the capture leaves its cache byte for byte, and the next turn's greedy reply is the same
     with or without a capture before it; that turn's decode tok/s is compared too, in pairs.
     """
-    from chatapp.config import Settings  # noqa: PLC0415
-    from chatapp.engine.backend import GenerationSettings  # noqa: PLC0415
-    from chatapp.engine.chat.engine import Engine  # noqa: PLC0415
-    from chatapp.engine.local.llama import LlamaRuntime, LoadOptions, has_eval_callback  # noqa: PLC0415
-    from chatapp.engine.local.backend import LocalBackend  # noqa: PLC0415
+    from chatapp.config import Settings
+    from chatapp.engine.backend import GenerationSettings
+    from chatapp.engine.chat.engine import Engine
+    from chatapp.engine.local.llama import LlamaRuntime, LoadOptions, has_eval_callback
+    from chatapp.engine.local.backend import LocalBackend
 
     runtime = LlamaRuntime(path, LoadOptions(n_ctx=2048))
     generation = GenerationSettings(temperature=0.0, max_tokens=reply_tokens)
@@ -136,8 +136,8 @@ def attention_capture_cost(path: Path, runs: int, reply_tokens: int) -> dict:
 
 
 def main() -> None:
-    from chatapp.engine.models.catalog import load_catalog  # noqa: PLC0415
-    from chatapp.engine.models.resolve import resolve_model  # noqa: PLC0415
+    from chatapp.engine.models.catalog import load_catalog
+    from chatapp.engine.models.resolve import resolve_model
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="A GGUF path or catalog name; default: the catalog's default model.")

@@ -170,7 +170,6 @@ class EngineBench:
 
     def __init__(self, path, threads: int, kv_type: str, n_ctx: int, draft_max: int | None = None):
         from chatapp.config import Settings
-        from chatapp.engine.chat.engine import Engine
         from chatapp.engine.opening import open_engine
 
         if "draft" not in {f.name for f in dataclasses.fields(Settings)}:

@@ -33,7 +33,7 @@ class ChatappGroup(TyperGroup):
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True, **extra):
-        from chatapp.streams import flush_stdout  # noqa: PLC0415
+        from chatapp.streams import flush_stdout
 
         try:
             reject_undecodable(sys.argv[1:] if args is None else args)
@@ -105,7 +105,7 @@ def fail(message: str, code: int = 2) -> None:
 
 
 def main() -> None:
-    from chatapp.streams import guard_standard_streams  # noqa: PLC0415
+    from chatapp.streams import guard_standard_streams
 
     guard_standard_streams()
     _register_subcommands()

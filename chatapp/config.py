@@ -136,7 +136,8 @@ def validate(settings: Settings) -> Settings:
     _in_range("min_p", settings.min_p, 0.0, 1.0)
     _in_range("top_k", settings.top_k, 0, MAX_TOP_K, f"0 (off) to {MAX_TOP_K:,}")
     _in_range("seed", settings.seed, -1, MAX_SEED, f"-1 (random) or 0 to {MAX_SEED:,}")
-    _in_range("state_cap_mb", settings.state_cap_mb, 0, MAX_STATE_CAP_MB, f"0 (keep no KV states) to {MAX_STATE_CAP_MB:,}")
+    _in_range("state_cap_mb", settings.state_cap_mb, 0, MAX_STATE_CAP_MB,
+              f"0 (keep no KV states) to {MAX_STATE_CAP_MB:,}")
     if not settings.model.strip():
         raise ConfigError("model is empty; leave the setting out to use the default model")
     return settings
@@ -214,7 +215,7 @@ def save_setting(key: str, value: str | float | bool, path: Path | None = None) 
     The edited text must read back as the old table with just that key changed, or nothing
     is written: a file the edit can't safely touch stays the user's to fix.
     """
-    from chatapp.private import atomic_write  # noqa: PLC0415
+    from chatapp.private import atomic_write
 
     path = path or paths.config_file()
     if key not in {f.name for f in fields(Settings)}:

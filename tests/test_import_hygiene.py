@@ -14,8 +14,8 @@ ENGINE_MODULES = sorted(
 
 
 def test_engine_modules_exist():
-    assert {"chatapp.engine.local.llama", "chatapp.engine.chat.engine", "chatapp.engine.backend", "chatapp.engine.local.backend",
-            "chatapp.engine.chat.conversation", "chatapp.engine.tokens",
+    assert {"chatapp.engine.local.llama", "chatapp.engine.chat.engine", "chatapp.engine.backend",
+            "chatapp.engine.local.backend", "chatapp.engine.chat.conversation", "chatapp.engine.tokens",
             "chatapp.engine.retrieval.attachments"} <= set(ENGINE_MODULES)
 
 
@@ -81,9 +81,11 @@ CIRCLES = {
     "a TYPE_CHECKING import of the app by a controller": (
         "ui/inside_control.py", "if TYPE_CHECKING:\n", "if TYPE_CHECKING:\n    from chatapp.ui.app import ChatApp\n"),
     "a function-level import between two shared engine modules": (
-        "engine/tokens.py", "\nclass Vocabulary", "\ndef _late():\n    from chatapp.engine import kv\n\n\nclass Vocabulary"),
+        "engine/tokens.py", "\nclass Vocabulary",
+        "\ndef _late():\n    from chatapp.engine import kv\n\n\nclass Vocabulary"),
     "a command importing the one that imports it": (
-        "commands/opening.py", "\ndef settings_with", "\ndef _late():\n    from chatapp.commands import core\n\n\ndef settings_with"),
+        "commands/opening.py", "\ndef settings_with",
+        "\ndef _late():\n    from chatapp.commands import core\n\n\ndef settings_with"),
 }
 
 

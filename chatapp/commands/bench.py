@@ -23,7 +23,8 @@ def decode_threads(settings) -> int:
 @app.command("bandwidth")
 def bandwidth(
     threads: Annotated[Optional[int], typer.Option(
-        "--threads", help="Threads to read with; default: the decode thread count (config threads, or the cores).")] = None,
+        "--threads",
+        help="Threads to read with; default: the decode thread count (config threads, or the cores).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the measurement as JSON.")] = False,
 ) -> None:
     """Measure this machine's memory read bandwidth again (the ceiling for decode) and cache it."""

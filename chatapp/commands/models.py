@@ -49,7 +49,8 @@ def list_models() -> None:
         except (ValueError, OSError) as exc:
             table.add_row(escape(model.name), "?", "?", "?", "?", f"{where} [red]({escape(str(exc))})[/red]")
             continue
-        table.add_row(escape(model.name), info.file_type, human_bytes(info.file_size), human_count(info.n_params), "?", where)
+        table.add_row(escape(model.name), info.file_type, human_bytes(info.file_size), human_count(info.n_params), "?",
+                      where)
     console = Console()
     console.print(table)
     console.print(f"[dim]Model folders: {', '.join(str(d) for d in paths.model_search_dirs())}[/dim]")

@@ -78,7 +78,8 @@ def neighbours(
         typer.echo(json.dumps([n.to_json() for n in found], ensure_ascii=False))
         return
     chosen = tokens[index]
-    table = Table("", "token", "id", "cosine", title=escape(f"Nearest to {visible_piece(chosen.piece)!r} (id {chosen.id})"),
+    title = escape(f"Nearest to {visible_piece(chosen.piece)!r} (id {chosen.id})")
+    table = Table("", "token", "id", "cosine", title=title,
                   title_justify="left")
     for rank, n in enumerate(found, 1):
         table.add_row(str(rank), escape(visible_piece(n.piece)), str(n.id), f"{n.score:.3f}")

@@ -35,27 +35,27 @@ def run_app(settings: Settings, *, model: str | None = None, session: str | None
     """Load (pulling the default model if missing) before the TUI starts, then run it. A session
     is resumed once the TUI is up (`system`, the --system given, replacing its system prompt),
     and saved again when it closes."""
-    from chatapp.commands.opening import model_path, server_loading, tidy_models_dir  # noqa: PLC0415
-    from chatapp.engine.opening import load_engine, open_engine  # noqa: PLC0415
+    from chatapp.commands.opening import model_path, server_loading, tidy_models_dir
+    from chatapp.engine.opening import load_engine, open_engine
 
     check_terminal()
     err = Console(stderr=True, highlight=False)
     sessions = None
     if session is not None:
-        from chatapp.engine.sessions import SessionManager, validate_name  # noqa: PLC0415
+        from chatapp.engine.sessions import SessionManager, validate_name
 
         validate_name(session)
         sessions = SessionManager.open(settings)  # before loading the model: a bad database fails fast
     if settings.server:  # the server's model: no pull, no load; a model still loading is waited for here
         with server_loading(err, settings.server) as waiting:
             engine = open_engine(settings, model, waiting=waiting)
-        from chatapp.ui.app import ChatApp  # noqa: PLC0415
+        from chatapp.ui.app import ChatApp
     else:
         tidy_models_dir(err)
         path = model_path(settings, model, err)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatapp-load") as pool:
             loading = pool.submit(load_engine, settings, path)
-            from chatapp.ui.app import ChatApp  # noqa: PLC0415 - imported while the model loads
+            from chatapp.ui.app import ChatApp  # imported while the model loads
 
             engine = loading.result()
     app = ChatApp(engine, settings=settings, session=session, sessions=sessions, system_prompt=system,

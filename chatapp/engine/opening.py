@@ -32,7 +32,7 @@ def open_engine(settings: Settings, model: str | None = None, progress: Progress
             raise InputError(f"--model {model} is a local model; the llama-server at "
                              f"{display_url(settings.server)} serves the model it was started with")
         return connect_engine(settings, waiting=waiting)
-    from chatapp.engine.models.resolve import resolve_model  # noqa: PLC0415
+    from chatapp.engine.models.resolve import resolve_model
 
     return load_engine(settings, resolve_model(model, settings, progress=progress))
 
@@ -40,7 +40,7 @@ def open_engine(settings: Settings, model: str | None = None, progress: Progress
 def connect_engine(settings: Settings, url: str | None = None, api_key: str | None = None,
                    waiting: Waiting | None = None) -> Engine:
     """The llama-server backend (settings.server and settings.api_key unless given)."""
-    from chatapp.engine.server.backend import ServerBackend  # noqa: PLC0415
+    from chatapp.engine.server.backend import ServerBackend
 
     url = url or settings.server
     backend = ServerBackend.connect(url, settings.api_key if api_key is None else api_key, waiting)
@@ -51,9 +51,9 @@ def load_engine(settings: Settings, path: Path) -> Engine:
     """The in-process backend on a model file already resolved and checked. What can't fit in
     memory (or exceeds the training context without allow_long_ctx) is refused before
     llama.cpp allocates it."""
-    from chatapp.engine.local.llama import gpu_offload_supported  # noqa: PLC0415 - loads llama_cpp
-    from chatapp.engine.local.backend import LocalBackend  # noqa: PLC0415
-    from chatapp.engine.local.memory_check import check_load  # noqa: PLC0415
+    from chatapp.engine.local.llama import gpu_offload_supported  # loads llama_cpp
+    from chatapp.engine.local.backend import LocalBackend
+    from chatapp.engine.local.memory_check import check_load
 
     notices = check_load(settings, path, offloaded=settings.gpu_layers != 0 and gpu_offload_supported())
     engine = Engine(LocalBackend.load(path, settings), settings)
@@ -63,7 +63,7 @@ def load_engine(settings: Settings, path: Path) -> Engine:
 
 def local_versions() -> dict[str, str]:
     """The versions of llama-cpp-python and of the llama.cpp it vendors (loads llama_cpp)."""
-    from chatapp.engine.local.llama import versions  # noqa: PLC0415
+    from chatapp.engine.local.llama import versions
 
     return versions()
 
@@ -71,7 +71,7 @@ def local_versions() -> dict[str, str]:
 def local_decode_device(settings: Settings) -> str:
     """Where in-process decode runs with these settings: "CPU" unless layers go to a GPU that
     this build of llama.cpp drives, then that backend's name (CUDA, Metal, ...)."""
-    from chatapp.engine.local.llama import backend_name, gpu_offload_supported  # noqa: PLC0415
+    from chatapp.engine.local.llama import backend_name, gpu_offload_supported
 
     if settings.gpu_layers == 0 or not gpu_offload_supported():
         return "CPU"

@@ -580,7 +580,7 @@ class ChatApp(App[None]):
     # --- model info and switching --------------------------------------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="model-info")
     def scan_model(self, path: Path) -> None:
-        from chatapp.engine.models.quant import model_info  # noqa: PLC0415 - gguf/numpy load off the UI thread
+        from chatapp.engine.models.quant import model_info  # gguf/numpy load off the UI thread
 
         try:
             self.post_message(ModelInfoReady(str(path), model_info(path)))
@@ -607,7 +607,7 @@ class ChatApp(App[None]):
             self.notify(f"{self.engine.summary.location} serves the model it was started with; restart it "
                         "with another -m to switch", severity="warning", markup=False)
             return
-        from chatapp.engine.models.resolve import LocalModel, local_models  # noqa: PLC0415
+        from chatapp.engine.models.resolve import LocalModel, local_models
 
         def chosen(spec: str | None) -> None:
             if spec is None or self.busy("switch model"):

@@ -78,7 +78,8 @@ def test_info_json(invoke):
 
 def test_info_rejects_a_bad_kv_type(invoke):
     result = invoke("models", "info", "--kv-type", "q3")
-    assert result.exit_code == 2 and result.stderr == "chatapp: Config: kv_type must be one of f16, q8_0, q4_0, got 'q3'\n"
+    assert result.exit_code == 2
+    assert result.stderr == "chatapp: Config: kv_type must be one of f16, q8_0, q4_0, got 'q3'\n"
 
 
 def test_info_of_a_missing_non_default_model(invoke, no_checkout_models):
@@ -154,7 +155,8 @@ def test_anatomy_text_of_gemma(invoke, gemma_path):
 
 def test_anatomy_rejects_a_bad_kv_type(invoke):
     result = invoke("models", "anatomy", "--kv-type", "q3")
-    assert result.exit_code == 2 and result.stderr == "chatapp: Config: kv_type must be one of f16, q8_0, q4_0, got 'q3'\n"
+    assert result.exit_code == 2
+    assert result.stderr == "chatapp: Config: kv_type must be one of f16, q8_0, q4_0, got 'q3'\n"
 
 
 def test_anatomy_of_a_broken_file_is_one_line(chatapp_exe, tmp_path):

@@ -69,7 +69,8 @@ def default_model_wheel(default_model_path, tmp_path_factory) -> Path:
     with zipfile.ZipFile(folder / f"{name}-{source.version}-py3-none-any.whl", "w", zipfile.ZIP_STORED) as wheel:
         wheel.write(default_model_path, source.member)
         wheel.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {source.wheel}\nVersion: {source.version}\n")
-        wheel.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        wheel.writestr(f"{info}/WHEEL",
+                       "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
         wheel.writestr(f"{info}/RECORD", "")
     return folder
 
@@ -92,7 +93,7 @@ def test_an_old_install_is_tightened_on_the_next_start_with_one_line(chatapp, ro
     listed = chatapp("sessions", "list")
     assert listed.returncode == 0, listed.stderr
     notice, *rest = listed.stderr.splitlines()
-    assert notice.startswith(f"chatapp: tightened permissions on ") and rest == []
+    assert notice.startswith("chatapp: tightened permissions on ") and rest == []
     assert f" in {paths.data_dir()}, {paths.cache_dir()} (other users could read them)" in notice
     assert "s" in listed.stdout.split()
     assert loose > 0 and not_private(*roots) == []

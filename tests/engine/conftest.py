@@ -18,7 +18,7 @@ def make_engine(runtime: LlamaRuntime, system_prompt: str = "", generation: Gene
 
 def runtime_of(engine: Engine) -> LlamaRuntime:
     """The runtime under an in-process engine, for tests that check llama.cpp's own state."""
-    return engine._backend.runtime  # noqa: SLF001 - test-only introspection
+    return engine._backend.runtime  # test-only introspection
 
 
 @pytest.fixture

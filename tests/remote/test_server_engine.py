@@ -67,7 +67,7 @@ def slot_tokens(url: str) -> int:
 def test_the_summary_is_what_the_server_reports(remote, llama_server, default_model_path):
     s = remote.summary
     info = model_info(default_model_path)
-    assert isinstance(remote._backend, Backend)  # noqa: SLF001 - the protocol, checked at runtime
+    assert isinstance(remote._backend, Backend)  # the protocol, checked at runtime
     assert (s.kind, s.backend, s.server) == ("llama-server", "llama-server", llama_server.url)
     assert s.location == f"llama-server {llama_server.url}" and s.build.startswith("b")
     assert (s.name, s.quant, s.n_ctx) == ("smollm2-135m-instruct", "Q4_1", N_CTX)
@@ -165,8 +165,8 @@ def test_a_templated_prompt_marks_the_same_special_tokens(local, remote):
     assert text == local.render(messages)
     ids = remote.prompt_ids(messages)
     assert ids == local.prompt_ids(messages)
-    there = remote._backend.describe(ids)  # noqa: SLF001 - the backend's view, as the Tokens panel gets it
-    here = local._backend.describe(ids)  # noqa: SLF001
+    there = remote._backend.describe(ids)  # the backend's view, as the Tokens panel gets it
+    here = local._backend.describe(ids)
     assert there == here
     assert "".join(t.piece for t in there) == text
     assert {t.piece for t in there if t.special} == {"<|im_start|>", "<|im_end|>"}

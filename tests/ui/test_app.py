@@ -16,7 +16,6 @@ from textual.widgets import Input, OptionList, TextArea
 
 from chatapp import paths
 from chatapp.config import Settings, load_settings
-from chatapp.engine.chat.engine import Engine
 from chatapp.engine.opening import open_engine
 from chatapp.ui import app as app_module
 from chatapp.ui.app import ChatApp

@@ -14,7 +14,6 @@ from textual.widgets import DataTable, Input, TextArea
 
 from chatapp import paths
 from chatapp.config import Settings
-from chatapp.engine.chat.engine import Engine
 from chatapp.engine.opening import open_engine
 from chatapp.engine.events import Message as ChatMessage
 from chatapp.engine.sessions import SessionManager

@@ -96,15 +96,17 @@ async def test_attach_typed_then_asked_shows_its_sources_and_its_cost(make_app, 
         kv = app.query_one(KVPanel).plain
         assert f"retrieved {n}" in kv and f"retrieved: {n} tok" in kv
         assert done.record.cached_tokens == 0  # the first turn
-        assert f"placed late: {done.record.prefill_tokens:,} prefilled ({n:,} retrieved); the next turn reuses it all" in kv
+        placed = f"placed late: {done.record.prefill_tokens:,} prefilled ({n:,} retrieved)"
+        assert f"{placed}; the next turn reuses it all" in kv
         # The second question: the conversation before its block comes from the cache.
         done = await send(pilot, app, seen, "Since which version does Typer include Click's source code?")
         second = app.engine.messages[-2].context
         n2 = sum(1 for p in done.view if p.role == "retrieved" and p.origin == "prefilled")
         assert n2 == len(app.engine.tokenize(second.text)) > 0
         assert done.record.cached_tokens > 0
+        kv = app.query_one(KVPanel).plain.replace("\n", " ")
         assert f"placed late: the {done.record.cached_tokens:,} tok before it came from the cache; " \
-               f"{done.record.prefill_tokens:,} prefilled ({n2:,} retrieved)" in app.query_one(KVPanel).plain.replace("\n", " ")
+               f"{done.record.prefill_tokens:,} prefilled ({n2:,} retrieved)" in kv
         assert len(sources_notices(app)) == 2
         tokens = app.query_one(TokensPanel)
         assert f"retrieved {role_counts(done.view)['retrieved']}" in tokens.query_one("#tokens-summary").plain

@@ -70,7 +70,8 @@ async def test_the_speed_panel_shows_drafting_and_the_roofline_live_and_after(dr
         shown = panel.query_one("#speed-figures", Sketch).plain
         draft = live.draft
         assert f"drafts {draft.drafted} tok, {draft.accepted} accepted ({percent(draft.acceptance)})" in shown
-        assert f"{draft.tokens_per_step:.2f} tok per decode step (+{draft.tokens_per_step - 1:.2f} from drafts)" in shown
+        per_step = draft.tokens_per_step
+        assert f"{per_step:.2f} tok per decode step (+{per_step - 1:.2f} from drafts)" in shown
         assert "accepted by position: " + " ".join(percent(a / d) for a, d in draft.by_position[:8]) in shown
         # The estimate needs a timed plain step: AlwaysDraft may have drafted from the very first.
         assert (f"×{draft.speedup:.2f} against plain steps" in shown) == (draft.speedup > 0)

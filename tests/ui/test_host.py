@@ -146,7 +146,8 @@ async def test_the_attach_controller_runs_on_a_small_host(engine):
     async with host.run_test(message_hook=seen) as pilot:
         assert host.controller.composer_command(f"/attach {DOCS / 'typer.md'}")
         await wait_until(pilot, lambda: seen.of(Attached) or seen.of(AttachFailed))
-        assert not seen.of(AttachFailed) and [p.attachment.name for p in seen.of(Attached)[0].report.added] == ["typer.md"]
+        assert not seen.of(AttachFailed)
+        assert [plan.attachment.name for plan in seen.of(Attached)[0].report.added] == ["typer.md"]
         await wait_until(pilot, lambda: any("attached typer.md" in str(n.render()) for n in host.query(Notice)))
         assert host.busy_with == ["attach a file"]
 

@@ -11,7 +11,7 @@ from tests.ui.test_app_sessions import make_app, opened, store  # noqa: F401 - m
 
 
 @pytest.mark.parametrize("mask", [0o000, 0o022])
-async def test_autosave_after_a_turn_is_private_whatever_the_umask(make_app, mask):  # noqa: F811
+async def test_autosave_after_a_turn_is_private_whatever_the_umask(make_app, mask):
     with umask(mask):
         app, seen = make_app(session="s")
         async with app.run_test(size=WIDE, message_hook=seen) as pilot:

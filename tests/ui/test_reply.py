@@ -16,7 +16,8 @@ SAMPLES = [
     "Here is what I know:\n\n- **Lighthouses** guide ships.\n- Their lamps turn.\n\nKeepers once lived in them.",
     "```python\ndef f(x):\n\n    return x\n```\n\nThis sorts; `sorted` returns a new list.",
     "## The sea\n\nWaves roll in,\ngrey and slow.\n\n1. Tide\n2. Foam\n\n3. Salt\n\n---\n\nEnd.",
-    "1. First\n\n2. Second\n\n3. Third item with **bold**\n\n> a quote\n\n> more\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\nDone.",
+    "1. First\n\n2. Second\n\n3. Third item with **bold**\n\n> a quote\n\n> more\n\n"
+    "| a | b |\n|---|---|\n| 1 | 2 |\n\nDone.",
     "- a\n\n  continued paragraph\n\n- b\n\n# Title\n\ntext with a [link](https://example.org)",
 ]
 

@@ -10,7 +10,8 @@ The index is updated as tokens are appended (one dict write per n), so the cost 
 not grow with the context. Measured here (CPython 3.12, one core of a shared 2-core VM):
 `append` and `draft(8)` ~1-2 µs each, the same at 100 and at 8,192 tokens of context; a
 rebuild of 8,192 tokens (`follow` with a prompt that is not an extension) ~5-7 ms, once per turn
-at most (benchmarks/speculative.py --drafter-cost measures it again). A decode step of the default model takes milliseconds, so drafting costs < 0.1% of it.
+at most (benchmarks/speculative.py --drafter-cost measures it again). A decode step of the default
+model takes milliseconds, so drafting costs < 0.1% of it.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ prefill figures). A stop does not wait for a chunk to end: llama.cpp abandons it
 
 def display_name(path: Path) -> str:
     """The catalog name when the file is a catalog model, else the file name."""
-    from chatapp.engine.models.catalog import load_catalog  # noqa: PLC0415
+    from chatapp.engine.models.catalog import load_catalog
 
     entry = next((e for e in load_catalog().entries if e.file == path.name), None)
     return entry.name if entry else path.name
@@ -50,7 +50,7 @@ class LocalBackend:
 
     def __init__(self, runtime: LlamaRuntime, name: str | None = None, threads: ThreadPolicy | None = None,
                  draft_policy: DraftPolicy | None = None) -> None:
-        from chatapp.engine.models.quant import model_info  # noqa: PLC0415 - the GGUF scan, cached per file
+        from chatapp.engine.models.quant import model_info  # the GGUF scan, cached per file
 
         self.runtime = runtime
         info = runtime.info
@@ -112,7 +112,7 @@ class LocalBackend:
         """The memory read bandwidth decode runs against (chatapp.engine.machine.bandwidth), GB/s. On a new
         machine the first turn measures it (a few tenths of a second, on the thread running the
         turn, before its prefill), then it is cached per machine; None where decode runs on a GPU."""
-        from chatapp.engine.machine.bandwidth import bandwidth_for  # noqa: PLC0415
+        from chatapp.engine.machine.bandwidth import bandwidth_for
 
         found = bandwidth_for(self.runtime.info.backend, self.threads.fixed or physical_cores())
         return found.gbps if found else None
@@ -128,7 +128,7 @@ class LocalBackend:
     def stream(self, prompt: Sequence[int], generation: GenerationSettings, stop: threading.Event, *,
                reuse_limit: int | None = None) -> Iterator[BackendEvent]:
         rt = self.runtime
-        self.bandwidth_gbps  # noqa: B018 - measured here, at the first turn, if never before
+        self.bandwidth_gbps  # measured here, at the first turn, if never before
         prompt = list(prompt)
         cached_before = rt.kv_tokens
         shared = common_prefix(cached_before, prompt)
@@ -310,7 +310,7 @@ class LocalBackend:
 
     def fingerprint(self) -> dict[str, str | int | bool]:
         """The model's sha256 (cached by file identity), context, KV type and the build."""
-        from chatapp.engine.filecache import file_sha256  # noqa: PLC0415
+        from chatapp.engine.filecache import file_sha256
 
         info, found = self.runtime.info, versions()
         return {

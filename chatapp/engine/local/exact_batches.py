@@ -18,8 +18,8 @@ and as deep as the context goes up to 600): `largest` tokens one at a time, keep
 logits, then as one batch of every size from 2 to `largest`, comparing row by row, bit for bit.
 It stops at the first difference, removes every cell it added (the cache ends as it began) and
 is cached per model file, llama.cpp build, CPU, KV type, flash attention, offload and thread
-count: one to two seconds on the default model here, once per thread count. Passing is evidence, not proof; on the default
-model the tests also compare whole greedy replies with drafts and without.
+count: one to two seconds on the default model here, once per thread count. Passing is evidence,
+not proof; on the default model the tests also compare whole greedy replies with drafts and without.
 """
 
 from __future__ import annotations

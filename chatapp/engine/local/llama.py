@@ -27,7 +27,7 @@ _SPECIAL_ATTRS = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR
 
 
 @llama_cpp.llama_log_callback
-def _drop_log(level, text, user_data):  # noqa: ARG001 - llama.cpp would print into the TUI otherwise
+def _drop_log(level, text, user_data):  # llama.cpp would print into the TUI otherwise
     return None
 
 
@@ -203,7 +203,7 @@ class LlamaRuntime:
     @property
     def kv_bytes_per_token(self) -> int:
         """Bytes one token occupies in the KV cache: K and V rows for every layer."""
-        from chatapp.engine.models.quant import kv_bytes_per_token, model_info  # noqa: PLC0415
+        from chatapp.engine.models.quant import kv_bytes_per_token, model_info
 
         return kv_bytes_per_token(model_info(self.path), self.info.kv_type)
 
@@ -593,7 +593,7 @@ _GGML_BASE: ctypes.CDLL | None = None
 def _ggml_base() -> ctypes.CDLL:
     """libggml-base from the binding's own lib folder: tensor names and ggml_backend_tensor_get
     (which copies from any backend's buffer)."""
-    global _GGML_BASE  # noqa: PLW0603 - loaded once, on the first capture
+    global _GGML_BASE  # loaded once, on the first capture
     if _GGML_BASE is None:
         lib = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so"))
         lib.ggml_get_name.restype, lib.ggml_get_name.argtypes = ctypes.c_char_p, [ctypes.c_void_p]

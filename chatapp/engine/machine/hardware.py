@@ -54,6 +54,6 @@ def cpu_name() -> str:
                 return value.strip()
     except OSError:
         pass
-    import platform  # noqa: PLC0415
+    import platform
 
     return platform.processor() or platform.machine()

@@ -17,7 +17,8 @@ from chatapp import paths
 from chatapp.config import Settings
 from chatapp.engine.models.catalog import Catalog, CatalogEntry, load_catalog
 from chatapp.engine.filecache import file_sha256
-from chatapp.engine.models.gguf_header import GGUFHeader, HeaderError, NotGGUFError, UnsupportedVersionError, read_header
+from chatapp.engine.models.gguf_header import (
+    GGUFHeader, HeaderError, NotGGUFError, UnsupportedVersionError, read_header)
 from chatapp.engine.models.pull import Progress, find_local, pull
 from chatapp.engine.models.template import check_templates
 from chatapp.errors import ModelError

@@ -48,7 +48,7 @@ class ChunkIndex:
     """Built once per set of chunks; `search` is safe to call from any one thread at a time."""
 
     def __init__(self, chunks: Sequence[Chunk]):
-        import bm25s  # noqa: PLC0415 - loading numpy and bm25s is paid for only when something is attached
+        import bm25s  # loading numpy and bm25s is paid for only when something is attached
 
         self.chunks = tuple(chunks)
         self._bm25s = bm25s

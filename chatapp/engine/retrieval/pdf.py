@@ -13,7 +13,7 @@ def extract_text(name: str, data: bytes) -> tuple[str, tuple[int, ...]]:
     Raises AttachmentError for a damaged or encrypted PDF, and for one without extractable
     text (scanned pages are images; they need OCR, which chatapp does not do).
     """
-    from pypdf import PdfReader  # noqa: PLC0415 - only attaching a PDF pays for pypdf
+    from pypdf import PdfReader  # only attaching a PDF pays for pypdf
 
     try:
         reader = PdfReader(io.BytesIO(data))

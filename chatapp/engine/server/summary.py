@@ -48,7 +48,7 @@ def _int(value) -> int | None:
 
 def _same_local_file(path: str, n_params: int | None, size: int | None):
     """The GGUF header of the server's model file, when this machine can read that very file."""
-    from chatapp.engine.models.quant import model_info  # noqa: PLC0415 - gguf and numpy, only when there is a file
+    from chatapp.engine.models.quant import model_info  # gguf and numpy, only when there is a file
 
     file = Path(path)
     if n_params is None or size is None or not file.is_file():
@@ -62,7 +62,7 @@ def _same_local_file(path: str, n_params: int | None, size: int | None):
 
 def _display_name(path: str) -> str:
     """The catalog name when the server runs a catalog model's file, else the file name."""
-    from chatapp.engine.models.catalog import load_catalog  # noqa: PLC0415
+    from chatapp.engine.models.catalog import load_catalog
 
     name = Path(path).name
     entry = next((e for e in load_catalog().entries if e.file == name), None)

@@ -209,7 +209,8 @@ class SessionManager:
             at = common_prefix(state.tokens[:valid], expected)
             return 0, f"token mismatch: the state differs from the transcript at token {at:,}"
         if not engine.restore_cache(CacheState(state.tokens, state.payload, state.fingerprint), valid):
-            return 0, f"{'llama.cpp' if engine.summary.kind == 'in-process' else 'llama-server'} could not load the state"
+            loader = 'llama.cpp' if engine.summary.kind == 'in-process' else 'llama-server'
+            return 0, f"{loader} could not load the state"
         touch(path)
         return valid, ""
 

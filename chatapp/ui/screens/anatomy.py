@@ -123,7 +123,7 @@ class AnatomyScreen(ModalScreen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="anatomy")
     def read_anatomy(self) -> None:
-        from chatapp.engine.inside.anatomy import anatomy  # noqa: PLC0415
+        from chatapp.engine.inside.anatomy import anatomy
 
         try:
             self.post_message(self.Read(anatomy(self.path, self.kv_type)))

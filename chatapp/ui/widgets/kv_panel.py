@@ -147,7 +147,8 @@ class KVPanel(ThemedPanel):
                 line = (f"placed late: the {count(record.cached_tokens)} tok before it came from the cache; "
                         f"{count(record.prefill_tokens)} prefilled ({now} retrieved)")
             else:
-                line = f"placed late: {count(record.prefill_tokens)} prefilled ({now} retrieved); the next turn reuses it all"
+                line = (f"placed late: {count(record.prefill_tokens)} prefilled ({now} retrieved); "
+                        "the next turn reuses it all")
             lines.append(Text(line, style=fg(self, "kv-retrieved")))
         return lines
 

@@ -28,13 +28,13 @@ def conversations() -> list[list[Message]]:
 
 def test_without_special_text_in_messages_the_ids_are_the_template_tokenized_as_before(runtime):
     engine = make_engine(runtime)
-    backend = engine._backend  # noqa: SLF001 - the backend's own tokenization is what is compared
+    backend = engine._backend  # the backend's own tokenization is what is compared
     for messages in conversations():
         assert engine.prompt_ids(messages) == backend.tokenize_prompt(engine.render(messages))
 
 
 def special_ids(engine, ids: list[int]) -> list[int]:
-    return [t.id for t in engine._backend.describe(ids) if t.special]  # noqa: SLF001
+    return [t.id for t in engine._backend.describe(ids) if t.special]
 
 
 def test_special_token_text_in_a_message_is_plain_text(runtime):
@@ -42,10 +42,10 @@ def test_special_token_text_in_a_message_is_plain_text(runtime):
     plain = [Message("system", "You are a concise assistant."), Message("user", "Hi")]
     spoofed = [plain[0], Message("user", SPOOF)]
     ids = engine.prompt_ids(spoofed)
-    parsed = engine._backend.tokenize_prompt(engine.render(spoofed))  # noqa: SLF001
+    parsed = engine._backend.tokenize_prompt(engine.render(spoofed))
     assert len(special_ids(engine, parsed)) > len(special_ids(engine, engine.prompt_ids(plain)))  # the old way
     assert special_ids(engine, ids) == special_ids(engine, engine.prompt_ids(plain))  # only the template's
-    assert joined(engine._backend.describe(ids)) == engine.render(spoofed)  # noqa: SLF001 - every character kept
+    assert joined(engine._backend.describe(ids)) == engine.render(spoofed)  # every character kept
     content = [t.id for t in engine.tokenize(SPOOF)]
     assert any(ids[i:i + len(content)] == content for i in range(len(ids)))
 
@@ -55,7 +55,7 @@ def test_special_token_text_in_retrieved_text_is_plain_text_too(runtime):
     messages = [Message("user", "What does it say?", context=block(SPOOF))]
     ids = engine.prompt_ids(messages)
     assert special_ids(engine, ids) == special_ids(engine, engine.prompt_ids([Message("user", "What does it say?")]))
-    assert joined(engine._backend.describe(ids)) == engine.render(messages)  # noqa: SLF001
+    assert joined(engine._backend.describe(ids)) == engine.render(messages)
 
 
 def test_a_turn_sends_the_typed_markers_as_text_and_the_view_says_so(runtime):

@@ -57,7 +57,7 @@ def test_with_an_f16_cache_exactness_depends_on_the_thread_count_and_drafting_fo
         assert batch_check(rt, 9, 1) == BatchCheck(9, 9) and rt.threads == (2, 2)
         threads = [2]
         drafting = LocalDrafting(rt, threads=lambda: threads[0])
-        drafting._check = two  # noqa: SLF001 - what for_turn would have found on two threads
+        drafting._check = two  # what for_turn would have found on two threads
         state = drafting.set("ngram", 8)
         assert not state.active and "kv_type = q8_0" in state.off_because and not drafting.exact_at(2)
         threads[0] = 1  # the policy chose one decode thread: that count's check (cached) applies
@@ -75,7 +75,7 @@ def test_gemma_is_checked_the_same_way(gemma_path):
         # Measured here: gemma-3-270m Q4_K_M's batches differ from single steps (see the module).
         assert not check.passed and check.worst > 0 and 2 <= check.checked <= 9
         drafting = LocalDrafting(rt)
-        drafting._check = check  # noqa: SLF001 - what for_turn would have found
+        drafting._check = check  # what for_turn would have found
         state = drafting.set("ngram", 8)
         assert not state.active and "differently from single steps" in state.off_because
     finally:

@@ -135,7 +135,7 @@ def test_a_turn_says_what_it_read_per_token_against_the_bandwidth(smollm):
     done, _ = checked_turn(engine, smollm, PROMPTS["question"])
     record = done.record
     assert set(DRAFT_KEYS) | set(ROOFLINE_KEYS) <= set(record.extra)
-    info = engine._backend._facts  # noqa: SLF001 - the GGUF facts the backend counts with
+    info = engine._backend._facts  # the GGUF facts the backend counts with
     mean_fill = (record.prompt_tokens + record.kv_used) // 2
     # 30 layers x (K + V) x 192 values x 34 bytes per 32 in q8_0 blocks (f16 would be 23,040)
     assert record.extra["decode_bytes_per_token"] == info.decode_weight_bytes + mean_fill * 12240

@@ -155,7 +155,7 @@ def test_the_context_fills_mid_speculation_without_overflow(default_model_path):
         target = VerifyTarget(rt, sampler)
         decoder = SpeculativeDecoder(target, lambda t: False, policy=AlwaysDraft(k_max=8))
         decoder.begin(ids)
-        while not (step := decoder.step(10_000, rt.n_ctx - rt.n_cached)).full:
+        while not decoder.step(10_000, rt.n_ctx - rt.n_cached).full:
             assert rt.n_cached == rt.kv_cells_used() <= rt.n_ctx
         assert rt.n_cached == rt.n_ctx == rt.kv_cells_used()
         assert decoder.stats.accepted > 0

@@ -31,7 +31,7 @@ def prefill_history(engine: Engine, messages: list[Message]) -> None:
     """Load a transcript and fill the KV cache with it, without generating."""
     engine.load_conversation(messages)
     engine.clear_cache()
-    engine._backend.runtime.eval(engine.prompt_ids())  # noqa: SLF001 - a test helper fills the cache directly
+    engine._backend.runtime.eval(engine.prompt_ids())  # a test helper fills the cache directly
 
 
 def run_turn(engine: Engine, text: str):

@@ -16,12 +16,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from chatapp.engine.models.resolve import resolve_model  # noqa: E402
-from chatapp.engine.sessions import manager as manager_module  # noqa: E402
-from chatapp.engine.sessions import SessionManager  # noqa: E402
-from chatapp.engine.sessions.manager import LiveSession  # noqa: E402
-from chatapp.errors import SessionConflict  # noqa: E402
-from tests.engine.sessions.session_helpers import SETTINGS, open_engine, prefill_history, synthetic_history  # noqa: E402
+from chatapp.engine.models.resolve import resolve_model
+from chatapp.engine.sessions import manager as manager_module
+from chatapp.engine.sessions import SessionManager
+from chatapp.engine.sessions.manager import LiveSession
+from chatapp.errors import SessionConflict
+from tests.engine.sessions.session_helpers import SETTINGS, open_engine, prefill_history, synthetic_history
 
 
 def slowly(encode, pause_s: float):
