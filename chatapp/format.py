@@ -58,3 +58,14 @@ def display_url(url: str) -> str:
     except ValueError:
         return url.rsplit("@", 1)[-1]
     return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
+
+
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
+_CONTROLS.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
+
+
+def one_line_text(text: str) -> str:
+    """Text from outside (a file name, a server's words) made safe for one line of a terminal:
+    every control character, escapes (ESC starts ANSI/OSC sequences that could set the title or
+    the clipboard) and line breaks included, shown as its backslash escape."""
+    return text.translate(_CONTROLS)
