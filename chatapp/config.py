@@ -115,7 +115,7 @@ def validate(settings: Settings) -> Settings:
     CLI options, the config file and the TUI's sampling screen all come through here."""
     if settings.n_ctx < 16:
         raise ConfigError(f"n_ctx must be at least 16, got {settings.n_ctx}")
-    # No ceiling here: chatapp.engine.local.memory_check weighs n_ctx against the machine when a model loads.
+    # No ceiling here: chatapp.engine.machine.memory_check weighs n_ctx against the machine when a model loads.
     if settings.kv_type not in KV_TYPES:
         raise ConfigError(f"kv_type must be one of {', '.join(KV_TYPES)}, got {settings.kv_type!r}")
     if settings.draft not in DRAFT_MODES:

@@ -53,7 +53,7 @@ def load_engine(settings: Settings, path: Path) -> Engine:
     llama.cpp allocates it."""
     from chatapp.engine.local.llama import gpu_offload_supported  # loads llama_cpp
     from chatapp.engine.local.backend import LocalBackend
-    from chatapp.engine.local.memory_check import check_load
+    from chatapp.engine.machine.memory_check import check_load
 
     notices = check_load(settings, path, offloaded=settings.gpu_layers != 0 and gpu_offload_supported())
     engine = Engine(LocalBackend.load(path, settings), settings)

@@ -115,7 +115,7 @@ def test_a_huge_context_is_refused_naming_need_and_memory(run, how):
 
 
 def test_the_memory_estimate_decides_before_loading(run, default_model_path):
-    from chatapp.engine.local.memory_check import estimate
+    from chatapp.engine.machine.memory_check import estimate
 
     info = model_info(default_model_path)
     per_token = estimate(info, 1 << 20, "f16").total / (1 << 20)
