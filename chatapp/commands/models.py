@@ -1,4 +1,4 @@
-"""`chatapp models`: list the catalog and local GGUF files, inspect one, pull one."""
+"""`chatapp models`: list every model on this machine, inspect one, pull one."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from chatapp.commands.models_list import list_models
 from chatapp.config import KV_TYPES
 from chatapp.errors import InputError, ModelError
 from chatapp.format import human_bytes, human_count
@@ -22,38 +23,7 @@ KvTypeOpt = Annotated[Optional[str], typer.Option(
     "--kv-type", help="KV type for the cache figures: f16, q8_0 or q4_0; default: the configured one.")]
 
 
-@app.command("list")
-def list_models() -> None:
-    """The catalog's models, whether each is downloaded, and other GGUF files in the model folders."""
-    from chatapp import paths
-    from chatapp.engine.models.catalog import load_catalog
-    from chatapp.engine.models.resolve import local_models
-    from chatapp.engine.models.quant import model_info
-
-    catalog = load_catalog()
-    table = Table(title="Models", title_justify="left", caption="* the default model", caption_justify="left")
-    table.add_column("name", no_wrap=True)
-    for column in ("quant", "size", "params", "chat"):
-        table.add_column(column)
-    table.add_column("folder", overflow="fold")
-    for model in local_models(catalog):
-        entry = model.entry
-        where = escape(str(model.path.parent)) if model.path else "[dim]not downloaded[/dim]"
-        if entry is not None:
-            name = f"{entry.name} *" if entry.name == catalog.default else entry.name
-            table.add_row(name, entry.quantization, human_bytes(entry.size), human_count(entry.params),
-                          "yes" if entry.chat else "no", where)
-            continue
-        try:
-            info = model_info(model.path)
-        except (ValueError, OSError) as exc:
-            table.add_row(escape(model.name), "?", "?", "?", "?", f"{where} [red]({escape(str(exc))})[/red]")
-            continue
-        table.add_row(escape(model.name), info.file_type, human_bytes(info.file_size), human_count(info.n_params), "?",
-                      where)
-    console = Console()
-    console.print(table)
-    console.print(f"[dim]Model folders: {', '.join(str(d) for d in paths.model_search_dirs())}[/dim]")
+app.command("list")(list_models)
 
 
 @app.command("info")

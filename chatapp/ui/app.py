@@ -607,7 +607,7 @@ class ChatApp(App[None]):
             self.notify(f"{self.engine.summary.location} serves the model it was started with; restart it "
                         "with another -m to switch", severity="warning", markup=False)
             return
-        from chatapp.engine.models.resolve import LocalModel, local_models
+        from chatapp.engine.models.discovery import LocalModel, local_models
 
         def chosen(spec: str | None) -> None:
             if spec is None or self.busy("switch model"):

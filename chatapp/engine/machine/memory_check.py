@@ -57,6 +57,11 @@ def estimate(info: ModelInfo, n_ctx: int, kv_type: str, n_batch: int = N_BATCH) 
     return MemoryEstimate(info.weight_bytes, kv_bytes_per_token(info, kv_type) * cells, buffers)
 
 
+def fits(info: ModelInfo, settings: Settings) -> bool:
+    """Whether the model would load here at the settings' n_ctx and KV type (as `check_load` judges)."""
+    return estimate(info, settings.n_ctx, settings.kv_type).total <= psutil.virtual_memory().available
+
+
 def check_load(settings: Settings, path: Path, *, offloaded: bool = False) -> list[str]:
     """Refuse (ModelError, one line) a load that can't fit in memory or that exceeds the model's
     training context without `allow_long_ctx`; returns warnings to show, one line each."""

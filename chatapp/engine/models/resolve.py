@@ -1,8 +1,10 @@
-"""Which GGUF file to load: resolution of a model spec, validation, and the local inventory.
+"""Which GGUF file to load: a model spec resolved to a checked file.
 
-A spec is a catalog name, a path to a GGUF file, or the file name of a GGUF file in one of
-paths.model_search_dirs(). Resolution order: the explicit spec, then $CHATAPP_MODEL, then
-settings.model, then the catalog's default.
+A spec is a catalog name, a store name (hf:ORG/REPO[:QUANT], ollama:NAME[:TAG],
+lmstudio:PUBLISHER/REPO[/FILE]: chatapp.engine.models.discovery), a path to a GGUF file, or
+the file name of a GGUF file in one of paths.model_search_dirs() or llama.cpp's flat cache.
+Resolution order: the explicit spec, then $CHATAPP_MODEL, then settings.model, then the
+catalog's default.
 """
 
 from __future__ import annotations
@@ -10,21 +12,21 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
 from chatapp import paths
 from chatapp.config import Settings
-from chatapp.engine.models.catalog import Catalog, CatalogEntry, load_catalog
+from chatapp.engine.models.catalog import Catalog, load_catalog
 from chatapp.engine.filecache import file_sha256
+from chatapp.engine.models.discovery import resolve_store_name
 from chatapp.engine.models.gguf_header import (
     GGUFHeader, HeaderError, NotGGUFError, UnsupportedVersionError, read_header)
+from chatapp.engine.models.hub_cache import llama_cache_dir
 from chatapp.engine.models.pull import Progress, find_local, pull
 from chatapp.engine.models.template import check_templates
 from chatapp.errors import ModelError
 
-__all__ = ["ModelNotDownloadedError", "LocalModel", "check_gguf", "file_sha256", "local_models", "resolve_model",
-           "model_spec"]
+__all__ = ["ModelNotDownloadedError", "check_gguf", "file_sha256", "resolve_model", "model_spec"]
 
 ENV_VAR = "CHATAPP_MODEL"
 
@@ -85,7 +87,7 @@ def _looks_like_path(spec: str) -> bool:
 
 
 def _in_search_dirs(spec: str) -> Path | None:
-    for directory in paths.model_search_dirs():
+    for directory in (*paths.model_search_dirs(), llama_cache_dir()):
         for candidate in (directory / spec, directory / f"{spec}.gguf"):
             if candidate.is_file():
                 return candidate
@@ -103,6 +105,12 @@ def resolve_model(spec: str | None = None, settings: Settings | None = None, *, 
     if spec is not None and not spec.strip():
         raise ModelError("the model name is empty; leave --model out to use the configured or default model")
     choice = model_spec(spec, settings, catalog)
+    in_store = resolve_store_name(choice)
+    if in_store is not None:
+        check_gguf(in_store)
+        # Absolute, not resolved: llama.cpp finds a split model's other parts beside the first
+        # part's name, and in the hub cache that name is the snapshot's link, not the blob.
+        return Path(os.path.abspath(in_store))
     entry = catalog.find(choice)
     if entry is not None:
         path = find_local(entry)
@@ -121,26 +129,3 @@ def resolve_model(spec: str | None = None, settings: Settings | None = None, *, 
                              "(or give a path to a .gguf file)")
     check_gguf(path)
     return path.resolve()
-
-
-@dataclass(frozen=True)
-class LocalModel:
-    name: str
-    """The catalog name, or the file name for a GGUF file the catalog doesn't know."""
-    entry: CatalogEntry | None
-    path: Path | None
-    """None when a catalog model isn't downloaded."""
-
-
-def local_models(catalog: Catalog | None = None) -> list[LocalModel]:
-    """Every catalog model (present or not), then other .gguf files in the search directories."""
-    catalog = catalog or load_catalog()
-    found = [LocalModel(entry.name, entry, find_local(entry)) for entry in catalog.entries]
-    known_files = {entry.file for entry in catalog.entries}
-    for directory in paths.model_search_dirs():
-        if not directory.is_dir():
-            continue
-        for path in sorted(directory.glob("*.gguf")):
-            if path.name not in known_files and not path.name.startswith(".") and path.is_file():
-                found.append(LocalModel(path.name, None, path))
-    return found

@@ -12,7 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
-from chatapp.engine.models.resolve import LocalModel
+from chatapp.engine.models.discovery import LocalModel
 
 
 def option_for(model: LocalModel, current: Path) -> Option:

@@ -16,7 +16,8 @@ from chatapp.engine import filecache
 from chatapp.engine.models import resolve as models_module
 from chatapp.engine.models.catalog import load_catalog, parse_catalog
 from chatapp.engine.filecache import FileCache, file_sha256
-from chatapp.engine.models.resolve import ModelNotDownloadedError, local_models, resolve_model
+from chatapp.engine.models.discovery import local_models
+from chatapp.engine.models.resolve import ModelNotDownloadedError, resolve_model
 from chatapp.engine.models.pull import pull
 from chatapp.errors import ModelError
 

@@ -1,0 +1,96 @@
+"""`chatapp models list`: every model on this machine, by source, with what it would cost here."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from chatapp.engine.models.sources import SOURCES
+from chatapp.format import human_bytes, human_count, one_line_text
+
+
+def rows(settings) -> tuple[list[dict], list[str]]:
+    """One dict per model found (the --json shape), and one line per store or model problem.
+    Headers are read here, once per file version (chatapp.engine.models.quant caches them)."""
+    from chatapp.engine.machine.memory_check import fits
+    from chatapp.engine.models.discovery import discover
+    from chatapp.engine.models.quant import model_info
+
+    found = discover()
+    listed, problems = [], list(found.problems)
+    for model in found.models:
+        row = {"name": model.name, "source": model.source, "path": str(model.path) if model.path else None,
+               "quant": model.quant, "size_bytes": model.size_bytes, "n_params": None, "fits": None,
+               "problem": model.problem}
+        if model.path is not None:
+            try:
+                info = model_info(model.path)
+            except (ValueError, OSError) as exc:
+                row["problem"] = f"not a readable GGUF file ({exc})"
+            else:
+                row.update(quant=info.file_type or model.quant, n_params=info.n_params, fits=fits(info, settings))
+        if row["problem"]:
+            problems.append(f"{model.name}: {row['problem']}")
+        listed.append(row)
+    return listed, problems
+
+
+def list_models(
+    as_json: Annotated[bool, typer.Option("--json", help="A list of {name, source, path, quant, size_bytes, "
+                                                         "n_params, fits, problem}.")] = False,
+) -> None:
+    """Every model found: chatapp's catalog and folders, the Hugging Face cache, Ollama and LM
+    Studio (read only), with whether each fits in memory at the configured context."""
+    from chatapp.config import load_settings
+    from chatapp.engine.models.catalog import load_catalog
+
+    settings = load_settings()
+    listed, problems = rows(settings)
+    for problem in problems:
+        print(f"chatapp: note: {one_line_text(problem)}", file=sys.stderr)
+    if as_json:
+        typer.echo(json.dumps(listed))
+        return
+    default = load_catalog().default
+    console = Console()
+    console.print(f"[dim]fits: loads here at n_ctx {settings.n_ctx:,} with a {settings.kv_type} KV cache; "
+                  f"* the default model[/dim]")
+    for source in SOURCES:
+        group = [row for row in listed if row["source"] == source]
+        if group:
+            console.print(table_of(source, group, default))
+
+
+SOURCE_TITLES = {"catalog": "chatapp's catalog", "local": "GGUF files", "huggingface": "Hugging Face cache",
+                 "ollama": "Ollama", "lmstudio": "LM Studio"}
+
+
+def table_of(source: str, group: list[dict], default: str) -> Table:
+    """One source's models; its folders under the table, since a path column folds to nothing
+    in an 80-column terminal (--json has every path)."""
+    folders = sorted({str(Path(row["path"]).parent).replace(str(Path.home()), "~", 1)
+                      for row in group if row["path"]})
+    table = Table(title=SOURCE_TITLES[source], title_justify="left", caption_justify="left",
+                  caption=escape(one_line_text("in " + ", ".join(folders))) if folders else None)
+    table.add_column("name", no_wrap=True)
+    for column in ("quant", "size", "params"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("fits", overflow="fold")
+    for row in group:
+        name = escape(one_line_text(row["name"])) + (" *" if row["name"] == default else "")
+        if row["source"] == "catalog" and row["path"] is None:
+            fits = "[dim]not downloaded[/dim]"
+        elif row["problem"]:
+            fits = f"[red]unusable: {escape(one_line_text(row['problem']))}[/red]"
+        else:
+            fits = {None: "?", True: "yes", False: "[red]no[/red]"}[row["fits"]]
+        table.add_row(name, escape(row["quant"] or "?"), human_bytes(row["size_bytes"]) if row["size_bytes"] else "?",
+                      human_count(row["n_params"]) if row["n_params"] else "?", fits)
+    return table

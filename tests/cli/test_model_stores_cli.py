@@ -1,0 +1,60 @@
+"""`chatapp models list` and `ask --model NAME` over other tools' stores, built from the real
+default model: found, chatted with offline, and left byte for byte as they were."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.engine.models.stores import HF_NAME, LMSTUDIO_NAME, OLLAMA_NAME, build, snapshot
+
+ASK = ("--json", "--temperature", "0", "--max-tokens", "6", "--ctx", "512", "--threads", "1")
+
+
+@pytest.fixture
+def run_with_stores(tmp_path, isolated_dirs, default_model_path):
+    stores = build(tmp_path / "stores", default_model_path)
+    exe = Path(sys.executable).with_name("chatapp")
+    env = {**os.environ, **isolated_dirs, **stores.env(), "HF_HUB_OFFLINE": "1", "COLUMNS": "200"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(exe), *args], capture_output=True, text=True, env=env, timeout=300)
+
+    return run, tmp_path / "stores"
+
+
+def test_list_finds_every_store_and_ask_chats_with_each_leaving_them_unchanged(run_with_stores):
+    run, root = run_with_stores
+    before = snapshot(root)
+    listed = run("models", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = {row["name"]: row for row in json.loads(listed.stdout)}
+    for name, source in ((HF_NAME, "huggingface"), (OLLAMA_NAME, "ollama"), (LMSTUDIO_NAME, "lmstudio")):
+        row = rows[name]
+        assert row["source"] == source and row["quant"] == "Q4_1" and row["n_params"] == 134_515_008
+        assert row["fits"] is True and row["problem"] is None and Path(row["path"]).is_file()
+        assert set(row) == {"name", "source", "path", "quant", "size_bytes", "n_params", "fits", "problem"}
+    replies = []
+    for name in (HF_NAME, OLLAMA_NAME, LMSTUDIO_NAME):
+        out = run("ask", "--model", name, "Name a colour.", *ASK)
+        assert out.returncode == 0, out.stderr
+        [record] = [json.loads(line) for line in out.stdout.splitlines()]
+        replies.append(record["reply"])
+    assert replies[0] and replies.count(replies[0]) == 3  # one file behind three names: one greedy reply
+    table = run("models", "list")
+    assert table.returncode == 0 and all(title in table.stdout for title in
+                                         ("Hugging Face cache", "Ollama", "LM Studio"))
+    assert snapshot(root) == before
+
+
+def test_a_name_that_points_nowhere_is_one_line_exit_2(run_with_stores):
+    run, _ = run_with_stores
+    for name in ("hf:nobody/nothing", "ollama:nothing", "lmstudio:a/b", "ollama:../../x"):
+        out = run("ask", "--model", name, "hi", *ASK)
+        assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+        assert out.stderr.startswith("chatapp: Model: ") and "Traceback" not in out.stderr
