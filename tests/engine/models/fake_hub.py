@@ -1,0 +1,155 @@
+"""An HTTP server on 127.0.0.1 that answers as the Hugging Face hub's API does for the few
+calls a GGUF pull makes (no network reaches the hub here): the repo's file list with LFS
+sha256s, HEAD and ranged GET of /ORG/REPO/resolve/REV/FILE, and the hub's error codes. It can
+drop a connection after some bytes, or state a wrong checksum, to test those paths."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+COMMIT = "fedcba9876543210fedcba9876543210fedcba98"
+CHUNK = 1 << 16
+
+
+@dataclass
+class HubRepo:
+    files: dict[str, Path]
+    gated: bool = False
+    wrong_sha: bool = False
+    sha256: dict[str, str] = field(default_factory=dict)
+
+    def digest(self, name: str) -> str:
+        if name not in self.sha256:
+            data = hashlib.sha256()
+            with open(self.files[name], "rb") as file:
+                for block in iter(lambda: file.read(1 << 20), b""):
+                    data.update(block)
+            self.sha256[name] = data.hexdigest()
+        return "0" * 64 if self.wrong_sha else self.sha256[name]
+
+
+class FakeHub:
+    def __init__(self) -> None:
+        self.repos: dict[str, HubRepo] = {}
+        self.drop_after: int | None = None
+        """Close the next file download after this many bytes (once)."""
+        self.ranges: list[str] = []
+        """Every Range header a download asked with."""
+        self.delay = 0.0
+        """Seconds to wait after each 64 KiB sent: a slow link, to interrupt a pull halfway."""
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> FakeHub:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _handler(self):
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def _error(self, status: int, code: str) -> None:
+                self.send_response(status)
+                self.send_header("X-Error-Code", code)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def _repo(self, repo_id: str) -> HubRepo | None:
+                repo = hub.repos.get(repo_id)
+                if repo is None:
+                    self._error(404, "RepoNotFound")
+                elif repo.gated and "authorization" not in {k.lower() for k in self.headers}:
+                    self._error(401, "GatedRepo")
+                    return None
+                return repo
+
+            def do_GET(self) -> None:
+                self._serve(body=True)
+
+            def do_HEAD(self) -> None:
+                self._serve(body=False)
+
+            def _serve(self, body: bool) -> None:
+                path = self.path.split("?", 1)[0]
+                api = re.match(r"^/api/models/([^/]+/[^/]+)(?:/revision/[^/]+)?$", path)
+                if api:
+                    repo = self._repo(api[1])
+                    if repo is None:
+                        return
+                    siblings = [{"rfilename": name, "size": file.stat().st_size, "blobId": "b" * 40,
+                                 "lfs": {"size": file.stat().st_size, "sha256": repo.digest(name), "pointerSize": 134}}
+                                for name, file in repo.files.items()] + [{"rfilename": "README.md", "size": 5}]
+                    data = json.dumps({"id": api[1], "sha": COMMIT, "siblings": siblings}).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    if body:
+                        self.wfile.write(data)
+                    return
+                resolve = re.match(r"^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$", path)
+                if not resolve:
+                    self._error(404, "RepoNotFound")
+                    return
+                repo = self._repo(resolve[1])
+                if repo is None:
+                    return
+                name = resolve[3]
+                if name not in repo.files:
+                    self._error(404, "EntryNotFound")
+                    return
+                self._file(repo, name, body)
+
+            def _file(self, repo: HubRepo, name: str, body: bool) -> None:
+                file, digest = repo.files[name], repo.digest(name)
+                size = file.stat().st_size
+                start = 0
+                asked = self.headers.get("Range")
+                if asked and body:
+                    hub.ranges.append(asked)
+                    start = int(re.match(r"bytes=(\d+)-", asked)[1])
+                self.send_response(206 if start else 200)
+                self.send_header("X-Repo-Commit", COMMIT)
+                self.send_header("X-Linked-Etag", f'"{digest}"')
+                self.send_header("X-Linked-Size", str(size))
+                self.send_header("ETag", f'"{digest}"')
+                self.send_header("Content-Length", str(size - start))
+                if start:
+                    self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
+                self.end_headers()
+                if not body:
+                    return
+                drop, hub.drop_after = hub.drop_after, None
+                sent = 0
+                with open(file, "rb") as source:
+                    source.seek(start)
+                    for block in iter(lambda: source.read(CHUNK), b""):
+                        if drop is not None and sent + len(block) > drop:
+                            self.wfile.write(block[: max(drop - sent, 0)])
+                            self.wfile.flush()
+                            self.connection.shutdown(2)  # the connection drops mid-download
+                            return
+                        try:
+                            self.wfile.write(block)
+                        except OSError:  # the client went away (an interrupted pull)
+                            return
+                        sent += len(block)
+                        if hub.delay:
+                            time.sleep(hub.delay)
+
+        return Handler
