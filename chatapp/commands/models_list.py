@@ -16,32 +16,6 @@ from chatapp.engine.models.sources import SOURCES
 from chatapp.format import human_bytes, human_count, one_line_text
 
 
-def rows(settings) -> tuple[list[dict], list[str]]:
-    """One dict per model found (the --json shape), and one line per store or model problem.
-    Headers are read here, once per file version (chatapp.engine.models.quant caches them)."""
-    from chatapp.engine.machine.memory_check import fits
-    from chatapp.engine.models.discovery import discover
-    from chatapp.engine.models.quant import model_info
-
-    found = discover()
-    listed, problems = [], list(found.problems)
-    for model in found.models:
-        row = {"name": model.name, "source": model.source, "path": str(model.path) if model.path else None,
-               "quant": model.quant, "size_bytes": model.size_bytes, "n_params": None, "fits": None,
-               "problem": model.problem}
-        if model.path is not None:
-            try:
-                info = model_info(model.path)
-            except (ValueError, OSError) as exc:
-                row["problem"] = f"not a readable GGUF file ({exc})"
-            else:
-                row.update(quant=info.file_type or model.quant, n_params=info.n_params, fits=fits(info, settings))
-        if row["problem"]:
-            problems.append(f"{model.name}: {row['problem']}")
-        listed.append(row)
-    return listed, problems
-
-
 def list_models(
     as_json: Annotated[bool, typer.Option("--json", help="A list of {name, source, path, quant, size_bytes, "
                                                          "n_params, fits, problem}.")] = False,
@@ -51,10 +25,13 @@ def list_models(
     from chatapp.config import load_settings
     from chatapp.engine.models.catalog import load_catalog
 
+    from chatapp.engine.machine.model_fit import model_rows
+
     settings = load_settings()
-    listed, problems = rows(settings)
+    found, problems = model_rows(settings)
     for problem in problems:
         print(f"chatapp: note: {one_line_text(problem)}", file=sys.stderr)
+    listed = [row.to_json() for row in found]
     if as_json:
         typer.echo(json.dumps(listed))
         return
