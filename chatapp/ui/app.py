@@ -30,6 +30,7 @@ from textual.worker import get_current_worker
 
 from chatapp.config import Settings, save_setting
 from chatapp.engine.chat.engine import Engine
+from chatapp.engine.machine.model_fit import ModelRow
 from chatapp.engine.sessions import SessionManager
 from chatapp.errors import ChatappError, ConfigError, ContextFullError, InputError, ServerError
 from chatapp.ui.attach_control import AttachController, command_of
@@ -45,7 +46,7 @@ from chatapp.ui.messages import (
 )
 from chatapp.ui.screens.attention import AttentionScreen
 from chatapp.ui.screens.help import HelpScreen
-from chatapp.ui.screens.model_picker import ModelPickerScreen
+from chatapp.ui.screens.model_picker import ModelPickerScreen, ModelsFound
 from chatapp.ui.screens.sampling import Sampling, SamplingScreen
 from chatapp.ui.screens.sessions import SessionsScreen
 from chatapp.ui.screens.system_prompt import SystemPromptScreen
@@ -607,30 +608,43 @@ class ChatApp(App[None]):
             self.notify(f"{self.engine.summary.location} serves the model it was started with; restart it "
                         "with another -m to switch", severity="warning", markup=False)
             return
-        from chatapp.engine.models.discovery import LocalModel, local_models
+        self.query_one(AppHeader).status = "finding models…"
+        self.find_models()
 
-        def chosen(spec: str | None) -> None:
-            if spec is None or self.busy("switch model"):
-                return
-            if Path(spec).resolve() == Path(self.engine.summary.path).resolve():
-                self.notify("that model is already loaded", timeout=3)
-                return
-            self.loading_model = True
-            self.query_one(AppHeader).status = f"loading {Path(spec).name}…"
-            self.load_model(spec)
+    @work(thread=True, exclusive=True, exit_on_error=False, group="model-list")
+    def find_models(self) -> None:
+        """Every store is read and every header looked at (cached per file) off the UI thread."""
+        from chatapp.engine.machine.model_fit import model_rows
 
-        current = Path(self.engine.summary.path)
         try:
-            models = local_models()
-        except ChatappError as exc:
-            self.notify(exc.one_line(), severity="error", markup=False)
+            rows, notes = model_rows(self.settings)
+        except (ChatappError, OSError) as exc:
+            self.post_message(ModelsFound([], [], error=str(exc)))
             return
-        if all(m.path is None or m.path.resolve() != current.resolve() for m in models):
-            # Loaded from elsewhere (--model PATH, $CHATAPP_MODEL): list it too, under its catalog name if any.
-            entry = next((m.entry for m in models if m.entry and m.entry.file == current.name), None)
-            models = [m for m in models if entry is None or m.entry is not entry]
-            models.insert(0, LocalModel(entry.name if entry else current.name, entry, current))
-        self.push_screen(ModelPickerScreen(models, current), chosen)
+        self.post_message(ModelsFound(rows, notes))
+
+    @dropped_after_exit
+    def on_models_found(self, message: ModelsFound) -> None:
+        self.query_one(AppHeader).status = ""
+        if message.error is not None:
+            self.notify(f"cannot list models: {message.error}", severity="error", markup=False)
+            return
+        current = Path(self.engine.summary.path)
+        rows = message.rows
+        if not any(row.path and Path(row.path).resolve() == current.resolve() for row in rows):
+            # Loaded from elsewhere (--model PATH, $CHATAPP_MODEL): list it too.
+            rows.insert(0, ModelRow(current.name, "local", str(current), None, 0, None, None, None))
+        self.push_screen(ModelPickerScreen(rows, current, message.notes), self._model_chosen)
+
+    def _model_chosen(self, spec: str | None) -> None:
+        if spec is None or self.busy("switch model"):
+            return
+        if Path(spec).resolve() == Path(self.engine.summary.path).resolve():
+            self.notify("that model is already loaded", timeout=3)
+            return
+        self.loading_model = True
+        self.query_one(AppHeader).status = f"loading {Path(spec).name}…"
+        self.load_model(spec)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="model")
     def load_model(self, spec: str) -> None:

@@ -388,7 +388,7 @@ async def test_switch_model_loads_the_new_engine_and_keeps_the_conversation(make
         await send(pilot, app, seen, "Hi!")
         old = app.engine
         await pilot.press("ctrl+l")
-        assert isinstance(app.screen, ModelPickerScreen)
+        await wait_until(pilot, lambda: isinstance(app.screen, ModelPickerScreen))  # listed off the UI thread
         options = app.screen.query_one(OptionList)
         index = next(i for i in range(options.option_count) if options.get_option_at_index(i).id == str(copy))
         options.highlighted = index

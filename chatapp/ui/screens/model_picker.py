@@ -1,4 +1,6 @@
-"""Pick another model: catalog models and any other GGUF file in the model folders."""
+"""Pick another model from every store on this machine (chatapp.engine.machine.model_fit),
+grouped by source, filtered as you type, each with its quantization, size, parameters and
+whether it fits here: a model that will not fit says so before it is loaded."""
 
 from __future__ import annotations
 
@@ -8,52 +10,113 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import Label, OptionList
+from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 
-from chatapp.engine.models.discovery import LocalModel
+from chatapp.engine.machine.model_fit import ModelRow
+from chatapp.engine.models.sources import SOURCES
+from chatapp.format import human_bytes, human_count, one_line_text
+
+SOURCE_TITLES = {"catalog": "chatapp's catalog", "local": "GGUF files", "huggingface": "Hugging Face cache",
+                 "ollama": "Ollama", "lmstudio": "LM Studio"}
 
 
-def option_for(model: LocalModel, current: Path) -> Option:
-    label = Text(model.name, style="bold")
-    if model.entry is not None:
-        label.append(f"  {model.entry.quantization} · {model.entry.description}")
-    if model.path is None:
-        label.append(f"  (not downloaded: chatapp models pull {model.name})", style="italic")
-        return Option(label, id=f"missing:{model.name}", disabled=True)
-    if model.path.resolve() == current.resolve():
+class ModelsFound(Message):
+    """What the app's model-list worker found, for the picker."""
+
+    def __init__(self, rows: list[ModelRow], notes: list[str], error: str | None = None) -> None:
+        super().__init__()
+        self.rows, self.notes, self.error = rows, notes, error
+
+
+def option_for(row: ModelRow, current: Path) -> Option:
+    label = Text(one_line_text(row.name), style="bold")
+    figures = [row.quant or "?", human_bytes(row.size_bytes) if row.size_bytes else "?"]
+    if row.n_params:
+        figures.append(f"{human_count(row.n_params)} params")
+    label.append("  " + " · ".join(figures))
+    if row.path is None:
+        reason = row.problem or f"not downloaded: chatapp models pull {row.name}"
+        label.append(f"  ({one_line_text(reason)})", style="italic")
+        return Option(label, id=f"missing:{row.name}", disabled=True)
+    if row.problem:
+        label.append(f"  (unusable: {one_line_text(row.problem)})", style="italic")
+        return Option(label, id=f"broken:{row.name}", disabled=True)
+    if Path(row.path).resolve() == current.resolve():
         label.append("  (loaded)", style="italic")
-    return Option(label, id=str(model.path))
+    if row.fits is False:
+        label.append("  ✗ does not fit in memory at this context", style="bold red")
+    return Option(label, id=row.path)
+
+
+def options(rows: list[ModelRow], current: Path, query: str = "") -> list[Option]:
+    """The rows whose name, source or quant holds every word of `query`, under their source's title."""
+    words = query.lower().split()
+    shown = []
+    for source in SOURCES:
+        group = [row for row in rows if row.source == source
+                 and all(word in f"{row.name} {row.source} {row.quant or ''}".lower() for word in words)]
+        if group:
+            shown.append(Option(Text(SOURCE_TITLES[source], style="underline"), id=f"title:{source}", disabled=True))
+            shown += [option_for(row, current) for row in group]
+    return shown
 
 
 class ModelPickerScreen(ModalScreen[str | None]):
     """Dismisses with the chosen GGUF path, or None."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("down", "to_list", show=False)]
 
     DEFAULT_CSS = """
     ModelPickerScreen { align: center middle; }
     ModelPickerScreen > Vertical {
-        width: 90%; max-width: 110; height: auto; max-height: 80%;
+        width: 90%; max-width: 120; height: auto; max-height: 85%;
         border: round $primary; background: $surface; padding: 0 1;
     }
-    ModelPickerScreen OptionList { height: auto; max-height: 20; }
+    ModelPickerScreen OptionList { height: auto; max-height: 24; }
     """
 
-    def __init__(self, models: list[LocalModel], current: Path) -> None:
+    def __init__(self, rows: list[ModelRow], current: Path, notes: list[str] | None = None) -> None:
         super().__init__()
-        self.models = models
+        self.rows = rows
         self.current = current
+        self.notes = notes or []
 
     def compose(self) -> ComposeResult:
         with Vertical() as box:
             box.border_title = "Switch model"
-            yield Label("Enter loads the model (the conversation carries over); Esc cancels.")
-            yield OptionList(*[option_for(m, self.current) for m in self.models], id="models")
+            yield Label("Type to filter; Enter loads the model (the conversation carries over); Esc cancels.")
+            yield Input(placeholder="filter: a name, a source, a quant", id="filter", select_on_focus=False)
+            yield OptionList(*options(self.rows, self.current), id="models")
+            if self.notes:
+                yield Label(Text("\n".join(one_line_text(note) for note in self.notes[:3]), style="dim"),
+                            id="notes")
 
     def on_mount(self) -> None:
         self.query_one(OptionList).focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        found = self.query_one(OptionList)
+        found.clear_options()
+        found.add_options(options(self.rows, self.current, event.value))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_to_list()
+
+    def action_to_list(self) -> None:
+        self.query_one(OptionList).focus()
+
+    def on_key(self, event) -> None:
+        """Printable keys typed while the list has focus go to the filter."""
+        if event.is_printable and event.character and not isinstance(self.focused, Input):
+            field = self.query_one("#filter", Input)
+            field.focus()
+            field.insert_text_at_cursor(event.character)
+            event.stop()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
