@@ -139,3 +139,17 @@ def test_a_full_disk_is_one_line_exit_1_and_lists_nothing(chatapp_run, tmp_path)
         assert not listed(lambda *a: chatapp_run(*a, HF_HUB_CACHE=str(tiny)))
     finally:
         subprocess.run(["umount", str(tiny)], check=False)
+
+
+def test_a_split_model_is_pulled_whole(chatapp_run, hub, tmp_path, default_model_path):
+    second = tmp_path / "part2.bin"
+    second.write_bytes(b"GGUF" + bytes(4096))
+    hub.repos["org/split"] = HubRepo({"big-Q4_1-00001-of-00002.gguf": default_model_path,
+                                      "big-Q4_1-00002-of-00002.gguf": second})
+    pulled = chatapp_run("models", "pull", "hf:org/split:Q4_1")
+    assert pulled.returncode == 0, pulled.stderr
+    first = Path(pulled.stdout.strip())
+    assert first.name == "big-Q4_1-00001-of-00002.gguf"
+    assert (first.parent / "big-Q4_1-00002-of-00002.gguf").read_bytes() == second.read_bytes()
+    [row] = [row for name, row in listed(chatapp_run).items() if name.startswith("hf:org/split")]
+    assert row["size_bytes"] == default_model_path.stat().st_size + second.stat().st_size
