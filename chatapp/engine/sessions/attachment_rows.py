@@ -14,8 +14,8 @@ import sqlite3
 from collections.abc import Sequence
 
 from chatapp.engine.events import Message
-from chatapp.engine.retrieval.context import RetrievedContext
 from chatapp.engine.retrieval.document import Attachment
+from chatapp.engine.sessions.rows import RowReader, Unreadable, integer, kind_of, text
 from chatapp.errors import AttachmentError
 
 
@@ -24,20 +24,13 @@ def context_json(message: Message) -> str | None:
 
 
 def read_messages(conn: sqlite3.Connection, session_id: int) -> tuple[list[Message], list[str]]:
-    """The session's messages in order, with their retrieved blocks; notices for blocks that
-    could not be read (that message then renders without one: the KV check will say so)."""
-    messages, notices = [], []
-    for idx, role, content, stopped, raw in conn.execute(
-            "SELECT idx, role, content, stopped, context FROM messages WHERE session_id = ? ORDER BY idx",
-            (session_id,)):
-        context = None
-        if raw is not None:
-            try:
-                context = RetrievedContext.from_record(json.loads(raw))
-            except (ValueError, KeyError, TypeError):
-                notices.append(f"the attachment text placed in message {idx} could not be read; left out")
-        messages.append(Message(role, content, bool(stopped), context))
-    return messages, notices
+    """The session's messages in order, with their retrieved blocks, read through the typed
+    reader (chatapp.engine.sessions.rows); notices for what could not be read (a block left
+    out renders without it: the KV check will say so)."""
+    reader = RowReader()
+    messages = [reader.message(idx, role, content, stopped, raw) for idx, role, content, stopped, raw in conn.execute(
+        "SELECT idx, role, content, stopped, context FROM messages WHERE session_id = ? ORDER BY idx", (session_id,))]
+    return messages, reader.notices
 
 
 def write_attachments(conn: sqlite3.Connection, session_id: int, attachments: Sequence[Attachment]) -> None:
@@ -56,17 +49,30 @@ def write_attachments(conn: sqlite3.Connection, session_id: int, attachments: Se
 
 def read_attachments(conn: sqlite3.Connection, session_id: int) -> tuple[list[Attachment], list[str]]:
     """The session's attachments, in the order they were attached, and a notice for each one
-    dropped because its text does not match its sha256 (or its row is damaged)."""
+    dropped because its text does not match its sha256 or a value in its row can't be read."""
     attachments, notices = [], []
-    for name, kind, sha256, page_starts, text in conn.execute(
-            "SELECT name, kind, sha256, page_starts, text FROM attachments WHERE session_id = ? ORDER BY idx",
+    for idx, name, kind, sha256, page_starts, body in conn.execute(
+            "SELECT idx, name, kind, sha256, page_starts, text FROM attachments WHERE session_id = ? ORDER BY idx",
             (session_id,)):
+        label = name if isinstance(name, str) else f"attachment {idx}"
         try:
-            record = {"name": name, "kind": kind, "sha256": sha256, "page_starts": json.loads(page_starts),
-                      "text": text}
+            record = {"name": text(name, "its name"), "kind": text(kind, "its kind"),
+                      "sha256": text(sha256, "its sha256"), "page_starts": _page_starts(page_starts),
+                      "text": text(body, "its saved text")}
             attachments.append(Attachment.from_record(record))
         except AttachmentError as exc:
             notices.append(f"attachment dropped: {exc}")
-        except (ValueError, TypeError):
-            notices.append(f"attachment dropped: {name}: its saved record is damaged")
+        except Unreadable as exc:
+            notices.append(f"attachment dropped: {label}: {exc}")
     return attachments, notices
+
+
+def _page_starts(raw: object) -> list[int]:
+    raw = text(raw, "its page list")
+    try:
+        starts = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise Unreadable("its page list is not valid JSON") from None
+    if not isinstance(starts, list):
+        raise Unreadable(f"its page list is {kind_of(starts)}")
+    return [integer(start, "a page start") for start in starts]

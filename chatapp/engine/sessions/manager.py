@@ -40,7 +40,7 @@ from chatapp.engine.chat.engine import Engine
 from chatapp.engine.events import Message
 from chatapp.engine.sessions.files import atomic_write, clean_temp_files, evict_lru, list_states, temp_path, touch
 from chatapp.engine.sessions.fingerprint import Fingerprint, mismatch, model_id
-from chatapp.engine.sessions.names import validate_name
+from chatapp.engine.sessions.names import valid_state_key, validate_name
 from chatapp.engine.sessions.reports import ResumeReport, SaveReport, reprefill_estimate
 from chatapp.engine.sessions.statefile import SUFFIX, StateFile, StateRejected, encode_state, read_state
 from chatapp.engine.sessions.store import (
@@ -48,6 +48,7 @@ from chatapp.engine.sessions.store import (
 )
 from chatapp.engine.stats import TurnRecord
 from chatapp.errors import ServerError, SessionConflict, SessionError, SessionRemoved
+from chatapp.format import one_line_text
 from chatapp.private import make_private_dir
 
 MIB = 1024 * 1024
@@ -105,12 +106,18 @@ class SessionManager:
         return notices
 
     def state_path(self, state_key: str) -> Path:
+        """The session's KV-state file. A key read from the database names a file only when it
+        is one chatapp writes: an edited one ("../../tmp/evil") raises SessionError instead of
+        becoming a path outside the states folder."""
+        if not valid_state_key(state_key):
+            raise SessionError(f"the state key {one_line_text(str(state_key))!r} in the session database "
+                               "is not one chatapp writes")
         return self.states_dir / f"{state_key}{SUFFIX}"
 
     def state_size(self, state_key: str) -> int | None:
         try:
             return self.state_path(state_key).stat().st_size
-        except OSError:
+        except (OSError, SessionError):
             return None
 
     def delete(self, name: str) -> None:
@@ -190,9 +197,11 @@ class SessionManager:
 
     def _restore(self, live: "LiveSession", stored: StoredSession, expected: list[int]) -> tuple[int, str]:
         engine = live.engine
-        path = self.state_path(stored.state_key)
         try:
+            path = self.state_path(stored.state_key)
             state = read_state(path)
+        except SessionError as exc:  # an edited key: no file is looked for (the next save gives a new one)
+            return 0, exc.message
         except StateRejected as exc:
             return 0, str(exc)
         try:

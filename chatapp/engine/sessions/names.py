@@ -1,8 +1,9 @@
-"""Session names: what a user may call a session."""
+"""Session names (what a user may call a session) and state keys (what names its KV-state file)."""
 
 from __future__ import annotations
 
 import re
+import uuid
 
 from chatapp.errors import SessionError
 
@@ -23,3 +24,17 @@ def validate_name(name: str) -> str:
         raise SessionError(f"invalid session name {name!r}: start with a letter or digit, then use letters, "
                            "digits, spaces and . _ - + @ =")
     return name
+
+
+_STATE_KEY = re.compile(r"[0-9a-f]{32}")
+
+
+def new_state_key() -> str:
+    return uuid.uuid4().hex
+
+
+def valid_state_key(key: object) -> bool:
+    """Whether a state key read from the database is one chatapp writes (`new_state_key`: 32
+    lowercase hex digits). Only such a key becomes a file name: an edited one such as
+    "../../tmp/evil" must never reach a path that chatapp writes or deletes."""
+    return isinstance(key, str) and _STATE_KEY.fullmatch(key) is not None

@@ -14,7 +14,9 @@ session's revision. A writer passes the revision it last read or wrote (`base`):
 A session is followed by its row id, so a rename in another process is followed (the save
 lands under the new name) and a removal is final (a running turn cannot resurrect it).
 Reads open the database read-only, so listing and exporting work on a full disk or a
-read-only folder.
+read-only folder, and every value read goes through one typed reader
+(chatapp.engine.sessions.rows): a row edited into another type reads as a stand-in with a
+notice, never as a traceback.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import json
 import os
 import sqlite3
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,8 @@ from pathlib import Path
 from chatapp.engine.events import Message
 from chatapp.engine.retrieval.document import Attachment
 from chatapp.engine.sessions.attachment_rows import context_json, read_attachments, read_messages, write_attachments
+from chatapp.engine.sessions.names import new_state_key, valid_state_key
+from chatapp.engine.sessions.rows import SESSION_COLUMNS, RowReader, session_row
 from chatapp.engine.sessions.schema import SCHEMA_VERSION, check_not_newer, migrate, user_version
 from chatapp.errors import SessionConflict, SessionError, SessionRemoved
 from chatapp.private import make_private_dir, owner_problem, precreate_private
@@ -256,14 +259,19 @@ class SessionStore:
                 row = conn.execute("SELECT id, name, state_key, revision FROM sessions WHERE name = ?",
                                    (snap.name,)).fetchone()
             if row is None:
-                name, key, revision, same = snap.name, uuid.uuid4().hex, 1, 0
+                name, key, revision, same = snap.name, new_state_key(), 1, 0
                 session_id = conn.execute(
                     "INSERT INTO sessions (name, state_key, model, model_path, model_sha256, quant, system_prompt,"
                     " window_start, kv_tokens, created_at, updated_at, revision) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                     (name, key, model.name, model.path, model.sha256, model.quant, system,
                      snap.window_start, snap.kv_tokens, now, now, revision)).lastrowid
             else:
-                session_id, name, key, revision = row
+                reader = RowReader()
+                session_id, name = row[0], reader.text(row[1], "name", snap.name)
+                key, revision = row[2], reader.integer(row[3], "revision")
+                if not valid_state_key(key):  # edited: never a file name; this save gives it a new one
+                    key = new_state_key()
+                    conn.execute("UPDATE sessions SET state_key = ? WHERE id = ?", (key, session_id))
                 stored, _ = read_messages(conn, session_id)
                 if base is not None and revision == base.number:  # nobody else saved: this writer's history
                     same = 0
@@ -300,7 +308,7 @@ class SessionStore:
         at `revision`, holding the write lock so no save can come in between. False: it wasn't."""
         with self._transaction() as conn:
             row = conn.execute("SELECT revision FROM sessions WHERE id = ?", (revision.session_id,)).fetchone()
-            if row is None or row[0] != revision.number:
+            if row is None or RowReader().integer(row[0], "revision") != revision.number:
                 return False
             action()
             return True
@@ -309,21 +317,23 @@ class SessionStore:
         """Run `action` with every session's state key, holding the write lock (no state file is
         installed or deleted meanwhile)."""
         with self._transaction() as conn:
-            action({key for (key,) in conn.execute("SELECT state_key FROM sessions")})
+            action({key for (key,) in conn.execute("SELECT state_key FROM sessions") if valid_state_key(key)})
 
     def delete(self, name: str, remove_state: Callable[[str], None] | None = None) -> str:
         """Forget a session; returns its state key. `remove_state(key)` runs first, inside the
-        transaction: if it raises, the session stays (the state file is never left orphaned)."""
+        transaction: if it raises, the session stays (the state file is never left orphaned).
+        A key that is not one chatapp writes names no file of ours: none is removed."""
         if not self._readable():
             raise unknown(name)
         with self._transaction() as conn:
             row = conn.execute("SELECT id, state_key FROM sessions WHERE name = ?", (name,)).fetchone()
             if row is None:
                 raise unknown(name)
-            if remove_state is not None:
-                remove_state(row[1])
+            key = row[1] if valid_state_key(row[1]) else ""
+            if remove_state is not None and key:
+                remove_state(key)
             conn.execute("DELETE FROM sessions WHERE id = ?", (row[0],))
-        return row[1]
+        return key
 
     def rename(self, old: str, new: str) -> None:
         if not self._readable():
@@ -340,16 +350,17 @@ class SessionStore:
         if not self._readable():
             return None
         with self._connect(readonly=True) as conn:
-            row = conn.execute(
-                "SELECT id, state_key, model, model_path, model_sha256, quant, system_prompt, window_start,"
-                " kv_tokens, created_at, updated_at, revision FROM sessions WHERE name = ?", (name,)).fetchone()
-            if row is None:
+            raw = conn.execute(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE name = ?", (name,)).fetchone()
+            if raw is None:
                 return None
-            messages, lost = read_messages(conn, row[0])
-            attachments, dropped = read_attachments(conn, row[0])
-        return StoredSession(name, row[1], ModelIdentity(row[2], row[3], row[4], row[5]), row[6], messages,
-                             row[7], row[8], row[9], row[10], Revision(row[0], row[11]),
-                             tuple(attachments), tuple(lost + dropped))
+            reader = RowReader()
+            row = session_row(reader, raw)
+            messages, lost = read_messages(conn, row.id)
+            attachments, dropped = read_attachments(conn, row.id)
+        notices = [f"session row: {notice}" for notice in reader.notices] + lost + dropped
+        return StoredSession(name, row.state_key, ModelIdentity(row.model, row.model_path, row.model_sha256, row.quant),
+                             row.system_prompt, messages, row.window_start, row.kv_tokens, row.created_at,
+                             row.updated_at, Revision(row.id, row.revision), tuple(attachments), tuple(notices))
 
     def current(self, session_id: int) -> tuple[str, int] | None:
         """The session's name and revision now, or None once it has been removed."""
@@ -357,7 +368,10 @@ class SessionStore:
             return None
         with self._connect(readonly=True) as conn:
             row = conn.execute("SELECT name, revision FROM sessions WHERE id = ?", (session_id,)).fetchone()
-        return (row[0], row[1]) if row else None
+        if row is None:
+            return None
+        reader = RowReader()
+        return reader.text(row[0], "name", "(unreadable name)"), reader.integer(row[1], "revision")
 
     def get(self, name: str) -> StoredSession:
         found = self.load(name)
@@ -373,7 +387,12 @@ class SessionStore:
                 "SELECT s.name, s.state_key, s.model, s.quant,"
                 " (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id AND m.role = 'user'),"
                 " s.kv_tokens, s.created_at, s.updated_at FROM sessions s ORDER BY s.updated_at DESC").fetchall()
-        return [SessionSummary(*row) for row in rows]
+        read = RowReader()  # a listing shows what it can: its notices would repeat what `show` says
+        return [SessionSummary(read.text(name, "name", "(unreadable name)"), read.text(key, "state key"),
+                               read.text(model, "model", "unknown"), read.text(quant, "quant", "unknown"),
+                               turns, read.integer(kv, "kv tokens"), read.number(created, "created"),
+                               read.number(updated, "updated"))
+                for name, key, model, quant, turns, kv, created, updated in rows]
 
     def turn_records(self, name: str) -> list[tuple[int, dict]]:
         """(assistant message index, TurnRecord json) for each saved turn, in order."""
@@ -385,13 +404,13 @@ class SessionStore:
                 raise unknown(name)
             rows = conn.execute("SELECT message_idx, record FROM turns WHERE session_id = ? ORDER BY message_idx",
                                 (row[0],)).fetchall()
-        records = []
+        records, read = [], RowReader()  # a record only holds figures: one that can't be read shows none
         for idx, raw in rows:
             try:
-                data = json.loads(raw)
-            except ValueError:
+                data = json.loads(raw) if isinstance(raw, str) else {}
+            except (ValueError, RecursionError):
                 data = {}
-            records.append((idx, data if isinstance(data, dict) else {}))
+            records.append((read.integer(idx, "message index", -1), data if isinstance(data, dict) else {}))
         return records
 
     def prefill_speed(self, model_sha256: str, backend: str, *, min_tokens: int = 16, last: int = 20) -> float | None:
