@@ -10,6 +10,7 @@ import math
 import os
 import stat
 import tomllib
+import unicodedata
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Literal, get_args
@@ -87,6 +88,10 @@ class Settings:
     api_key: str = dataclasses.field(default="", repr=False)
     """The API key that server asks for. $CHATAPP_API_KEY overrides it. A config file holding
     one is written 0600; chatapp never prints, logs, exports or saves it anywhere else."""
+    stream_timeout: float = 120.0
+    """Seconds a llama-server's reply may go without a token (or prompt progress): a stream that
+    sends nothing, or only keep-alive bytes, this long ends the turn with one line, the partial
+    reply kept."""
 
     def replace(self, **changes) -> "Settings":
         clean = {k: v for k, v in changes.items() if v is not None}
@@ -100,6 +105,7 @@ MAX_TOP_K = 1_000_000
 MAX_GPU_LAYERS = 100_000
 MAX_SEED = 2**32 - 1
 MAX_STATE_CAP_MB = 1 << 30
+MAX_STREAM_TIMEOUT = 86_400.0
 CTX_STEP = 256
 """llama.cpp sizes the context in steps of this many tokens."""
 
@@ -138,9 +144,24 @@ def validate(settings: Settings) -> Settings:
     _in_range("seed", settings.seed, -1, MAX_SEED, f"-1 (random) or 0 to {MAX_SEED:,}")
     _in_range("state_cap_mb", settings.state_cap_mb, 0, MAX_STATE_CAP_MB,
               f"0 (keep no KV states) to {MAX_STATE_CAP_MB:,}")
+    _in_range("stream_timeout", settings.stream_timeout, 1.0, MAX_STREAM_TIMEOUT,
+              f"1 to {MAX_STREAM_TIMEOUT:,g} seconds")
     if not settings.model.strip():
         raise ConfigError("model is empty; leave the setting out to use the default model")
+    if problem := api_key_problem(settings.api_key):
+        raise ConfigError(f"api_key {problem}")
     return settings
+
+
+def api_key_problem(key: str) -> str | None:
+    """Why this API key cannot go in an Authorization header, in words that never show it: a
+    control character (a pasted line end, say) is not allowed in a header, and surrounding
+    space is a paste the server would not match. None when it is fine."""
+    if any(unicodedata.category(c) == "Cc" for c in key):
+        return "has a control character in it (a line end or tab pasted with it?); give the key alone"
+    if key != key.strip():
+        return "starts or ends with a space; give the key without it"
+    return None
 
 
 def adjusted(settings: Settings) -> tuple[Settings, list[str]]:

@@ -6,7 +6,8 @@ import tomllib
 
 import pytest
 
-from chatapp.config import DEFAULT_DRAFT, DRAFT_MODES, Settings, load_settings, save_setting, to_toml
+from chatapp.config import (DEFAULT_DRAFT, DRAFT_MODES, Settings, load_settings, save_setting, to_toml, toml_value,
+                            with_environment)
 from chatapp.errors import ConfigError
 
 
@@ -132,3 +133,44 @@ def test_save_setting_refuses_unknown_keys_and_bad_values(tmp_path):
     with pytest.raises(ConfigError):
         save_setting("kv_type", "q5_9", path)
     assert not path.exists()
+
+
+KEY = "sk-0123456789abcdef"
+
+
+@pytest.mark.parametrize(("key", "fragment"), [
+    (KEY + "\n", "has a control character in it"),
+    (KEY[:4] + "\x00" + KEY[4:], "has a control character in it"),
+    ("\t" + KEY, "has a control character in it"),
+    (" " + KEY, "starts or ends with a space"),
+    (KEY + "\u00a0", "starts or ends with a space"),
+])
+def test_an_api_key_that_cannot_be_a_header_is_refused_without_showing_it(tmp_path, key, fragment):
+    """Such a key would otherwise reach the HTTP layer and come back as "lost the connection"."""
+    with pytest.raises(ConfigError) as caught:
+        Settings().replace(api_key=key)
+    assert caught.value.one_line().startswith(f"Config: api_key {fragment}")
+    assert KEY not in caught.value.one_line() and KEY[4:] not in caught.value.one_line()
+    with pytest.raises(ConfigError, match=fragment):
+        with_environment(Settings(), {"CHATAPP_API_KEY": key})
+    with pytest.raises(ConfigError, match=fragment):
+        load_settings(write(tmp_path, f"api_key = {toml_value(key)}\n"))
+
+
+def test_a_key_with_a_space_inside_is_a_key(tmp_path):
+    assert Settings().replace(api_key="two words").api_key == "two words"
+
+
+@pytest.mark.parametrize("text", ["stream_timeout = 0\n", "stream_timeout = -5\n", "stream_timeout = inf\n",
+                                  "stream_timeout = nan\n", "stream_timeout = 1e9\n", 'stream_timeout = "soon"\n'])
+def test_the_stream_timeout_is_a_sane_number_of_seconds(tmp_path, text):
+    with pytest.raises(ConfigError, match="stream_timeout must be"):
+        load_settings(write(tmp_path, text))
+
+
+def test_the_stream_timeout_is_read_and_reaches_each_turn(tmp_path):
+    from chatapp.engine.backend import GenerationSettings
+
+    settings = load_settings(write(tmp_path, "stream_timeout = 30\n"))
+    assert settings.stream_timeout == 30.0 and Settings().stream_timeout == 120.0
+    assert GenerationSettings.from_settings(settings).stream_timeout == 30.0

@@ -35,11 +35,15 @@ class GenerationSettings:
     min_p: float = _DEFAULTS.min_p
     max_tokens: int = _DEFAULTS.max_tokens
     seed: int = _DEFAULTS.seed
+    stream_timeout: float = _DEFAULTS.stream_timeout
+    """Seconds a reply may go without progress; a backend that streams over a network (the
+    llama-server one) gives up past it. In-process decoding cannot stall, so it ignores it."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "GenerationSettings":
         return cls(temperature=settings.temperature, top_k=settings.top_k, top_p=settings.top_p,
-                   min_p=settings.min_p, max_tokens=settings.max_tokens, seed=settings.seed)
+                   min_p=settings.min_p, max_tokens=settings.max_tokens, seed=settings.seed,
+                   stream_timeout=settings.stream_timeout)
 
 
 NOT_REPORTED = "not reported by the server"
