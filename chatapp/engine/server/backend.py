@@ -15,30 +15,34 @@ the count and the last id agree, else the list stops there rather than guess.
 
 Stopping shuts the stream's socket down: the reader wakes at once, the server sees the
 connection go and cancels the task, keeping what it computed in the slot for the next turn.
+
+The server is not trusted to keep the turn's bounds (chatapp.engine.server.reply): a reply
+past them is cut off with one line, the reply so far kept.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from contextlib import closing
+
+import msgspec
 
 from chatapp.engine import tokens as token_views
 from chatapp.config import DraftMode, Settings
 from chatapp.engine.inside.attention import AttentionUnavailable
 from chatapp.engine.backend import CacheState, Drafting, GenerationSettings
-from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
-from chatapp.engine.server.http import ServerClient, StreamBroken
+from chatapp.engine.events import BackendEvent, Generated, Message
+from chatapp.engine.server import answers
+from chatapp.engine.server.http import ServerClient, StreamBroken, Timeouts
+from chatapp.engine.server.reply import ReplyRun
 from chatapp.engine.server.summary import SERVER_KIND, summarize, template_sha256
 from chatapp.engine.server.vocabulary import ServerVocabulary
-from chatapp.engine.stats import LiveDecode
 from chatapp.engine.tokens import Token, common_prefix
-from chatapp.errors import ServerError
+from chatapp.errors import ContextFullError, ServerError
 
 SLOT = 0
 """The slot chatapp pins its conversation to (start the server with -np 1 to keep it alone)."""
-SLOT_TIMEOUT = 600.0
-"""Seconds a slot file save or restore may take (a long context on a slow disk)."""
 RENDER_CACHE = 256
 """Rendered conversations kept: the token view renders every prefix of the chat each turn."""
 
@@ -63,58 +67,10 @@ def sampling(generation: GenerationSettings) -> dict:
     }
 
 
-@dataclass
-class _Run:
-    """What one /completion stream has said so far."""
-
-    n_prompt: int
-    reuse_broken_at: int | None
-    cache: int = 0
-    processed: int = 0
-    progress_ms: float = 0.0
-    progressed: bool = False
-    prefill: PrefillDone | None = None
-    predicted: int = 0
-    timings: dict = field(default_factory=dict)
-    segments: list[tuple[str, int | None, int]] = field(default_factory=list)
-    """(text, last token id, tokens) per streamed piece of the reply."""
-    final: dict | None = None
-
-    def take(self, event: dict) -> Iterator[BackendEvent]:
-        if "prompt_progress" in event:
-            p = event["prompt_progress"]
-            self.cache, self.processed, self.progress_ms = int(p["cache"]), int(p["processed"]), float(p["time_ms"])
-            self.progressed = True
-            yield PrefillProgress(self.processed - self.cache, int(p["total"]) - self.cache, self.progress_ms)
-            return
-        self.timings = event.get("timings") or self.timings
-        if event.get("stop"):
-            self.final = event
-            return
-        if self.prefill is None:
-            self.prefill = self._prefill_done()
-            yield self.prefill
-        predicted = int(event.get("tokens_predicted", self.predicted + 1))
-        tokens, text = event.get("tokens") or [None], str(event.get("content") or "")
-        self.segments.append((text, tokens[-1], predicted - self.predicted))
-        self.predicted = predicted
-        if text:
-            yield TextDelta(text, LiveDecode(max(predicted - 1, 0), float(self.timings.get("predicted_ms", 0.0)),
-                                             self.n_prompt + predicted - 1))
-
-    def _prefill_done(self) -> PrefillDone:
-        t = self.timings
-        if not t:  # stopped while the prompt was read: what the progress said
-            return PrefillDone(self.n_prompt, self.cache, max(self.processed - self.cache, 0), self.progress_ms,
-                               self.reuse_broken_at)
-        return PrefillDone(self.n_prompt, int(t.get("cache_n", 0)), int(t.get("prompt_n", 0)),
-                           float(t.get("prompt_ms", 0.0)), self.reuse_broken_at)
-
-
 class ServerBackend:
     """`Backend` over a llama-server's HTTP API."""
 
-    def __init__(self, client: ServerClient, props: dict, models: dict, slot_files: bool) -> None:
+    def __init__(self, client: ServerClient, props: answers.Props, models: answers.Models, slot_files: bool) -> None:
         self._client = client
         self.summary = summarize(client.url, props, models)
         self._props = props
@@ -124,22 +80,21 @@ class ServerBackend:
         self.drafting = Drafting("off", Settings().draft_max)
         self._tokens: list[int] = []
         self._renders: dict[tuple, str] = {}
-        bos = str(props.get("bos_token") or "")
+        bos = props.bos_token
         self._bos_text = bos
         bos_ids = self._vocab.tokenize(bos, special=True) if bos else []
         added = self._vocab.tokenize("", special=True, add_bos=True)
         self._adds_bos = bool(added) and len(bos_ids) == 1 and added[0] == bos_ids[0]
 
     @classmethod
-    def connect(cls, url: str, api_key: str = "", waiting: Callable[[float], None] | None = None) -> "ServerBackend":
+    def connect(cls, url: str, api_key: str = "", waiting: Callable[[float], None] | None = None,
+                timeouts: Timeouts = Timeouts()) -> "ServerBackend":
         """Reach the server, wait while it loads its model, and read what it runs."""
-        client = ServerClient(url, api_key)
+        client = ServerClient(url, api_key, timeouts)
         try:
             client.wait_until_ready(waiting)
-            props, models = client.get("/props"), client.get("/v1/models")
-            if not isinstance(props, dict) or "default_generation_settings" not in props:
-                raise ServerError(f"{client.url}/props is not llama-server's: is it a llama-server?")
-            return cls(client, props, models if isinstance(models, dict) else {}, cls._probe_slot_files(client))
+            props, models = client.get("/props", answers.Props), client.get("/v1/models", answers.Models)
+            return cls(client, props, models, cls._probe_slot_files(client))
         except BaseException:
             client.close()
             raise
@@ -148,7 +103,9 @@ class ServerBackend:
     def _probe_slot_files(client: ServerClient) -> bool:
         """Whether slot files work: an unknown action is refused as such (400) only when they do."""
         try:
-            client.post(f"/slots/{SLOT}?action=chatapp-probe", {})
+            client.post(f"/slots/{SLOT}?action=chatapp-probe", {}, answers.Anything)
+        except answers.WrongAnswer:
+            raise
         except ServerError as exc:
             return "Invalid action" in str(exc)
         return True
@@ -160,9 +117,9 @@ class ServerBackend:
         key = (tuple((m.role, m.content) for m in messages), add_generation_prompt)
         text = self._renders.get(key)
         if text is None:
-            data = self._client.post("/apply-template", {"messages": [m.as_template_input() for m in messages],
-                                                          "add_generation_prompt": add_generation_prompt})
-            text = str(data.get("prompt", ""))
+            text = self._client.post("/apply-template", {"messages": [m.as_template_input() for m in messages],
+                                                          "add_generation_prompt": add_generation_prompt},
+                                     answers.Rendered).prompt
             if len(self._renders) >= RENDER_CACHE:
                 self._renders.pop(next(iter(self._renders)))
             self._renders[key] = text
@@ -200,20 +157,32 @@ class ServerBackend:
         before = self._tokens
         shared = common_prefix(before, prompt)
         reuse_broken_at = shared if shared < len(before) and shared < len(prompt) - 1 else None
-        run, error = _Run(len(prompt), reuse_broken_at), None
+        run = ReplyRun(len(prompt), reuse_broken_at, generation.max_tokens, self.summary.n_ctx,
+                   f"llama-server at {self.summary.server}")
+        error = None
         body = {"prompt": prompt, "stream": True, "cache_prompt": True, "id_slot": SLOT,
                 "n_predict": generation.max_tokens, "timings_per_token": True, "return_tokens": True,
                 "return_progress": True, **sampling(generation)}
         try:
             if reuse_limit is not None and reuse_limit < min(shared, len(prompt) - 1):
-                self._keep_only(prompt, reuse_limit)
-            for event in self._client.stream("/completion", body, cancelled=stop.is_set):
-                yield from run.take(event)
-                if stop.is_set():
-                    break
+                self._keep_only(prompt, reuse_limit, generation.stream_timeout)
+            # closing: a turn cut off here (a stop, a server past its bounds) drops the connection
+            # at once, which tells the server to cancel the task.
+            with closing(self._client.stream("/completion", body, generation.stream_timeout,
+                                             cancelled=stop.is_set)) as events:
+                for event in events:
+                    yield from run.take(event)
+                    if stop.is_set():
+                        break
+            if run.final is None and not stop.is_set():
+                error = f"llama-server at {self.summary.server} ended the reply without its last event"
         except StreamBroken:
             if not stop.is_set():
                 error = f"lost llama-server at {self.summary.server} mid-reply"
+        except ContextFullError:
+            if not run.segments:
+                raise  # the turn never started: the engine refuses it
+            error = f"llama-server at {self.summary.server} said its context was full mid-reply"
         except ServerError as exc:
             if not stop.is_set():
                 error = str(exc)
@@ -221,14 +190,14 @@ class ServerBackend:
             stop.set()
         yield self._finish(run, prompt, min(shared, len(prompt) - 1), error)
 
-    def _finish(self, run: _Run, prompt: list[int], reusable: int, error: str | None) -> Generated:
+    def _finish(self, run: ReplyRun, prompt: list[int], reusable: int, error: str | None) -> Generated:
         generated, _exact = self._generated_ids(run.segments)
         final = run.final
-        eos = final is not None and final.get("stop_type") == "eos"
+        eos = final is not None and final.stop_type == "eos"
         if final is not None:
-            finish = "stop" if final.get("stop_type") in ("eos", "word") else (
-                "context" if final.get("truncated") else "length")
-            held = (prompt + generated)[: int(final.get("tokens_cached", len(prompt) + len(generated)))]
+            finish = "stop" if final.stop_type in ("eos", "word") else "context" if final.truncated else "length"
+            cached = final.tokens_cached if final.tokens_cached is not None else len(prompt) + len(generated)
+            held = (prompt + generated)[:cached]
         elif run.segments:  # stopped mid-reply: the last token may not be in the cache yet
             finish, held = "stopped", prompt + generated[:-1]
         else:  # stopped before the first token: the prompt as far as the server had read it
@@ -237,15 +206,15 @@ class ServerBackend:
         texts = [text for text, _, _ in run.segments]
         if eos and texts:
             texts.pop()  # the end-of-turn token's text (a server started with --special sends it)
-        extra: dict = {"server_timings": dict(run.timings)}
+        extra: dict = {"server_timings": msgspec.structs.asdict(run.timings) if run.reported_timings else {}}
         if error is not None:
             extra["server_error"] = f"{error}; the partial reply is kept" if run.segments else error
         predicted = run.predicted
         return Generated(
             finish, "".join(texts), max(predicted - (1 if eos else 0), 0), max(predicted - 1, 0),
-            float(run.timings.get("predicted_ms", 0.0)) if predicted else 0.0,
-            int(final.get("tokens_cached", len(held))) if final is not None else len(held),
-            run._prefill_done() if final is not None or run.prefill is None else run.prefill, extra)
+            run.timings.predicted_ms if predicted else 0.0,
+            final.tokens_cached if final is not None and final.tokens_cached is not None else len(held),
+            run.prefill_done() if final is not None or run.prefill is None else run.prefill, extra)
 
     def _generated_ids(self, segments: list[tuple[str, int | None, int]]) -> tuple[list[int], bool]:
         """The reply's token ids, and whether all of them are known (see the module's docstring)."""
@@ -267,17 +236,19 @@ class ServerBackend:
             ids.extend(found)
         return ids, True
 
-    def _keep_only(self, prompt: list[int], keep: int) -> None:
+    def _keep_only(self, prompt: list[int], keep: int, timeout: float) -> None:
         """Make the slot hold exactly prompt[:keep] in front, so the rest is prefilled as one
         batch again (regenerate repeats a greedy reply): one token that differs from
         prompt[keep] is evaluated after the kept part, or the slot is erased for keep 0."""
         if keep == 0 and self._slot_files:
-            self._client.post(f"/slots/{SLOT}?action=erase", {}, timeout=SLOT_TIMEOUT)
+            self._client.post(f"/slots/{SLOT}?action=erase", {}, answers.Anything, timeout=self._client.timeouts.slot)
             self._tokens = []
             return
         other = prompt[keep] - 1 if prompt[keep] > 0 else 1
+        # It may have to evaluate what the slot lost: as long as a reply may stall, not a request.
         self._client.post("/completion", {"prompt": prompt[:keep] + [other], "n_predict": 0, "cache_prompt": True,
-                                          "id_slot": SLOT, **sampling(GenerationSettings(temperature=0.0))})
+                                          "id_slot": SLOT, **sampling(GenerationSettings(temperature=0.0))},
+                          answers.Anything, timeout=timeout)
         self._tokens = prompt[:keep] + [other]
 
     # --- the cache ---------------------------------------------------------------------------
@@ -285,7 +256,7 @@ class ServerBackend:
         """Erase the slot (needs --slot-save-path); without slot actions the server keeps what it
         has, and a later turn's record says how much of it the server really reused."""
         if self._slot_files:
-            self._client.post(f"/slots/{SLOT}?action=erase", {}, timeout=SLOT_TIMEOUT)
+            self._client.post(f"/slots/{SLOT}?action=erase", {}, answers.Anything, timeout=self._client.timeouts.slot)
         self._tokens = []
 
     def fingerprint(self) -> dict[str, str | int | bool]:
@@ -308,10 +279,12 @@ class ServerBackend:
             raise SlotFileError(f"llama-server at {self.summary.server} has no --slot-save-path")
         name = f"chatapp-{key}.bin"
         try:
-            data = self._client.post(f"/slots/{SLOT}?action=save", {"filename": name}, timeout=SLOT_TIMEOUT)
+            saved = self._client.post(f"/slots/{SLOT}?action=save", {"filename": name}, answers.SlotSaved,
+                                      timeout=self._client.timeouts.slot).n_saved
+        except answers.WrongAnswer:
+            raise  # not a llama-server: not a file that could not be written
         except ServerError as exc:
             raise SlotFileError(str(exc)) from None
-        saved = int(data.get("n_saved", -1))
         if saved < len(self._tokens):
             raise SlotFileError(f"the server's slot holds {saved:,} tokens, not the {len(self._tokens):,} "
                                 "of this chat (another client used it?)")
@@ -323,10 +296,13 @@ class ServerBackend:
         if not self._slot_files or not isinstance(name, str) or not name or not isinstance(expected, int):
             return False
         try:
-            data = self._client.post(f"/slots/{SLOT}?action=restore", {"filename": name}, timeout=SLOT_TIMEOUT)
+            restored = self._client.post(f"/slots/{SLOT}?action=restore", {"filename": name}, answers.SlotRestored,
+                                         timeout=self._client.timeouts.slot).n_restored
+        except answers.WrongAnswer:
+            raise
         except ServerError:
-            return False  # the server leaves the slot empty when a restore fails
-        if int(data.get("n_restored", -1)) != expected or len(state.tokens) > expected:
+            return False  # refused or timed out: the server leaves the slot empty when a restore fails
+        if restored != expected or len(state.tokens) > expected:
             self.clear_cache()
             return False
         self._tokens = list(state.tokens[:keep])

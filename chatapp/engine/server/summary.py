@@ -17,33 +17,24 @@ import hashlib
 from pathlib import Path
 
 from chatapp.engine.backend import ModelSummary
-from chatapp.errors import ServerError
+from chatapp.engine.server import answers
+from chatapp.format import one_line_text
 
 SERVER_KIND = "llama-server"
 
 
-def model_meta(models: dict) -> dict:
-    """/v1/models' "meta" of the one model (None while loading: then empty)."""
-    data = models.get("data") if isinstance(models, dict) else None
-    first = data[0] if isinstance(data, list) and data and isinstance(data[0], dict) else {}
-    meta = first.get("meta")
-    return meta if isinstance(meta, dict) else {}
+def model_meta(models: answers.Models) -> answers.ModelMeta:
+    """/v1/models' "meta" of the one model (empty while it loads, when the server has none)."""
+    first = models.data[0].meta if models.data else None
+    return first or answers.ModelMeta()
 
 
-def slot_n_ctx(props: dict) -> int:
-    settings = props.get("default_generation_settings")
-    n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
-    if not isinstance(n_ctx, int) or n_ctx <= 0:
-        raise ServerError("the server's /props has no context size: is it a llama-server?")
-    return n_ctx
+def template_sha256(props: answers.Props) -> str:
+    return hashlib.sha256(props.chat_template.encode("utf-8")).hexdigest()
 
 
-def template_sha256(props: dict) -> str:
-    return hashlib.sha256(str(props.get("chat_template") or "").encode("utf-8")).hexdigest()
-
-
-def _int(value) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+def _positive(value: int | None) -> int | None:
+    return value if value else None
 
 
 def _same_local_file(path: str, n_params: int | None, size: int | None):
@@ -69,17 +60,17 @@ def _display_name(path: str) -> str:
     return entry.name if entry else name
 
 
-def summarize(url: str, props: dict, models: dict) -> ModelSummary:
-    path = props.get("model_path")
-    if not isinstance(path, str) or not path:
-        raise ServerError(f"{url}/props names no model: is it a llama-server?")
+def summarize(url: str, props: answers.Props, models: answers.Models) -> ModelSummary:
+    """Names the server chose (its path, build, quant) are shown escaped: they are its words."""
+    path = props.model_path
     meta = model_meta(models)
-    n_params, size = _int(meta.get("n_params")), _int(meta.get("size"))
+    n_params, size = _positive(meta.n_params), _positive(meta.size)
     info = _same_local_file(path, n_params, size)
-    quant = props.get("model_ftype") or meta.get("ftype") or (info.file_type if info else None)
+    quant = props.model_ftype or meta.ftype or (info.file_type if info else None)
     return ModelSummary(
-        name=_display_name(path), path=path, kind=SERVER_KIND, backend=SERVER_KIND,
-        location=f"{SERVER_KIND} {url}", build=str(props.get("build_info") or "unknown"), n_ctx=slot_n_ctx(props),
-        quant=str(quant) if quant else None, n_layer=info.n_layer if info else None, n_params=n_params,
-        size_bytes=size, local_file=str(Path(path).resolve()) if info else None, server=url,
+        name=one_line_text(_display_name(path)), path=one_line_text(path), kind=SERVER_KIND, backend=SERVER_KIND,
+        location=f"{SERVER_KIND} {url}", build=one_line_text(props.build_info or "unknown"),
+        n_ctx=props.default_generation_settings.n_ctx, quant=one_line_text(quant) if quant else None,
+        n_layer=info.n_layer if info else None, n_params=n_params, size_bytes=size,
+        local_file=str(Path(path).resolve()) if info else None, server=url,
     )

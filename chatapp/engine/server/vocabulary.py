@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from chatapp.engine.server import answers
 from chatapp.engine.server.http import ServerClient
 from chatapp.errors import ServerError
 
@@ -32,14 +33,13 @@ class ServerVocabulary:
         """`special` parses special-token text (<|im_start|>) into their ids; `add_bos` lets
         the server add BOS (and whatever else the model asks for)."""
         data = self._client.post("/tokenize", {"content": text, "add_special": add_bos, "parse_special": special,
-                                               "with_pieces": True})
+                                               "with_pieces": True}, answers.Pieces)
         ids = []
-        for item in data.get("tokens", []):
-            token, piece = int(item["id"]), item["piece"]
-            self._bytes.setdefault(token, bytes(piece) if isinstance(piece, list) else piece.encode("utf-8"))
+        for item in data.tokens:
+            self._bytes.setdefault(item.id, item.data())
             if not special:
-                self._special[token] = False
-            ids.append(token)
+                self._special[item.id] = False
+            ids.append(item.id)
         return ids
 
     def learn(self, token: int, piece: bytes) -> None:
@@ -53,10 +53,10 @@ class ServerVocabulary:
             # Never seen in a tokenization: the server's text for it (exact unless it is part
             # of a character, which /detokenize can only show as U+FFFD).
             try:
-                text = self._client.post("/detokenize", {"tokens": [token]}).get("content", "")
+                text = self._client.post("/detokenize", {"tokens": [token]}, answers.Detokenized).content
             except ServerError:
                 return "\ufffd".encode()  # the server went away; not kept, so it is asked again later
-            piece = self._bytes.setdefault(token, str(text).encode("utf-8"))
+            piece = self._bytes.setdefault(token, text.encode("utf-8"))
         return piece
 
     def is_special(self, token: int) -> bool:
@@ -86,5 +86,6 @@ class ServerVocabulary:
             pass  # the server went away: what is not settled shows as ordinary text, and is asked again later
 
     def _plain_ids(self, text: str) -> list[int]:
-        data = self._client.post("/tokenize", {"content": text, "add_special": False, "parse_special": False})
-        return [int(t) for t in data.get("tokens", [])]
+        data = self._client.post("/tokenize", {"content": text, "add_special": False, "parse_special": False},
+                                 answers.Ids)
+        return list(data.tokens)

@@ -13,6 +13,7 @@ import threading
 
 import pytest
 
+from chatapp.engine.server.answers import Health
 from chatapp.engine.server.http import ServerClient
 from chatapp.errors import ServerError
 
@@ -51,8 +52,8 @@ def test_a_stale_pooled_connection_is_retried_once_on_a_fresh_one():
     server = OneAnswerPerConnection(connections_left=2)
     client = ServerClient(server.url)
     try:
-        assert client.get("/health") == {"status": "ok"}
-        assert client.post("/tokenize", {"content": "hi"}) == {"status": "ok"}
+        assert client.get("/health", Health).status == "ok"
+        assert client.post("/tokenize", {"content": "hi"}, Health).status == "ok"  # the stub's one answer
         assert server.connections == 2  # the second request went out again on a new connection
     finally:
         client.close()
@@ -62,9 +63,10 @@ def test_a_server_gone_after_the_pooled_connection_says_cannot_connect():
     server = OneAnswerPerConnection(connections_left=1)
     client = ServerClient(server.url)
     try:
-        client.get("/health")
+        client.get("/health", Health)
         server.thread.join(timeout=10)
         with pytest.raises(ServerError, match="cannot connect to llama-server"):
-            client.post("/apply-template", {"messages": []})
+            client.post("/apply-template", {"messages": []}, Health)
     finally:
         client.close()
+
