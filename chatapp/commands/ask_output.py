@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -67,29 +68,30 @@ class TurnOutput:
 
 
 @contextlib.contextmanager
-def ctrl_c_stops(engine: Engine) -> Iterator[None]:
+def ctrl_c_stops(engine: Engine) -> Iterator[threading.Event]:
     """The first Ctrl+C stops the turn (the reply so far is kept and saved, even mid-prefill:
-    llama.cpp abandons the batch it is on); a second one quits at once, like kill -9 (saved
-    sessions survive that). The handler may run inside llama.cpp's abort callback, where an
-    exception could only be printed and ignored, so it never raises. Only on the main thread."""
-    stopping = False
+    llama.cpp abandons the batch it is on), or the opening of the session; a second one quits
+    at once, like kill -9 (saved sessions survive that). The handler may run inside llama.cpp's
+    abort callback, where an exception could only be printed and ignored, so it never raises.
+    Only on the main thread. Yields the event the first Ctrl+C sets: the engine clears its own
+    stop when a turn starts, so a Ctrl+C that came before must be remembered here."""
+    stopping = threading.Event()
 
     def interrupt(_signum, _frame) -> None:
-        nonlocal stopping
-        if stopping:
+        if stopping.is_set():
             os.write(2, b"chatapp: interrupted\n")
             os._exit(130)
-        stopping = True
+        stopping.set()
         engine.stop()
         os.write(2, b"\nstopping... (Ctrl+C again quits at once)\n")
 
     try:
         previous = signal.signal(signal.SIGINT, interrupt)
     except ValueError:  # not the main thread: leave Ctrl+C as it is
-        yield
+        yield stopping
         return
     try:
-        yield
+        yield stopping
     finally:
         signal.signal(signal.SIGINT, previous)
 
@@ -119,8 +121,8 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
     for notice in engine.load_notices:
         err.print(f"[yellow]{escape(notice)}[/]")
     try:
-        with ctrl_c_stops(engine):
-            _ask(engine, manager, session, prompts, as_json, err, out, attachments or [], system)
+        with ctrl_c_stops(engine) as stopped:
+            _ask(engine, manager, session, prompts, as_json, err, out, attachments or [], system, stopped)
     finally:
         engine.close()
     out.raise_if_failed()
@@ -138,9 +140,20 @@ def _attach(engine: Engine, attachments: list[Loaded], err: Console) -> None:
 
 
 def _ask(engine: Engine, manager: SessionManager | None, session: str | None, prompts: list[str], as_json: bool,
-         err: Console, out: TurnOutput, attachments: list[Loaded], system: str | None = None) -> None:
+         err: Console, out: TurnOutput, attachments: list[Loaded], system: str | None = None,
+         stopped: threading.Event | None = None) -> None:
+    from chatapp.engine.sessions.manager import OpeningStopped
+
     summary = engine.summary
-    live = manager.resume(session, engine, system_prompt=system) if manager is not None and session else None
+    try:
+        live = manager.resume(session, engine, system_prompt=system, stop=stopped) \
+            if manager is not None and session else None
+    except OpeningStopped as exc:  # as a stopped turn: said, and nothing more is run
+        err.print(f"[yellow]{escape(exc.message)}[/]")
+        return
+    if stopped is not None and stopped.is_set():  # Ctrl+C as the opening ended: no prompt runs
+        err.print(f"[yellow]stopped before the first prompt; nothing was sent{' or saved' if live else ''}[/]")
+        return
     if live is not None:
         for line in filter(None, (live.report.notice, *live.report.notices)):
             err.print(f"[dim]session {escape(session)}: {escape(line)}[/]")

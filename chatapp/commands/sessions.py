@@ -22,6 +22,9 @@ app = typer.Typer(no_args_is_help=True, add_completion=False,
 
 NameArg = Annotated[str, typer.Argument(help="The session's name.")]
 ROLE_STYLES = {"system": "magenta", "user": "cyan", "assistant": "green"}
+SHOWN_CHARS = 20_000
+"""The most of one message `show` prints: a saved message can be megabytes (edited into the
+database), which a terminal can't usefully show; `export` writes all of it."""
 
 
 class ExportFormat(str, Enum):
@@ -73,14 +76,19 @@ def list_sessions() -> None:
 
 @app.command("show")
 def show(name: NameArg) -> None:
-    """The transcript and each turn's performance figures."""
+    """The transcript and each turn's performance figures (a long message is cut at 20,000
+    characters; export has all of it)."""
     from chatapp.engine.sessions.export import session_data
 
     manager = _manager()
-    data = session_data(manager.store, _checked(name))
+    session = manager.store.get(_checked(name))
+    data = session_data(manager.store, name, session)
     console = Console()
+    err = Console(stderr=True, highlight=False)
+    for notice in session.notices:  # rows that could not be read as saved
+        err.print(f"[yellow]session {escape(name)}: {escape(notice)}[/]")
     model = data["model"]
-    size = manager.state_size(manager.store.get(name).state_key)
+    size = manager.state_size(session.state_key)
     console.print(f"[bold]{escape(data['name'])}[/bold] · {escape(model['name'])} ({escape(model['quant'])}) · "
                   f"created {_when(data['created_at'])} · last used {_when(data['updated_at'])} · "
                   f"KV state {human_bytes(size) if size is not None else 'none'}")
@@ -88,7 +96,11 @@ def show(name: NameArg) -> None:
         style = ROLE_STYLES.get(message["role"], "white")
         stopped = " [dim](stopped)[/dim]" if message["stopped"] else ""
         console.print(f"\n[bold {style}]{message['role']}[/]{stopped}")
-        console.print(escape(message["content"]), highlight=False)
+        content = message["content"]
+        console.print(escape(content[:SHOWN_CHARS]), highlight=False)
+        if len(content) > SHOWN_CHARS:
+            console.print(f"[dim]… {len(content) - SHOWN_CHARS:,} more characters not shown (chatapp sessions "
+                          f"export {escape(name)} has all of it)[/dim]")
     console.print()
     table = Table(title="Turns", title_justify="left", box=box.SIMPLE_HEAD)
     for column in ("turn", "prompt", "cached", "prefilled", "restored", "prefill tok/s", "TTFT ms", "decode",
@@ -138,10 +150,15 @@ def export(
     cache reuse, quant, KV type, backend) as Markdown or JSON."""
     from chatapp.engine.sessions.export import session_data, to_markdown, write_export
 
-    data = session_data(_manager().store, _checked(name))
+    store = _manager().store
+    session = store.get(_checked(name))
+    err = Console(stderr=True, highlight=False)
+    for notice in session.notices:  # rows that could not be read as saved: exported as the stand-ins
+        err.print(f"[yellow]session {escape(name)}: {escape(notice)}[/]")
+    data = session_data(store, name, session)
     text = json.dumps(data, ensure_ascii=False, indent=2) + "\n" if fmt is ExportFormat.json else to_markdown(data)
     if output is None:
         print(text, end="")
         return
     write_export(output, text, force=force)
-    Console(stderr=True).print(f"exported session {escape(name)} to {escape(str(output))}")
+    err.print(f"exported session {escape(name)} to {escape(str(output))}")

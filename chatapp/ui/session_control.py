@@ -40,17 +40,29 @@ WHAT: dict[SessionWork, str] = {"open": "open a session", "new": "start a new se
                                 "save_as": "save this chat as a session", "reload": "reload the session"}
 
 
+SHOWN_CHARS = 20_000
+"""The most of one message the transcript shows: a saved message can be megabytes (edited into
+the database), and laying it out would cost the app far more than the model ever sees of it."""
+
+
+def shown(content: str) -> str:
+    if len(content) <= SHOWN_CHARS:
+        return content
+    return (f"{content[:SHOWN_CHARS]}\n\n… {len(content) - SHOWN_CHARS:,} more characters not shown "
+            "(`chatapp sessions export` has all of it)")
+
+
 async def show_conversation(transcript: Transcript, messages: Sequence[ChatMessage], window_start: int) -> None:
     """Rebuild the transcript from a chat's messages: stopped replies marked, turns that left the
-    context window greyed out."""
+    context window greyed out, each message cut at SHOWN_CHARS."""
     await transcript.clear()
     n_system = 1 if messages and messages[0].role == "system" else 0
     widgets = []
     for index, message in enumerate(messages[n_system:], n_system):
         if message.role == "user":
-            widget = UserMessage(message.content)
+            widget = UserMessage(shown(message.content))
         elif message.role == "assistant":
-            widget = Reply(message.content or "*(empty reply)*")
+            widget = Reply(shown(message.content) or "*(empty reply)*")
             widget.set_class(message.stopped, "-stopped")
         else:
             continue

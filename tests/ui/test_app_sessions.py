@@ -18,7 +18,7 @@ from chatapp.engine.opening import open_engine
 from chatapp.engine.events import Message as ChatMessage
 from chatapp.engine.sessions import SessionManager
 from chatapp.engine.sessions.reports import ResumeReport
-from chatapp.engine.sessions.store import ModelIdentity
+from chatapp.engine.sessions.store import ModelIdentity, Snapshot
 from chatapp.ui.app import ChatApp
 from chatapp.ui.messages import PrefillProgressed, ReplyProgress, SessionOpened, TurnFinished
 from chatapp.ui.screens.sessions import ConfirmScreen, NameScreen, SessionsScreen
@@ -351,6 +351,24 @@ async def test_new_chat_leaves_the_open_session_as_saved(make_app):
         assert app.sessions_ui.live is None and "session: (none)" in header(app)
         await send(pilot, app, seen, "Another topic.")
     assert [m.content for m in store().store.get("kept").messages if m.role == "user"] == ["Hi!"]
+
+
+async def test_a_session_far_larger_than_the_context_opens_with_long_messages_cut(make_app):
+    huge = "The keeper climbed the stairs at dusk and wrote the weather in the log. " * 140_000  # 10 MB
+    messages = [ChatMessage("system", "Be brief."), ChatMessage("user", huge), ChatMessage("assistant", "Noted."),
+                ChatMessage("user", "Name a colour."), ChatMessage("assistant", "Blue.")]
+    model = ModelIdentity("smollm2-135m-instruct", "/m.gguf", "ab" * 32, "Q4_1")
+    SessionManager.open(Settings()).store.save(Snapshot("big", model, messages, 1, 0))
+    app, seen = make_app(session="big")
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        opening = await opened(pilot, seen)
+        assert "the transcript from its saved window on is longer than the context" in opening.live.report.notice
+        cut, question = texts(app, UserMessage)
+        assert cut.startswith(huge[:1000]) and len(cut) < 25_000 and "more characters not shown" in cut
+        assert question == "Name a colour." and "session: big" in header(app)
+        assert isinstance(await send(pilot, app, seen, "And another?"), TurnFinished)
+    saved = store().store.get("big").messages
+    assert saved[:5] == messages and saved[5].content == "And another?" and len(saved) == 7
 
 
 # --- problems are one line ------------------------------------------------------------------------

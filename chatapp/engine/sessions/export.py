@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from chatapp.engine.sessions.files import atomic_write
-from chatapp.engine.sessions.store import SessionStore
+from chatapp.engine.sessions.store import SessionStore, StoredSession
 from chatapp.engine.stats import DRAFT_KEYS
 from chatapp.errors import InputError
 from chatapp.private import create_private
@@ -30,8 +30,9 @@ def journal_entry(turn: int, message_index: int, record: dict) -> dict:
     return entry
 
 
-def session_data(store: SessionStore, name: str) -> dict:
-    session = store.get(name)
+def session_data(store: SessionStore, name: str, session: StoredSession | None = None) -> dict:
+    """The export of session `name` (`session`, when the caller has already loaded it)."""
+    session = session or store.get(name)
     records = store.turn_records(name)
     return {
         "format": EXPORT_FORMAT,

@@ -46,6 +46,7 @@ from chatapp.engine.sessions.statefile import SUFFIX, StateFile, StateRejected, 
 from chatapp.engine.sessions.store import (
     ModelIdentity, Revision, Saved, SessionStore, Snapshot, StoredSession, TurnRow, disk_problem,
 )
+from chatapp.engine.sessions.window import earliest_start, refit_from
 from chatapp.engine.stats import TurnRecord
 from chatapp.errors import ServerError, SessionConflict, SessionError, SessionRemoved
 from chatapp.format import one_line_text
@@ -56,6 +57,10 @@ STATES_DIR = "states"
 
 SavedKey = tuple[str, tuple[Message, ...], int, int]
 """What a save wrote: name, messages, window start, cached tokens (to skip a repeat)."""
+
+
+class OpeningStopped(SessionError):
+    """The caller's stop (Ctrl+C) came while a session was being opened: nothing was sent or saved."""
 
 
 class SessionManager:
@@ -144,7 +149,8 @@ class SessionManager:
         return self.store.prefill_speed(model_id(fingerprint), engine.summary.backend)
 
     # --- resume ----------------------------------------------------------------------
-    def resume(self, name: str, engine: Engine, *, system_prompt: str | None = None) -> "LiveSession":
+    def resume(self, name: str, engine: Engine, *, system_prompt: str | None = None,
+               stop: threading.Event | None = None) -> "LiveSession":
         """Load session `name` into the engine's chat, restoring its KV cache when the saved
         state is valid and leaving the cache empty otherwise. An unknown name starts a new
         session from the chat as it stands; it is written on the first save.
@@ -154,10 +160,14 @@ class SessionManager:
         smaller context dropped come back when they fit now, turns that no longer fit leave,
         and the report says how many, and how many tokens the next turn prefills before its
         question. (A state that loads was saved under this n_ctx, for the window as saved.)
+        Only the turns that could fit are tokenized (chatapp.engine.sessions.window), so a
+        transcript far larger than the context opens in the time its context takes.
         `system_prompt` (the command line's), when it differs from the session's, replaces it
-        from this turn on; the state starts with the old one, so it is not used."""
+        from this turn on; the state starts with the old one, so it is not used. `stop`, once
+        set (Ctrl+C), makes the opening raise OpeningStopped at its next step."""
         validate_name(name)
         stored = self.store.load(name)
+        _check(stop, name)
         live = LiveSession(self, name, engine, stored.revision if stored else None)
         if stored is None:  # a new session starts from the chat as it is (and its cache)
             live.report = ResumeReport(name, created=True, messages=len(engine.messages))
@@ -168,25 +178,33 @@ class SessionManager:
         system_changed = system_prompt is not None and system_prompt != engine.system_prompt
         if system_changed:
             engine.set_system_prompt(system_prompt or "")
+        saved_window, floor = engine.window_start, earliest_start(engine.messages, engine.n_ctx)
+        if saved_window < floor:  # the saved window holds more text than the context can: skip it
+            engine.load_conversation(engine.messages, floor)
         engine.set_attachments(stored.attachments)  # sized for this model: it retrieves as before
         notices = stored.notices
         if stored.attachments:
             names = ", ".join(a.name for a in stored.attachments)
             notices = (f"{len(stored.attachments)} attachment{'s' if len(stored.attachments) != 1 else ''} "
                        f"restored: {names}", *notices)
+        _check(stop, name)
         started = time.perf_counter()
         if system_changed:  # the state's tokens start with the old system prompt: none of it is reusable
             restored, reason = 0, "the system prompt changed"
+        elif saved_window < floor:
+            restored, reason = 0, "the transcript from its saved window on is longer than the context can hold"
         else:
             restored, reason = self._restore(live, stored, engine.prompt_ids())
         restore_ms = (time.perf_counter() - started) * 1000
+        _check(stop, name)
         if restored:
             estimate = reprefill_estimate(restored, self.prefill_tps(engine, live.fingerprint))
             live.report = ResumeReport(name, False, len(stored.messages), restored_tokens=restored,
                                        restore_ms=restore_ms, estimate_s=estimate, notices=notices)
         else:
             has_turns = len(stored.messages) > n_system
-            turns_back = engine.refit_window()
+            turns_back = refit_from(engine, floor, saved_window)
+            _check(stop, name)
             # Nothing is cached: the next turn prefills all of its prompt, which starts with these.
             reprefill = len(engine.prompt_ids(add_generation_prompt=False)) if has_turns else 0
             live.report = ResumeReport(name, False, len(stored.messages), fallback=reason if has_turns else None,
@@ -366,3 +384,8 @@ class LiveSession:
             self._saved = self._what_is_saved()
             return replace(state, record=record, notices=notices + state.notices,
                            save_ms=(time.perf_counter() - started) * 1000)
+
+
+def _check(stop: threading.Event | None, name: str) -> None:
+    if stop is not None and stop.is_set():
+        raise OpeningStopped(f"stopped while opening session {name!r}; nothing was sent or saved")
