@@ -40,6 +40,7 @@ from chatapp.engine.chat.engine import Engine
 from chatapp.engine.events import Message
 from chatapp.engine.sessions.files import atomic_write, clean_temp_files, evict_lru, list_states, temp_path, touch
 from chatapp.engine.sessions.fingerprint import Fingerprint, mismatch, model_id
+from chatapp.engine.sessions.kvcheck import non_finite
 from chatapp.engine.sessions.names import valid_state_key, validate_name
 from chatapp.engine.sessions.reports import ResumeReport, SaveReport, reprefill_estimate
 from chatapp.engine.sessions.statefile import SUFFIX, StateFile, StateRejected, encode_state, read_state
@@ -235,6 +236,8 @@ class SessionManager:
         if valid > len(expected) or state.tokens[:valid] != expected[:valid]:
             at = common_prefix(state.tokens[:valid], expected)
             return 0, f"token mismatch: the state differs from the transcript at token {at:,}"
+        if state.payload and (where := non_finite(state.payload)):  # llama.cpp would load it, then answer NaN
+            return 0, f"its cache holds NaN or infinite values ({where}), which make every logit NaN"
         if not engine.restore_cache(CacheState(state.tokens, state.payload, state.fingerprint), valid):
             loader = 'llama.cpp' if engine.summary.kind == 'in-process' else 'llama-server'
             return 0, f"{loader} could not load the state"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import shutil
+import struct
 from pathlib import Path
 
 import pytest
@@ -183,6 +184,21 @@ def test_a_state_from_another_setup_falls_back(manager, engine, saved, changes, 
     write_state(manager, reforged(saved, fingerprint=changes))
     live, record = resume_and_answer(manager, engine, saved)
     assert_fell_back(live, record, engine, saved, reason)
+
+
+def test_a_state_whose_cache_is_nan_falls_back(manager, engine, saved):
+    """Every f16 of layer 0's keys set to NaN, and the checksum made to match (anyone can):
+    llama.cpp loads it, and the first step's logits are all NaN (the reply came out empty)."""
+    state = parse_state(saved["state"])
+    payload = bytearray(state.payload)
+    row = 3 * 64 * 2  # SmolLM2-135M: 3 KV heads of 64, f16
+    at = payload.find(struct.pack("<iQ", 1, row)) + 12  # layer 0's key type (f16) and row size, then its rows
+    assert at > 12
+    payload[at:at + len(state.tokens) * row] = b"\xff" * (len(state.tokens) * row)
+    write_state(manager, reforged(saved, payload=bytes(payload)))
+    live, record = resume_and_answer(manager, engine, saved)
+    assert_fell_back(live, record, engine, saved,
+                     "its cache holds NaN or infinite values (layer 0's keys), which make every logit NaN")
 
 
 def test_a_token_mismatch_falls_back(manager, engine, saved):
