@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Literal
 from chatapp.engine.chat.engine import Engine
 from chatapp.engine.events import Message as ChatMessage
 from chatapp.engine.sessions import LiveSession, SessionManager, validate_name
-from chatapp.engine.sessions.store import StoredSession
+from chatapp.engine.sessions.fingerprint import model_id, same_model
+from chatapp.engine.sessions.store import ModelIdentity
 from chatapp.engine.stats import TurnRecord
 from chatapp.errors import ChatappError, SessionConflict, SessionError, SessionRemoved
 from chatapp.ui.messages import SessionFailed, SessionOpened, SessionSaved
@@ -77,15 +78,21 @@ async def show_conversation(transcript: Transcript, messages: Sequence[ChatMessa
     transcript.anchor()
 
 
-def other_model(stored: StoredSession | None, live: LiveSession) -> str | None:
-    """The model a session was saved with, when it isn't the one loaded now."""
-    if stored is None or live.report.restored:  # a restored state proves it is the same model
+def other_model(saved: ModelIdentity | None, live: LiveSession) -> str | None:
+    """The model a session was saved with, when it isn't the one loaded now. Either backend
+    may have saved it: the identities are compared as `fingerprint.same_model` says."""
+    if saved is None or live.report.restored:  # a restored state proves it is the same model
         return None
+    summary = live.engine.summary
     try:
-        same = stored.model.sha256 == live.fingerprint["model_sha256"]
-    except OSError:
-        same = stored.model.name == live.engine.summary.name
-    return None if same else f"{stored.model.name} ({stored.model.quant})"
+        current = model_id(live.fingerprint)
+    except (OSError, ChatappError):  # the model file or the server can't say now: go by the name
+        current = ""
+    if current:
+        same = same_model(saved.sha256, (saved.name, saved.quant), current, (summary.name, summary.quant or ""))
+    else:
+        same = saved.name == summary.name
+    return None if same else f"{saved.name} ({saved.quant})"
 
 
 class SessionController:
@@ -285,14 +292,14 @@ class SessionController:
                         notices.append(exc.message)
                 if action == "new":
                     engine.new_chat()
-                stored = manager.store.load(name) if action == "open" else None
                 live = manager.resume(name, engine, system_prompt=system_prompt)
                 if action != "open":
                     notices += live.save_now().notices
                 notices = live.manager.notices + notices  # what opening the database tidied, said once
                 live.manager.notices = []
+                saved_with = other_model(live.saved_model, live) if action == "open" else None
                 app.post_message(SessionOpened(live, replaced=action != "save_as", notices=notices,
-                                               other_model=other_model(stored, live)))
+                                               other_model=saved_with))
             except ChatappError as exc:
                 app.post_message(SessionFailed(exc.one_line()))
             except Exception as exc:  # noqa: BLE001 - the app must not stay "opening session"

@@ -396,9 +396,27 @@ async def test_an_invalid_session_name_at_start_is_one_line(make_app):
         assert "session: (none)" in header(app)
 
 
+def live_on(fingerprint: dict, name: str = "smollm2", quant: str = "Q4_1") -> SimpleNamespace:
+    """What other_model reads of a LiveSession: its report, fingerprint and engine's summary."""
+    return SimpleNamespace(report=ResumeReport("s", False, 3), fingerprint=fingerprint,
+                           engine=SimpleNamespace(summary=SimpleNamespace(name=name, quant=quant)))
+
+
 def test_other_model_names_the_model_a_session_was_saved_with():
-    stored = SimpleNamespace(model=ModelIdentity("other-model", "/m/other.gguf", "aaa", "Q8_0"))
-    live = SimpleNamespace(report=ResumeReport("s", False, 3), fingerprint={"model_sha256": "bbb"})
-    assert other_model(stored, live) == "other-model (Q8_0)"
-    assert other_model(stored, SimpleNamespace(report=live.report, fingerprint={"model_sha256": "aaa"})) is None
-    assert other_model(None, live) is None
+    saved = ModelIdentity("other-model", "/m/other.gguf", "a" * 64, "Q8_0")
+    assert other_model(saved, live_on({"model_sha256": "b" * 64})) == "other-model (Q8_0)"
+    assert other_model(saved, live_on({"model_sha256": "a" * 64})) is None
+    assert other_model(None, live_on({"model_sha256": "b" * 64})) is None
+
+
+def test_other_model_across_backends_compares_name_and_quant():
+    """A llama-server has no model_sha256 (its identity is the model's path and size): a session
+    moving between backends is on the same model when the name and quant are the same."""
+    in_process = ModelIdentity("smollm2", "/m/s.gguf", "a" * 64, "Q4_1")
+    on_server = ModelIdentity("smollm2", "/srv/s.gguf", "/srv/s.gguf#123", "Q4_1")
+    server = {"backend": "llama-server", "model_id": "/srv/s.gguf#123"}
+    assert other_model(in_process, live_on(server)) is None
+    assert other_model(on_server, live_on({"model_sha256": "a" * 64})) is None
+    assert other_model(in_process, live_on(server, name="gemma")) == "smollm2 (Q4_1)"
+    assert other_model(on_server, live_on({"backend": "llama-server", "model_id": "/srv/g.gguf#9"})) == \
+        "smollm2 (Q4_1)"

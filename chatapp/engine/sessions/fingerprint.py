@@ -27,6 +27,8 @@ LABELS = {
 }
 INFORMATIONAL = ("model", "quant")
 """Keys that name what was saved, for the message, without being checked."""
+IN_PROCESS = "in-process"
+"""The backend of a fingerprint without a "backend" key: the in-process one states none."""
 
 
 def model_id(fingerprint: Mapping[str, object]) -> str:
@@ -35,8 +37,30 @@ def model_id(fingerprint: Mapping[str, object]) -> str:
     return str(fingerprint.get("model_sha256") or fingerprint.get("model_id") or "")
 
 
+def same_model(saved_id: str, saved: tuple[str, str], current_id: str, current: tuple[str, str]) -> bool:
+    """Whether a session saved with model `saved_id` (named `saved`: name and quant) is on the
+    same model now. Identities of one kind are compared (two sha256s, or two server paths with
+    sizes); a session moving between backends has one of each, and is compared by name and quant."""
+    if _is_sha256(saved_id) == _is_sha256(current_id):
+        return saved_id == current_id
+    return saved == current
+
+
+def _is_sha256(identity: str) -> bool:
+    return len(identity) == 64 and all(c in "0123456789abcdef" for c in identity)
+
+
+def backend_of(fingerprint: Mapping[str, object]) -> str:
+    backend = fingerprint.get("backend")
+    return backend if isinstance(backend, str) and backend else IN_PROCESS
+
+
 def mismatch(saved: Mapping[str, object], current: Fingerprint) -> str | None:
-    """Why a state saved under `saved` can't load under `current`, or None when it can."""
+    """Why a state saved under `saved` can't load under `current`, or None when it can. A
+    state from the other backend is said to be so first: its keys are not this backend's,
+    and the same model must not read as "other model or quant"."""
+    if backend_of(saved) != backend_of(current):
+        return f"it was saved by the {backend_of(saved)} backend; this chat runs {backend_of(current)}"
     for key, value in current.items():
         if key in INFORMATIONAL or saved.get(key) == value:
             continue

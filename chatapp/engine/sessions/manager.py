@@ -173,6 +173,7 @@ class SessionManager:
         if stored is None:  # a new session starts from the chat as it is (and its cache)
             live.report = ResumeReport(name, created=True, messages=len(engine.messages))
             return live
+        live.saved_model = stored.model
         engine.clear_cache()
         n_system = 1 if stored.messages and stored.messages[0].role == "system" else 0
         engine.load_conversation(stored.messages, stored.window_start)
@@ -295,6 +296,8 @@ class LiveSession:
         self.report: ResumeReport = ResumeReport(name, created=True, messages=0)
         self.pending: ResumeReport | None = None
         """The resume figures, until the first turn's record carries them."""
+        self.saved_model: ModelIdentity | None = None
+        """The model the session was last saved with, when it was opened from the database."""
         self._fingerprint: Fingerprint | None = None
         self._lock = threading.Lock()
         self._saved: SavedKey | None = None

@@ -179,6 +179,8 @@ def reforged(saved, **changes) -> bytes:
     ({"llama_cpp_python": "0.2.0"}, "other llama-cpp-python version"),
     ({"flash_attn": False}, "other flash-attention setting"),
     ({"model_sha256": "0" * 64, "model": "Other 7B", "quant": "Q8_0"}, "other model or quant (Other 7B Q8_0)"),
+    # a llama-server's state of the same model: its backend is named, not "other model or quant"
+    ({"backend": "llama-server"}, "it was saved by the llama-server backend; this chat runs in-process"),
 ])
 def test_a_state_from_another_setup_falls_back(manager, engine, saved, changes, reason):
     write_state(manager, reforged(saved, fingerprint=changes))
