@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from chatapp.private import make_private_dir
 
 FORMAT = 1
 CHUNK = 1 << 20
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class FileCache:
@@ -100,7 +102,7 @@ def file_sha256(path: Path) -> str:
     """The file's sha256 hex digest, hashed once per (resolved path, size, mtime_ns)."""
     cache = sha256_cache()
     cached = cache.get(path)
-    if isinstance(cached, str):
+    if isinstance(cached, str) and _SHA256.fullmatch(cached):  # an edited value is hashed again
         return cached
     digest = hash_file(path)
     cache.put(path, digest)

@@ -2,13 +2,17 @@
 what one decoded token reads.
 
 Built from the header alone (chatapp.engine.models.gguf_header), so no weights are read. The result
-is cached as JSON under paths.cache_dir(), keyed by the file's (resolved path, size, mtime_ns).
+is cached as JSON under paths.cache_dir(), keyed by the file's (resolved path, size, mtime_ns). A
+cached entry is checked field by field on reading (anyone can edit the file): one that is not
+what this module writes is built again from the header and the cache rewritten.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+import types
+import typing
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType, LlamaFileType
@@ -68,9 +72,44 @@ class ModelInfo:
     """Per ggml type, largest share of bytes first."""
 
     @classmethod
-    def from_json(cls, data: dict) -> ModelInfo:
-        mix = {name: TensorTypeStats(**stats) for name, stats in data["tensor_mix"].items()}
-        return cls(**{**data, "tensor_mix": mix})
+    def from_json(cls, data: object) -> ModelInfo:
+        """The inverse of asdict(); ValueError, naming the field, for anything of another shape."""
+        _check_fields(cls, data)
+        mix = data["tensor_mix"]
+        if not isinstance(mix, dict):
+            raise ValueError("tensor_mix is not a mapping")
+        for stats in mix.values():
+            _check_fields(TensorTypeStats, stats)
+        return cls(**{**data, "tensor_mix": {name: TensorTypeStats(**stats) for name, stats in mix.items()}})
+
+
+def _fits(value: object, kind: object) -> bool:
+    """Whether a JSON value is of a field's type, as asdict() writes it (counts are never negative)."""
+    if isinstance(kind, types.UnionType):
+        return any(_fits(value, option) for option in typing.get_args(kind))
+    if kind is type(None):
+        return value is None
+    if kind is bool:
+        return isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    if kind is str:
+        return isinstance(value, str)
+    return True  # tensor_mix: checked entry by entry by from_json
+
+
+def _check_fields(cls: type, data: object) -> None:
+    if not isinstance(data, dict):
+        raise ValueError(f"{cls.__name__} is not a mapping")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in fields(cls)}
+    if set(data) != names:
+        raise ValueError(f"{cls.__name__} has other fields than {sorted(names)}")
+    for name in names:
+        if not _fits(data[name], hints[name]):
+            raise ValueError(f"{cls.__name__}.{name} is {data[name]!r}")
 
 
 def _int(value, default: int = 0) -> int:
@@ -190,9 +229,9 @@ def model_info(path: Path, *, use_cache: bool = True) -> ModelInfo:
         cached = cache.get(path)
         if isinstance(cached, dict) and cached.get("schema") == SCHEMA:
             try:
-                return ModelInfo.from_json(cached["info"])
-            except (KeyError, TypeError):
-                pass
+                return ModelInfo.from_json(cached.get("info"))
+            except ValueError:
+                pass  # edited or damaged: built again below, and the entry rewritten
     info = info_from_header(path, read_header(path))
     cache.put(path, {"schema": SCHEMA, "info": asdict(info)})
     return info

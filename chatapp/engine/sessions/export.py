@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import time
@@ -10,7 +11,7 @@ from pathlib import Path
 from chatapp.engine.sessions.files import atomic_write
 from chatapp.engine.sessions.store import SessionStore, StoredSession
 from chatapp.engine.stats import DRAFT_KEYS
-from chatapp.errors import InputError
+from chatapp.errors import ChatappError, InputError, OutputError
 from chatapp.private import create_private
 
 EXPORT_FORMAT = "chatapp-session"
@@ -114,11 +115,40 @@ def write_export(path: Path, text: str, *, force: bool = False) -> None:
             raise InputError(f"{path} already exists; use --force to overwrite it")
     try:
         if st is not None:
-            atomic_write(path, [data])
+            atomic_write(path, [data])  # removes its temp file when it fails
             return
-        with os.fdopen(create_private(path), "wb") as out:
-            out.write(data)
+        fd = create_private(path)
     except FileExistsError:  # something appeared at `path` since the check: never write through it
         raise InputError(f"{path} appeared while exporting; not written") from None
     except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise _write_error(path, exc) from None
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)  # some file systems take the bytes and report a full disk only here
+    except OSError as exc:
+        _remove_own(path, fd)  # no empty or partial export is left behind
+        raise _write_error(path, exc) from None
+    finally:
+        os.close(fd)
+
+
+_NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
+"""The path was fine, the write was not: the disk is full, over quota or failing."""
+
+
+def _write_error(path: Path, exc: OSError) -> ChatappError:
+    """A full or failing disk is an output error (exit 1); a path that can't be written is bad input (2)."""
+    kind = OutputError if exc.errno in _NO_ROOM else InputError
+    return kind(f"cannot write {path}: {exc.strerror or exc}; nothing was written")
+
+
+def _remove_own(path: Path, fd: int) -> None:
+    """Remove the file this export created, and only it: `path` may have been replaced since."""
+    try:
+        ours, there = os.fstat(fd), os.lstat(path)
+        if (ours.st_dev, ours.st_ino) == (there.st_dev, there.st_ino):
+            path.unlink()
+    except OSError:
+        pass
