@@ -4,6 +4,7 @@ cross-check of the fast header reader against gguf's own GGUFReader."""
 from __future__ import annotations
 
 import os
+from dataclasses import asdict
 from pathlib import Path
 
 import gguf
@@ -47,6 +48,21 @@ def test_second_call_comes_from_the_cache(default_model_path, monkeypatch):
     first = model_info(default_model_path)
     monkeypatch.setattr(quant, "read_header", lambda path: pytest.fail("rescanned a cached file"))
     assert model_info(default_model_path) == first
+
+
+@pytest.mark.parametrize("change", [
+    {"weight_bytes": None}, {"tensor_mix": [1, 2]}, {"context_length": "x"}, {"n_layer": True},
+    {"sliding_window": "512"}, {"bits_per_weight": float("nan")}, {"file_size": -1}, {"extra": 1},
+    {"tensor_mix": {"Q4_1": {"count": "many"}}}, {"tensor_mix": {"Q4_1": [1, 2, 3, "x"]}},
+])
+def test_a_cache_entry_of_other_types_is_built_again_and_rewritten(default_model_path, change):
+    first = model_info(default_model_path)
+    cache = quant.info_cache()
+    entry = cache.get(default_model_path)
+    entry["info"].update(change)
+    assert cache.put(default_model_path, entry)
+    assert model_info(default_model_path) == first
+    assert cache.get(default_model_path)["info"] == asdict(first)  # the entry is whole again
 
 
 def test_changed_file_is_rescanned(tmp_path):
