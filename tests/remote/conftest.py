@@ -28,6 +28,8 @@ import pytest
 from chatapp.config import Settings
 from chatapp.engine.machine.hardware import physical_cores
 
+from .rewriting_proxy import RewritingProxy
+
 N_CTX = 1024
 SETTINGS = Settings(n_ctx=N_CTX, temperature=0.0, max_tokens=24, system_prompt="You are a concise assistant.")
 START_LIMIT = 180.0
@@ -156,6 +158,14 @@ def another_server(default_model_path, tmp_path) -> Iterator:
     yield start
     for process in started:
         process.stop()
+
+
+@pytest.fixture
+def proxy(llama_server) -> Iterator[RewritingProxy]:
+    """A proxy in front of the session's llama-server that rewrites what a test tells it to."""
+    rewriting = RewritingProxy(llama_server.url)
+    yield rewriting
+    rewriting.close()
 
 
 @pytest.fixture

@@ -207,7 +207,8 @@ class ServerClient:
                cancelled: Callable[[], bool] = lambda: False) -> Iterator[answers.Event]:
         """POST and yield each server-sent event. An HTTP error before the stream raises
         (ServerError, ContextFullError); an event of the wrong shape, an error event, or
-        `silence` seconds without an event (keep-alive bytes do not count) raise ServerError; a
+        `silence` seconds without progress (keep-alive bytes, or the same prompt progress again, do
+        not count) raise ServerError; a
         stream that ends early raises StreamBroken. Once `cancelled()` is true, or abort() is
         called, the connection is cut at once."""
         with self._lock:
@@ -231,7 +232,7 @@ class ServerClient:
                 if response.status != 200:
                     deadline = time.monotonic() + self.timeouts.request
                     raise self.say.refusal(response.status, self._read(response, ANSWER_BYTES, deadline, path), path)
-                heard = time.monotonic()
+                heard, processed = time.monotonic(), -1
                 for chunk in response.iter_stream():
                     try:
                         whole = lines.feed(chunk)
@@ -242,11 +243,15 @@ class ServerClient:
                         event = self._event(line, path)
                         if event is _DONE:
                             return
-                        if event is not None:
+                        if event is None:
+                            continue
+                        # Progress is a token, or more of the prompt read: the same progress again is a keep-alive.
+                        if event.prompt_progress is None or event.prompt_progress.processed > processed:
                             heard = time.monotonic()
-                            yield event
+                            processed = event.prompt_progress.processed if event.prompt_progress else processed
+                        yield event
                     if time.monotonic() - heard > silence:
-                        raise ServerError(f"llama-server at {self.url} sent nothing but keep-alives for "
+                        raise ServerError(f"llama-server at {self.url} sent keep-alives but no progress for "
                                           f"{silence:g} s (stream_timeout)")
                 event = self._event(lines.rest(), path)
                 if event is not None and event is not _DONE:
