@@ -158,7 +158,7 @@ class ServerBackend:
         shared = common_prefix(before, prompt)
         reuse_broken_at = shared if shared < len(before) and shared < len(prompt) - 1 else None
         run = ReplyRun(len(prompt), reuse_broken_at, generation.max_tokens, self.summary.n_ctx,
-                   f"llama-server at {self.summary.server}")
+                       f"llama-server at {self.summary.server}")
         error = None
         body = {"prompt": prompt, "stream": True, "cache_prompt": True, "id_slot": SLOT,
                 "n_predict": generation.max_tokens, "timings_per_token": True, "return_tokens": True,
