@@ -13,6 +13,9 @@ Everything is counted with the caller's token counter: the model's own tokenizer
 One `AttachmentSet` belongs to one conversation on one model; use it from one thread at a
 time (the engine's worker). Build a new one, from `attachments`, when the model changes (another
 tokenizer); `resized` serves a new n_ctx or reply reserve.
+
+Sizing asks chatapp.engine.retrieval.cancel before each tokenizer call, so a stopped attach ends
+between calls and leaves the set as it was. Names in its lines are escaped for the terminal.
 """
 
 from __future__ import annotations
@@ -21,12 +24,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from chatapp.engine.retrieval import cancel
 from chatapp.engine.retrieval.chunking import MAX_TOKENS, Chunk, chunk_attachment
 from chatapp.engine.retrieval.context import EntryKey, RetrievedContext, RetrievedEntry, render
 from chatapp.engine.retrieval.document import Attachment
 from chatapp.engine.retrieval.index import ChunkIndex
 from chatapp.engine.retrieval.loading import load_path
 from chatapp.errors import AttachmentError
+from chatapp.format import one_line_text
 
 TokenCounter = Callable[[str], int]
 SEARCH_LIMIT = 10
@@ -124,10 +129,10 @@ class AttachmentSet:
         new = []
         for attachment in attachments:
             if attachment.sha256 in shas:
-                notices.append(f"{attachment.name} is attached already")
+                notices.append(f"{one_line_text(attachment.name)} is attached already")
                 continue
             if attachment.name in names:
-                raise AttachmentError(f"an attachment named {attachment.name} is attached already; "
+                raise AttachmentError(f"an attachment named {one_line_text(attachment.name)} is attached already; "
                                       f"remove it first")
             names.add(attachment.name)
             shas.add(attachment.sha256)
@@ -142,7 +147,7 @@ class AttachmentSet:
         """Detach by name. What earlier turns placed stays in their messages."""
         found = next((a for a in self.attachments if a.name == name), None)
         if found is None:
-            raise AttachmentError(f"nothing named {name} is attached")
+            raise AttachmentError(f"nothing named {one_line_text(name)} is attached")
         self._plans = self._plan([a for a in self.attachments if a is not found])
         self._index = None
         self._tokens.pop(found.sha256, None)
@@ -208,6 +213,7 @@ class AttachmentSet:
 
     def _token_count(self, attachment: Attachment) -> int:
         if attachment.sha256 not in self._tokens:
+            cancel.check()
             self._tokens[attachment.sha256] = self.count_tokens(attachment.text)
         return self._tokens[attachment.sha256]
 
@@ -216,8 +222,13 @@ class AttachmentSet:
         key = (attachment.sha256, self.sizing.chunk_min, self.sizing.chunk_max)
         if key not in self._chunks:
             self._chunks[key] = tuple(chunk_attachment(
-                attachment, self.count_tokens, min_tokens=self.sizing.chunk_min, max_tokens=self.sizing.chunk_max))
+                attachment, self._stoppable_count, min_tokens=self.sizing.chunk_min, max_tokens=self.sizing.chunk_max))
         return self._chunks[key]
+
+
+    def _stoppable_count(self, text: str) -> int:
+        cancel.check()
+        return self.count_tokens(text)
 
 
 def _entry(chunk: Chunk, score: float | None) -> RetrievedEntry:

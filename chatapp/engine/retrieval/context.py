@@ -6,13 +6,15 @@ it stays a reusable cache prefix: only the new turn pays for it. A user message 
 `Message.as_template_input`); storing the context with the message is what lets a saved
 session reproduce, token for token, the prompt the model saw.
 
-Stdlib only: `chatapp.engine.events` imports this module.
+Stdlib and chatapp.format only: `chatapp.engine.events` imports this module.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from chatapp.format import one_line_text
 
 INTRO = ("Excerpts from the attached files follow, each under its source label. "
          "Answer from them where they help, and cite the labels you used.\n\n")
@@ -43,13 +45,17 @@ class RetrievedEntry:
         return (self.sha256, self.start_line, self.end_line)
 
     def label(self) -> str:
-        """`[README.md, lines 10-42, "Installation"]`, or `[notes.txt, whole file]`."""
+        """`[README.md, lines 10-42, "Installation"]`, or `[notes.txt, whole file]`. The name and
+        the heading come from outside (a file name, a line of the file) and the label is shown
+        in the transcript and on stderr as well as to the model, so their control characters
+        are escaped: one line, and no escape sequence reaches the terminal."""
+        name = one_line_text(self.file)
         if self.whole:
-            return f"[{self.file}, whole file]"
+            return f"[{name}, whole file]"
         lines = f"line {self.start_line}" if self.start_line == self.end_line else \
             f"lines {self.start_line}-{self.end_line}"
-        section = f', "{self.section.replace(chr(34), chr(39))}"' if self.section else ""
-        return f"[{self.file}, {lines}{section}]"
+        section = f', "{one_line_text(self.section).replace(chr(34), chr(39))}"' if self.section else ""
+        return f"[{name}, {lines}{section}]"
 
     def to_json(self) -> dict:
         """The `retrieved` entry of `ask --json`."""

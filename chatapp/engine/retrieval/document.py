@@ -6,6 +6,7 @@ import hashlib
 from dataclasses import dataclass
 
 from chatapp.errors import AttachmentError
+from chatapp.format import one_line_text
 
 KINDS = ("text", "pdf")
 
@@ -47,10 +48,10 @@ class Attachment:
         """The inverse of to_record; refuses a record whose text no longer matches its hash."""
         text = record["text"]
         if text_sha256(text) != record["sha256"]:
-            raise AttachmentError(f"{record['name']}: the saved text does not match its sha256")
+            raise AttachmentError(f"{one_line_text(str(record['name']))}: the saved text does not match its sha256")
         kind = record.get("kind", "text")
         if kind not in KINDS:
-            raise AttachmentError(f"{record['name']}: unknown attachment kind {kind!r}")
+            raise AttachmentError(f"{one_line_text(str(record['name']))}: unknown attachment kind {kind!r}")
         return cls(record["name"], text, record["sha256"], kind, tuple(record.get("page_starts", ())))
 
 

@@ -13,6 +13,13 @@ is refused rather than shown to the model with replacement characters. Line endi
 
 A file is binary when its first 8 KiB hold a NUL byte, the test git and grep use. Sizes are
 checked before reading, so a 200 MB file costs a `stat`, not 200 MB of memory.
+
+A file is a PDF by its extension, or when it starts with "%PDF-" and pypdf can read it; a text
+file that only starts so is read as text, with a notice. A file name can hold an escape
+sequence that would set the terminal's title or clipboard, or a line break: an attachment is
+named by its name escaped (chatapp.format.one_line_text), so what the header, the transcript,
+the labels, stderr and `/detach` show and take is one safe line, and so are the paths in
+every message. The attach can be stopped between files (chatapp.engine.retrieval.cancel).
 """
 
 from __future__ import annotations
@@ -23,9 +30,10 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from chatapp.engine.retrieval import pdf
+from chatapp.engine.retrieval import cancel, pdf
 from chatapp.engine.retrieval.document import Attachment
 from chatapp.errors import AttachmentError
+from chatapp.format import one_line_text
 
 MAX_TEXT_BYTES = 8 * 2**20
 """About two million tokens: far more than any context holds, so retrieval still has to choose."""
@@ -54,12 +62,12 @@ def load_path(path: str | Path) -> Loaded:
     """Read a file or a folder (recursively). Raises AttachmentError; never attaches part of a file."""
     path = Path(path).expanduser()
     if not path.exists():
-        raise AttachmentError(f"{path}: no such file or folder")
+        raise AttachmentError(f"{_shown(path)}: no such file or folder")
     if path.is_dir():
         return _load_folder(path)
     if not path.is_file():
-        raise AttachmentError(f"{path}: not a regular file")
-    attachment, notices = read_file(path, path.name)
+        raise AttachmentError(f"{_shown(path)}: not a regular file")
+    attachment, notices = read_file(path, one_line_text(path.name))
     return Loaded((attachment,), tuple(notices))
 
 
@@ -82,53 +90,62 @@ def load_paths(paths: list[str | Path]) -> list[Loaded]:
         for i, own in parts.items():
             others = [p for j, p in parts.items() if j != i]
             depth = next((d for d in range(2, len(own) + 1) if all(p[-d:] != own[-d:] for p in others)), len(own))
-            name = "/".join(own[-depth:])
+            name = one_line_text("/".join(own[-depth:]))
             loaded[i] = replace(loaded[i], attachments=(replace(loaded[i].attachments[0], name=name),))
     return loaded
 
 
 def read_file(path: Path, name: str) -> tuple[Attachment, list[str]]:
     """One file as an Attachment called `name`, plus notices (an encoding fallback)."""
+    cancel.check()
+    shown = one_line_text(name)
     is_pdf = path.suffix.lower() == ".pdf"
     limit = MAX_PDF_BYTES if is_pdf else MAX_TEXT_BYTES
     try:
         size = path.stat().st_size
         if size > limit:
-            raise AttachmentError(f"{name} is {_mib(size)}; a {'PDF' if is_pdf else 'text file'} "
+            raise AttachmentError(f"{shown} is {_mib(size)}; a {'PDF' if is_pdf else 'text file'} "
                                   f"can be at most {_mib(limit)}")
         with path.open("rb") as file:
             data = file.read(limit + 1)  # the file may have grown since stat
     except OSError as exc:
-        raise AttachmentError(f"{name}: cannot read it ({exc.strerror or exc})") from None
+        raise AttachmentError(f"{shown}: cannot read it ({exc.strerror or exc})") from None
     if len(data) > limit:
-        raise AttachmentError(f"{name} is over {_mib(limit)}; attach a smaller file")
+        raise AttachmentError(f"{shown} is over {_mib(limit)}; attach a smaller file")
     if not data:
-        raise AttachmentError(f"{name} is empty")
-    if is_pdf or data.startswith(b"%PDF-"):
+        raise AttachmentError(f"{shown} is empty")
+    notices = []
+    if is_pdf:
         text, page_starts = pdf.extract_text(name, data)
         return Attachment.from_text(name, text, kind="pdf", page_starts=page_starts), []
-    text, notices = decode_text(name, data)
+    if data.startswith(b"%PDF-"):
+        try:
+            text, page_starts = pdf.extract_text(name, data)
+            return Attachment.from_text(name, text, kind="pdf", page_starts=page_starts), []
+        except (pdf.NotAPDFError, pdf.NoTextError):
+            notices.append(f"{shown} starts with %PDF- but is not a PDF with text; read as text")
+    text, decoded = decode_text(name, data)
     if not text.strip():
-        raise AttachmentError(f"{name} holds only whitespace")
-    return Attachment.from_text(name, text), notices
+        raise AttachmentError(f"{shown} holds only whitespace")
+    return Attachment.from_text(name, text), notices + decoded
 
 
 def decode_text(name: str, data: bytes) -> tuple[str, list[str]]:
     """Bytes to text with "\\n" line endings: UTF-8, else Windows-1252 with a notice, else refused."""
-    notices = []
+    notices, shown = [], one_line_text(name)
     if data.startswith(UTF16_BOMS):
         text = _decode_or_refuse(name, data, "utf-16")
     elif b"\x00" in data[:SNIFF_BYTES]:
-        raise BinaryFileError(f"{name} is a binary file; attach text, Markdown, source code or PDF")
+        raise BinaryFileError(f"{shown} is a binary file; attach text, Markdown, source code or PDF")
     else:
         try:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             where = f"byte 0x{data[exc.start]:02X} at offset {exc.start}"
             text = _decode_or_refuse(name, data, "cp1252", f"neither UTF-8 nor Windows-1252 ({where})")
-            notices.append(f"{name} is not UTF-8 ({where}); read as Windows-1252")
+            notices.append(f"{shown} is not UTF-8 ({where}); read as Windows-1252")
     if "\x00" in text:
-        raise BinaryFileError(f"{name} is a binary file; attach text, Markdown, source code or PDF")
+        raise BinaryFileError(f"{shown} is a binary file; attach text, Markdown, source code or PDF")
     return text.replace("\r\n", "\n").replace("\r", "\n"), notices
 
 
@@ -137,33 +154,35 @@ def _decode_or_refuse(name: str, data: bytes, codec: str, why: str = "") -> str:
         return data.decode(codec)
     except UnicodeDecodeError as exc:
         why = why or f"invalid {codec} at offset {exc.start}"
-        raise AttachmentError(f"{name} is not readable text: {why}") from None
+        raise AttachmentError(f"{one_line_text(name)} is not readable text: {why}") from None
 
 
 def _load_folder(folder: Path) -> Loaded:
     files = _folder_files(folder)
     attachments, notices, binary, total = [], [], 0, 0
     for path in files:
-        name = f"{folder.name}/{path.relative_to(folder).as_posix()}"
+        name = one_line_text(f"{folder.name}/{path.relative_to(folder).as_posix()}")
         try:
             attachment, file_notices = read_file(path, name)
         except BinaryFileError:
             binary += 1
             continue
+        except cancel.AttachStopped:
+            raise
         except AttachmentError as exc:
             notices.append(f"skipped {exc}")
             continue
         total += len(attachment.text.encode("utf-8"))
         if total > MAX_FOLDER_TEXT_BYTES:
-            raise AttachmentError(f"{folder} holds more than {_mib(MAX_FOLDER_TEXT_BYTES)} of text; "
+            raise AttachmentError(f"{_shown(folder)} holds more than {_mib(MAX_FOLDER_TEXT_BYTES)} of text; "
                                   f"attach a smaller folder")
         attachments.append(attachment)
         notices.extend(file_notices)
     if binary:
-        notices.append(f"skipped {binary} binary file{'s' if binary != 1 else ''} in {folder.name}")
+        notices.append(f"skipped {binary} binary file{'s' if binary != 1 else ''} in {one_line_text(folder.name)}")
     if not attachments:
         why = f" ({'; '.join(notices)})" if notices else ""
-        raise AttachmentError(f"{folder} has no readable text files{why}")
+        raise AttachmentError(f"{_shown(folder)} has no readable text files{why}")
     return Loaded(tuple(attachments), tuple(notices))
 
 
@@ -172,6 +191,7 @@ def _folder_files(folder: Path) -> list[Path]:
     found: list[Path] = []
     # followlinks=False: a symlink loop cannot make the walk endless.
     for root, dirs, names in os.walk(folder):
+        cancel.check()
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIPPED_FOLDERS)
         for name in sorted(names):
             path = Path(root) / name
@@ -179,9 +199,13 @@ def _folder_files(folder: Path) -> list[Path]:
                 continue
             found.append(path)
             if len(found) > MAX_FOLDER_FILES:
-                raise AttachmentError(f"{folder} holds more than {MAX_FOLDER_FILES} files; "
+                raise AttachmentError(f"{_shown(folder)} holds more than {MAX_FOLDER_FILES} files; "
                                       f"attach a smaller folder")
     return found
+
+
+def _shown(path: Path) -> str:
+    return one_line_text(str(path))
 
 
 def _mib(size: int) -> str:

@@ -1,36 +1,118 @@
-"""A PDF's text through pypdf, page by page, with where each page starts."""
+"""A PDF's text through pypdf, page by page, with where each page starts.
+
+pypdf runs in a child process (chatapp.engine.retrieval.pdf_child), because it is pure Python
+and a hostile file can keep it busy for as long as it likes: a 200 KB PDF whose one content
+stream inflates to 60 MB kept it at 100% CPU for 18 minutes, and a thread cannot be
+interrupted, so neither Esc, Ctrl+C nor Ctrl+Q could end it. A process can be killed. So the
+reading is bounded three ways: content streams may inflate to MAX_INFLATED_BYTES in all (the
+child counts, and lowers pypdf's own per-stream limits to the same), the text may be at most
+MAX_TEXT_BYTES, and the child is killed after MAX_SECONDS, or as soon as the attach is stopped
+(chatapp.engine.retrieval.cancel) or Ctrl+C interrupts the caller. Its stderr is thrown away,
+so pypdf's warnings never print before chatapp's one line; refusals say why in that line.
+"""
 
 from __future__ import annotations
 
-import io
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
+from chatapp.engine.retrieval import cancel
 from chatapp.errors import AttachmentError
+from chatapp.format import one_line_text
+
+MAX_INFLATED_BYTES = 32 * 2**20
+"""Content streams of real documents are a few times their text: a 1,000-page book is ~20 MB."""
+MAX_TEXT_BYTES = 8 * 2**20
+"""As for a text file (chatapp.engine.retrieval.loading.MAX_TEXT_BYTES)."""
+MAX_SECONDS = 60.0
+POLL_SECONDS = 0.1
+"""How often the wait looks at the stop flag and the clock."""
+
+
+class NotAPDFError(AttachmentError):
+    """pypdf could not make a document of the bytes (a text file may start with "%PDF-")."""
+
+
+class NoTextError(AttachmentError):
+    """A PDF without extractable text."""
 
 
 def extract_text(name: str, data: bytes) -> tuple[str, tuple[int, ...]]:
     """The text of every page, pages separated by a blank line, and each page's first line.
 
-    Raises AttachmentError for a damaged or encrypted PDF, and for one without extractable
-    text (scanned pages are images; they need OCR, which chatapp does not do).
+    Raises AttachmentError: NotAPDFError for bytes pypdf cannot read, NoTextError for a PDF
+    without extractable text (scanned pages are images; they need OCR, which chatapp does not
+    do), AttachStopped when the attach is stopped, and one line for an encrypted PDF or one
+    past a limit. KeyboardInterrupt passes through, with the child killed.
     """
-    from pypdf import PdfReader  # only attaching a PDF pays for pypdf
-
-    try:
-        reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted and not reader.decrypt(""):
-            raise AttachmentError(f"{name} is an encrypted PDF; save a copy without a password first")
-        pages = [_clean(page.extract_text() or "") for page in reader.pages]
-    except AttachmentError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - pypdf raises many types (KeyError, ValueError, ...) on damaged files
-        raise AttachmentError(f"{name} is not a readable PDF ({type(exc).__name__}: {exc})") from None
+    shown = one_line_text(name)
+    result = _run_child(shown, data)
+    error = result.get("error")
+    if error == "encrypted":
+        raise AttachmentError(f"{shown} is an encrypted PDF; save a copy without a password first")
+    if error == "inflates":
+        raise AttachmentError(f"{shown} inflates past {MAX_INFLATED_BYTES // 2**20} MiB of PDF content; "
+                              "not attached")
+    if error == "text":
+        raise AttachmentError(f"{shown} holds more than {MAX_TEXT_BYTES // 2**20} MiB of text; "
+                              "attach a smaller PDF")
+    if error is not None or not isinstance(result.get("pages"), list):
+        detail = one_line_text(str(result.get("detail") or "the reader gave no answer"))
+        raise NotAPDFError(f"{shown} is not a readable PDF ({detail})")
+    pages = [_clean(str(page)) for page in result["pages"]]
     if not any(page.strip() for page in pages):
-        raise AttachmentError(f"{name} has no extractable text (scanned pages need OCR first)")
+        raise NoTextError(f"{shown} has no extractable text (scanned pages need OCR first)")
     starts, line = [], 1
     for page in pages:
         starts.append(line)
         line += page.count("\n") + 2  # the page's last line, then the blank separator line
     return "\n\n".join(pages), tuple(starts)
+
+
+def _child_command() -> tuple[list[str], dict[str, str]]:
+    """This interpreter on pdf_child, finding this chatapp first: -P keeps the working folder
+    (where a stray pypdf.py or chatapp/ could be) off sys.path, PYTHONPATH puts this one on."""
+    root = str(Path(__file__).resolve().parents[3])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (root, env.get("PYTHONPATH"))))
+    command = [sys.executable, "-P", "-m", "chatapp.engine.retrieval.pdf_child",
+               str(MAX_INFLATED_BYTES), str(MAX_TEXT_BYTES)]
+    return command, env
+
+
+def _run_child(shown: str, data: bytes) -> dict:
+    command, env = _child_command()
+    try:
+        child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, env=env)
+    except OSError as exc:
+        raise AttachmentError(f"{shown}: cannot start the PDF reader ({exc.strerror or exc})") from None
+    deadline = time.monotonic() + MAX_SECONDS
+    pending: bytes | None = data
+    try:
+        while True:
+            try:
+                out, _ = child.communicate(pending, timeout=POLL_SECONDS)
+                break
+            except subprocess.TimeoutExpired:
+                pending = None  # sent once; communicate goes on writing what is left
+                cancel.check()
+                if time.monotonic() > deadline:
+                    raise AttachmentError(f"{shown} took more than {MAX_SECONDS:.0f} s to read as a PDF; "
+                                          "not attached") from None
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    try:
+        result = json.loads(out)
+    except ValueError:
+        return {"error": "unreadable", "detail": f"the PDF reader stopped (exit status {child.returncode})"}
+    return result if isinstance(result, dict) else {"error": "unreadable"}
 
 
 def _clean(page: str) -> str:

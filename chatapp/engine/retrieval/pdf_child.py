@@ -1,0 +1,72 @@
+"""The child process that reads a PDF's text with pypdf; chatapp.engine.retrieval.pdf starts it
+(`python -m chatapp.engine.retrieval.pdf_child MAX_INFLATED MAX_TEXT`) and says why it is a child.
+
+It reads the PDF's bytes from stdin and writes one JSON object to stdout: {"pages": [text, ...]},
+or {"error": KIND, "detail": "..."} with KIND one of "encrypted", "inflates", "text",
+"unreadable". Its stderr goes nowhere, and pypdf's warnings (logging and warnings) with it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from contextlib import nullcontext
+
+
+def _limits(max_inflated: int):
+    """pypdf's own per-stream limits, lowered to ours, so that no single stream is inflated past
+    the budget before it is counted (pypdf 7's Configuration; older ones keep their 75 MB)."""
+    try:
+        from pypdf import apply_configuration
+    except ImportError:
+        return nullcontext()
+    return apply_configuration(
+        zlib_maximum_output_length=max_inflated, lzw_maximum_output_length=max_inflated,
+        run_length_maximum_output_length=max_inflated, brotli_maximum_output_length=max_inflated,
+        array_based_stream_maximum_output_length=max_inflated)
+
+
+def _limit_reached(exc: BaseException) -> bool:
+    return type(exc).__name__ == "LimitReachedError"  # pypdf >= 6.1; named so that older ones still load
+
+
+def read(data: bytes, max_inflated: int, max_text: int) -> dict:
+    from pypdf import PdfReader
+
+    with _limits(max_inflated):
+        try:
+            reader = PdfReader(io.BytesIO(data))
+            if reader.is_encrypted and not reader.decrypt(""):
+                return {"error": "encrypted"}
+            pages, inflated, text_bytes = [], 0, 0
+            for page in reader.pages:
+                contents = page.get_contents()
+                # What the page's text is parsed from: counted before it is parsed, since pypdf's
+                # extraction slows down faster than the content grows.
+                inflated += len(contents.get_data()) if contents is not None else 0
+                if inflated > max_inflated:
+                    return {"error": "inflates"}
+                text = page.extract_text() or ""
+                # Lone surrogates from a broken font map would fail later, in the tokenizer or SQLite.
+                text = text.encode("utf-8", "replace").decode("utf-8")
+                text_bytes += len(text.encode("utf-8"))
+                if text_bytes > max_text:
+                    return {"error": "text"}
+                pages.append(text)
+        except Exception as exc:  # noqa: BLE001 - pypdf raises many types (KeyError, ValueError, ...) on damaged files
+            if _limit_reached(exc):
+                return {"error": "inflates"}
+            return {"error": "unreadable", "detail": f"{type(exc).__name__}: {exc}"[:300]}
+    return {"pages": pages}
+
+
+def main() -> None:
+    max_inflated, max_text = int(sys.argv[1]), int(sys.argv[2])
+    result = read(sys.stdin.buffer.read(), max_inflated, max_text)
+    sys.stdout.write(json.dumps(result))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
