@@ -37,3 +37,24 @@ def copies_with_templates(source: Path, templates: dict[Path, str]) -> dict[Path
             writer.write_tensor_data(tensor.data, tensor_endianess=reader.endianess)
         writer.close()
     return templates
+
+
+def write_absurd_header(target: Path, *, blocks: int = 10**9, heads: int = -4, name_chars: int = 10_000_000) -> Path:
+    """SYNTHETIC: a small, whole GGUF file (its tensor data is all there) whose header claims the
+    absurd: `blocks` blocks, `heads` attention heads and K/V heads, a name of `name_chars`
+    characters. Written with the gguf package's writer, as a hostile file would be."""
+    import numpy as np
+
+    writer = gguf.GGUFWriter(target, "llama")
+    writer.add_name("x" * name_chars)
+    writer.add_uint32(gguf.Keys.LLM.BLOCK_COUNT.format(arch="llama"), blocks)
+    writer.add_uint32(gguf.Keys.LLM.EMBEDDING_LENGTH.format(arch="llama"), 32)
+    writer.add_int32(gguf.Keys.Attention.HEAD_COUNT.format(arch="llama"), heads)
+    writer.add_int32(gguf.Keys.Attention.HEAD_COUNT_KV.format(arch="llama"), heads)
+    writer.add_tensor("token_embd.weight", np.zeros((10, 32), dtype=np.float32))
+    writer.add_tensor("blk.0.attn_q.weight", np.zeros((32, 32), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return target

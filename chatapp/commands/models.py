@@ -14,7 +14,7 @@ from rich.table import Table
 from chatapp.commands.models_list import list_models
 from chatapp.config import KV_TYPES
 from chatapp.errors import InputError, ModelError
-from chatapp.format import human_bytes, human_count
+from chatapp.format import human_bytes, human_count, one_line_text
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 ModelArg = Annotated[Optional[str], typer.Argument(
@@ -128,7 +128,7 @@ def anatomy(
         typer.echo(json.dumps(facts.to_json(), indent=2))
         return
     console = Console()
-    console.print(f"[bold]{escape(facts.name)}[/bold]  [dim]{escape(facts.path)}[/dim]")
+    console.print(f"[bold]{escape(one_line_text(facts.name))}[/bold]  [dim]{escape(one_line_text(facts.path))}[/dim]")
     for section in sections(facts):
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold", no_wrap=True)

@@ -9,6 +9,7 @@ import pytest
 from chatapp import paths
 from chatapp.engine.models import pull as pull_module
 from chatapp.errors import ModelError
+from tests.gguf_copy import write_absurd_header
 
 DEFAULT = "smollm2-135m-instruct"
 
@@ -185,3 +186,15 @@ def test_info_json_has_the_decode_figures(invoke):
     assert decode["bytes_per_token_at_n_ctx"] == 96_576_768 + 4096 * 12_240
     assert decode["bound_tps_empty"] == pytest.approx(decode["memory_bandwidth_gbps"] * 1e9 / 96_576_768, rel=1e-3)
     assert decode["prefill_flops_per_token"] == 2 * 134_515_008
+
+
+def test_anatomy_of_an_absurd_header_says_it_is_inconsistent(chatapp_exe, tmp_path):
+    """10^9 blocks, negative heads, a 10 MB name: one line, not the figures as fact (it ran for
+    over a minute building per-layer lists, then printed a 10 MB name)."""
+    path = write_absurd_header(tmp_path / "absurd.gguf")
+    for args in (("models", "anatomy", str(path)), ("models", "anatomy", str(path), "--json")):
+        result = chatapp_exe(*args)
+        assert result.returncode == 2 and result.stdout == "", result.stderr[:500]
+        [line] = result.stderr.splitlines()
+        assert line.startswith(f"chatapp: Model: cannot inspect {path}: the header is inconsistent")
+        assert "llama.block_count is 1,000,000,000" in line and len(line) < 1000

@@ -3,6 +3,9 @@ through Textual's pilot against the real default model; snapshots of the screen 
 
 from __future__ import annotations
 
+import os
+import shutil
+
 import pytest
 from textual.command import CommandPalette
 
@@ -15,6 +18,8 @@ from chatapp.ui.widgets.composer import Composer
 from chatapp.ui.widgets.tokens_panel import TokensPanel
 
 from ._helpers import Messages, wait_until
+from tests.gguf_copy import write_absurd_header
+
 from .test_snapshots import SHIPPED_THEMES, scripted_app
 
 WIDE = (140, 44)
@@ -52,6 +57,30 @@ async def test_f7_shows_the_loaded_models_anatomy(app):
         await anatomy_shown(pilot)
         await pilot.press("escape")
         await wait_until(pilot, lambda: not isinstance(app.screen, AnatomyScreen), 5)
+
+
+async def test_f7_on_an_absurd_header_says_it_is_inconsistent_and_closes(default_model_path, tmp_path):
+    """The loaded model's file replaced on disk by a header claiming 10^9 blocks, negative heads
+    and a 10 MB name (llama.cpp keeps the file it mapped): the screen says the header is
+    inconsistent instead of showing it, and F7 closes it (the worker building 10^9-long lists
+    held the interpreter, so no key was handled)."""
+    copy = tmp_path / "model.gguf"
+    shutil.copyfile(default_model_path, copy)
+    settings = Settings(n_ctx=512, temperature=0.0, max_tokens=8)
+    chat_app = ChatApp(open_engine(settings, str(copy)), settings=settings)
+    try:
+        async with chat_app.run_test(size=WIDE) as pilot:
+            os.replace(write_absurd_header(tmp_path / "absurd.gguf"), copy)
+            await pilot.press("f7")
+            await wait_until(pilot, lambda: isinstance(chat_app.screen, AnatomyScreen), 5)
+            view = chat_app.screen.query_one(AnatomyView)
+            await wait_until(pilot, lambda: view.problem is not None, 30)
+            assert "the header is inconsistent" in view.problem and "1,000,000,000" in view.problem
+            assert view.anatomy is None and len(view.problem) < 1000
+            await pilot.press("f7")
+            await wait_until(pilot, lambda: not isinstance(chat_app.screen, AnatomyScreen), 5)
+    finally:
+        chat_app.release_engine()
 
 
 async def test_the_palette_opens_the_anatomy(app):

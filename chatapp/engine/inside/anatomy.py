@@ -6,7 +6,9 @@ read and llama.cpp is not loaded. Key names and tensor-name patterns are the ggu
 (gguf.Keys, gguf.TENSOR_NAMES), so every architecture llama.cpp knows is read the same way.
 A fact the file does not state is None, shown as "unknown", never a guess. Where llama.cpp
 itself derives a value the file leaves out (head size = n_embd / n_head), the derivation is
-spelled out in the KV-cache steps or the notes.
+spelled out in the KV-cache steps or the notes. A header whose figures cannot all be true
+(10^9 blocks, negative heads, a 10 MB name) is refused first, in one line
+(chatapp.engine.inside.consistency), rather than shown as fact.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 
 from gguf.constants import GGML_QUANT_SIZES, TENSOR_NAMES, Keys
 
+from chatapp.engine.inside import consistency
 from chatapp.engine.models.gguf_header import ArraySummary, GGUFHeader, TensorEntry, read_header, tensor_nbytes
 from chatapp.engine.models.quant import KV_GGML_TYPES, ggml_type_name, info_from_header
 from chatapp.errors import ConfigError
@@ -218,6 +221,7 @@ def _fact(tensor: TensorEntry) -> TensorFact:
 def anatomy_from_header(path: Path, header: GGUFHeader, kv_type: str = "f16") -> Anatomy:
     if kv_type not in KV_GGML_TYPES:
         raise ConfigError(f"kv_type must be one of {', '.join(KV_GGML_TYPES)}, got {kv_type!r}")
+    consistency.check(header)  # before anything sized by the header's counts is built
     info = info_from_header(path, header)
     arch = info.architecture
     notes: list[str] = []

@@ -1,12 +1,13 @@
 """The anatomy in words: sections of (label, value) rows that the CLI and the Anatomy screen
-both draw, so the two always say the same thing. Plain strings; styling is the caller's."""
+both draw, so the two always say the same thing. Plain strings, with the file's control
+characters escaped; styling is the caller's."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from chatapp.engine.inside.anatomy import FAMILY_LABELS, Anatomy, Block, TensorFact
-from chatapp.format import count, human_bytes, human_count, percent
+from chatapp.format import count, human_bytes, human_count, one_line_text, percent
 
 UNKNOWN = "unknown"
 
@@ -112,4 +113,6 @@ def sections(a: Anatomy) -> list[Section]:
               Section("KV cache per token", kv)]
     if a.notes:
         result.append(Section("Notes", [("", note) for note in a.notes]))
-    return result
+    # The architecture and the keys come from the file: one line each, escapes shown, not sent.
+    return [Section(s.title, [(one_line_text(label), one_line_text(value)) for label, value in s.rows])
+            for s in result]

@@ -18,7 +18,7 @@ from textual.screen import ModalScreen
 
 from chatapp.engine.inside.anatomy import FAMILIES, FAMILY_LABELS, Anatomy
 from chatapp.engine.inside.anatomy_view import sections
-from chatapp.format import human_bytes
+from chatapp.format import human_bytes, one_line_text
 from chatapp.ui.widgets.paint import ThemedPanel, fg, legend, stacked_bar, swatch
 
 FAMILY_COLOURS = {"embedding": "secondary", "attention": "primary", "ffn": "accent", "experts": "warning",
@@ -49,7 +49,7 @@ class AnatomyView(ThemedPanel):
         a = self.anatomy
         heading = fg(self, "primary", bold=True)
         label_style = fg(self, "foreground", bold=True)
-        out = [Text(a.name, style="bold"), Text(Path(a.path).name, style="dim")]
+        out = [Text(one_line_text(a.name), style="bold"), Text(one_line_text(Path(a.path).name), style="dim")]
         for section in sections(a):
             out.append(Text(""))
             out.append(Text(section.title, style=heading))
@@ -115,7 +115,7 @@ class AnatomyScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll() as scroll:
-            scroll.border_title = f"Anatomy · {self.path.name} · Esc closes"
+            scroll.border_title = f"Anatomy · {one_line_text(self.path.name)} · Esc closes"
             yield AnatomyView(id="anatomy")
 
     def on_mount(self) -> None:
@@ -128,7 +128,7 @@ class AnatomyScreen(ModalScreen[None]):
         try:
             self.post_message(self.Read(anatomy(self.path, self.kv_type)))
         except (ValueError, OSError) as exc:
-            self.post_message(self.Read(None, f"cannot read {self.path.name}: {exc}"))
+            self.post_message(self.Read(None, one_line_text(f"cannot read {self.path.name}: {exc}")))
 
     def on_anatomy_screen_read(self, message: Read) -> None:
         self.query_one(AnatomyView).show(message.anatomy, message.problem)

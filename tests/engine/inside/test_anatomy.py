@@ -9,9 +9,11 @@ from gguf import GGUFWriter
 
 from chatapp.engine.inside.anatomy import FAMILIES, anatomy, family_of, tensor_kind
 from chatapp.engine.inside.anatomy_view import sections
+from chatapp.engine.inside.consistency import InconsistentHeader
 from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
 from chatapp.engine.models.quant import kv_bytes_per_token, model_info
 from chatapp.errors import ConfigError
+from tests.gguf_copy import write_absurd_header
 
 CELL_META_BYTES = 12
 """What llama.cpp's sequence state adds per cached token besides K and V, in each of its caches:
@@ -191,3 +193,46 @@ def test_per_layer_kv_heads_are_summed(tmp_path):
     assert a.kv.elements_per_token == 4 * (8 + 8) and a.kv.bytes_per_token == 64 // 32 * 34
     assert "K/V heads, summed over the 3 layers: 4 (2 layers have attention; attention.head_count_kv)" in a.kv.steps
     assert "heads vary by layer, so there is no single GQA ratio" in a.notes
+
+
+def test_an_absurd_header_is_refused_as_inconsistent_not_shown(tmp_path):
+    """10^9 blocks, negative heads, a 10 MB name: one line says what is wrong, at once (the
+    per-layer K/V heads of 10^9 blocks were an 8 GB list that took minutes to build)."""
+    path = write_absurd_header(tmp_path / "absurd.gguf")
+    with pytest.raises(InconsistentHeader) as info:
+        anatomy(path)
+    message = str(info.value)
+    assert message.startswith("the header is inconsistent, so its figures are not shown: ")
+    for problem in ("general.name is 10,000,000 characters long", "llama.attention.head_count is negative (-4)",
+                    "llama.attention.head_count_kv is negative (-4)",
+                    "llama.block_count is 1,000,000,000 (llama.cpp loads at most 512)"):
+        assert problem in message
+    assert len(message) < 500 and "\n" not in message
+
+
+@pytest.mark.parametrize(("keys", "problem"), [
+    ({"block_count": 30}, None),
+    ({"block_count": 1}, "the tensor table has blk.1 but llama.block_count is 1"),
+    ({"block_count": 2, "head_count_kv": [2, 2, 2]}, "llama.attention.head_count_kv has 3 values for 2 blocks"),
+    ({"block_count": 2, "expert_count": 2, "expert_used_count": 4}, "4 experts used per token of 2"),
+    ({"block_count": 2, "head_count": 2, "head_count_kv": 8}, "8 K/V heads for 2 query heads"),
+])
+def test_figures_that_contradict_each_other_are_named(tmp_path, keys, problem):
+    """SYNTHETIC: two blocks in the tensor table, and header keys that agree with them or not."""
+    path = tmp_path / "two-blocks.gguf"
+    writer = GGUFWriter(path, "llama")
+    writer.add_embedding_length(32)
+    for key, value in keys.items():
+        getattr(writer, f"add_{key}")(value)
+    writer.add_tensor("token_embd.weight", np.zeros((10, 32), dtype=np.float32))
+    for b in range(2):
+        writer.add_tensor(f"blk.{b}.attn_q.weight", np.zeros((32, 32), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    if problem is None:
+        assert anatomy(path).n_layer == 30
+        return
+    with pytest.raises(InconsistentHeader, match=problem):
+        anatomy(path)
