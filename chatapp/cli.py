@@ -10,6 +10,7 @@ from typer.core import TyperGroup
 
 from chatapp.config import exposed_key_warning
 from chatapp.errors import ChatappError, InputError, OutputError
+from chatapp.format import one_line_text
 from chatapp.private import tighten_install
 
 
@@ -24,21 +25,49 @@ def reject_undecodable(args: Sequence[str]) -> None:
 
 
 def one_line(text: str) -> str:
-    return " ".join(text.split())
+    """One line of text for the terminal: whitespace runs as one space, and every other control
+    character escaped (a message can quote a file name holding an escape sequence)."""
+    return one_line_text(" ".join(text.split()))
+
+
+INTERRUPTED = 130
+"""The exit status after Ctrl+C, as shells report a process that SIGINT ended."""
+ROOT_OPTIONS = frozenset({"--help", "--version"})
+"""The options of `chatapp` itself; any other one is chat's."""
+
+
+def chat_by_default(args: Sequence[str]) -> list[str]:
+    """`chatapp --model M --session S` is `chatapp chat --model M --session S`, as `ollama run` and
+    `llm chat` users expect: arguments that start with an option other than the root's own go to
+    chat (its options and their help stay defined once, on chat)."""
+    args = list(args)
+    if args and args[0].startswith("-") and args[0] != "-" and args[0].split("=", 1)[0] not in ROOT_OPTIONS:
+        return ["chat", *args]
+    return args
 
 
 class ChatappGroup(TyperGroup):
     """The root command: every failure ends here as one line on stderr and an exit status
     (0 ok, 1 the work could not be done, 2 bad input), for the real CLI and CliRunner alike."""
 
+    def get_help_option(self, ctx):
+        """The help option without the `<bool>` typer 0.29 shows after flags, as if they took a value."""
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True, **extra):
         from chatapp.streams import flush_stdout
 
         try:
-            reject_undecodable(sys.argv[1:] if args is None else args)
+            args = chat_by_default(sys.argv[1:] if args is None else args)
+            reject_undecodable(args)
             result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             code = result if isinstance(result, int) else 0
+            if code == INTERRUPTED:  # typer 0.29 turns a KeyboardInterrupt into a silent Exit(130)
+                code = report("interrupted", INTERRUPTED)
             flush_stdout()
         except typer.TyperException as exc:  # typer's own click: its errors are only public as this base
             if type(exc).__name__ == "NoArgsIsHelpError":  # `chatapp sessions`: the help is the answer
@@ -47,13 +76,13 @@ class ChatappGroup(TyperGroup):
             else:
                 code = report(f"Input: {exc.format_message()}", exc.exit_code)
         except typer.Abort:
-            code = report("interrupted", 130)
+            code = report("interrupted", INTERRUPTED)
         except OutputError as exc:
             code = exc.exit_code if exc.broken_pipe else report(exc.one_line(), exc.exit_code)
         except ChatappError as exc:
             code = report(exc.one_line(), exc.exit_code)
         except KeyboardInterrupt:
-            code = report("interrupted", 130)
+            code = report("interrupted", INTERRUPTED)
         if standalone_mode:
             sys.exit(code)
         return code
@@ -68,7 +97,8 @@ def report(message: str, code: int) -> int:
 app = typer.Typer(
     name="chatapp",
     cls=ChatappGroup,
-    help="Chat with local LLMs in the terminal and watch how inference works.",
+    help="Chat with local LLMs in the terminal and watch how inference works.\n\n"
+         "Without a command, or with chat's options only (chatapp --model M --session S), it opens the chat.",
     no_args_is_help=False,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -17,9 +17,13 @@ from chatapp.commands.opening import open_engine, settings_with
 from chatapp.config import DRAFT_MODES
 from chatapp.errors import InputError
 
+FLAG = ""
+"""The metavar of an on/off option: typer 0.29's help shows `<bool>` after a flag without one,
+as if it took a value."""
 ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="A GGUF path or a catalog name.")]
 CtxOpt = Annotated[Optional[int], typer.Option("--ctx", help="Context window in tokens.")]
-LongCtxOpt = Annotated[bool, typer.Option("--allow-long-ctx", help="Allow --ctx above the model's training context.")]
+LongCtxOpt = Annotated[bool, typer.Option("--allow-long-ctx", metavar=FLAG,
+                                          help="Allow --ctx above the model's training context.")]
 SystemOpt = Annotated[Optional[str], typer.Option(
     "--system", help="System prompt; on a saved session, it replaces the session's from this turn on.")]
 ServerOpt = Annotated[Optional[str], typer.Option(
@@ -48,7 +52,7 @@ def _version(value: bool) -> None:
 
 def root(
     ctx: typer.Context,
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, metavar=FLAG,
                                           help="Print chatapp, llama-cpp-python and llama.cpp versions.")] = False,
 ) -> None:
     """Chat with a local model in the terminal and watch how inference works."""
@@ -89,7 +93,7 @@ def ask(
     kv_type: Annotated[Optional[str], typer.Option("--kv-type", help="f16, q8_0 or q4_0.")] = None,
     threads: Annotated[Optional[int], typer.Option("--threads")] = None,
     gpu_layers: Annotated[Optional[int], typer.Option("--gpu-layers")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per turn per line.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", metavar=FLAG, help="One JSON object per turn per line.")] = False,
     session: Annotated[Optional[str], typer.Option("--session", help="Create or continue a saved session.")] = None,
     allow_long_ctx: LongCtxOpt = False,
     server: ServerOpt = None,
@@ -117,7 +121,8 @@ def ask(
 def tokenize(
     text: Annotated[str, typer.Argument(help="Text to cut into tokens with the model's tokenizer.")],
     model: ModelOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help='A list of {"id", "piece", "special"}.')] = False,
+    as_json: Annotated[bool, typer.Option("--json", metavar=FLAG,
+                                          help='A list of {"id", "piece", "special"}.')] = False,
 ) -> None:
     """Show how the model's own tokenizer cuts TEXT into tokens."""
     if not text:
@@ -135,7 +140,8 @@ def tokenize(
         # An empty piece is a token holding part of a character the next token completes.
         line.append(token.piece.replace("\n", "↵\n") or "⋯", style=style)
     out.print(line)
-    out.print(f"[bold]{len(tokens)}[/] tokens · ids: {' '.join(str(t.id) for t in tokens)}", highlight=False)
+    noun = "token" if len(tokens) == 1 else "tokens"
+    out.print(f"[bold]{len(tokens)}[/] {noun} · ids: {' '.join(str(t.id) for t in tokens)}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -150,3 +150,26 @@ def test_ctrl_c_mid_generation_keeps_the_partial_reply(isolated_dirs, tmp_path):
     assert first and (first + out).strip()
     assert "stopped" in stderr and "skipped the remaining 1 prompt" in stderr
     assert "Traceback" not in stderr
+
+
+def test_options_without_a_command_open_the_chat(chatapp_exe):
+    """`chatapp --model M --session S` is `chatapp chat --model M --session S`, as `ollama run` and
+    `llm chat` users type it (it said "No such option: --model")."""
+    for args in (("--model", "smollm2-135m-instruct", "--session", "trip"), ("--ctx", "512"), ("-m", "x")):
+        out = chatapp_exe(*args)  # no terminal here: chat says so, which only chat does
+        assert out.returncode == 2, out.stderr
+        assert out.stderr.startswith("chatapp: Input: the chat needs a terminal"), (args, out.stderr)
+    wrong = chatapp_exe("--model", "m", "--no-such-option")
+    assert wrong.returncode == 2 and "No such option: --no-such-option" in wrong.stderr
+    assert chatapp_exe("--version").stdout.startswith("chatapp ")
+
+
+def test_the_root_help_shows_no_bool_after_its_flags(chatapp_exe):
+    out = chatapp_exe("--help")
+    assert out.returncode == 0
+    lines = [line for line in out.stdout.splitlines() if "--version" in line or "--help" in line]
+    assert len(lines) == 2 and not any("<bool>" in line for line in lines), lines
+    assert "chat's options" in out.stdout
+    for command in ("ask", "tokenize", "neighbours"):
+        [json_line] = [line for line in chatapp_exe(command, "--help").stdout.splitlines() if "--json" in line]
+        assert "<bool>" not in json_line, (command, json_line)
