@@ -24,7 +24,7 @@ def pick_token(tokens: list, chosen: int | None) -> tuple[int, str | None]:
     """
     if chosen is not None:
         if not 1 <= chosen <= len(tokens):
-            raise InputError(f"--token must be between 1 and {len(tokens)}: the text has {len(tokens)} tokens")
+            raise InputError(f"--token must be between 1 and {len(tokens)}: the text has {_tokens(len(tokens))}")
         index = chosen - 1
     else:
         index = next((i for i, t in enumerate(tokens) if t.piece.strip()), 0)
@@ -32,7 +32,11 @@ def pick_token(tokens: list, chosen: int | None) -> tuple[int, str | None]:
         return index, None
     listed = " ".join(f"{i}:{visible_piece(t.piece)!r}" for i, t in enumerate(tokens, 1))
     how = "" if chosen is not None else "; --token N picks another"
-    return index, f"the text is {len(tokens)} tokens ({listed}); showing token {index + 1}{how}"
+    return index, f"the text is {_tokens(len(tokens))} ({listed}); showing token {index + 1}{how}"
+
+
+def _tokens(n: int) -> str:
+    return f"{n:,} token{'' if n == 1 else 's'}"
 
 
 def neighbours(
@@ -41,7 +45,9 @@ def neighbours(
     k: Annotated[int, typer.Option("--k", help="How many neighbours to show.")] = 10,
     token: Annotated[Optional[int], typer.Option(
         "--token", help="When TEXT is several tokens, which one (1 = the first).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help='A list of {"id", "piece", "score"}.')] = False,
+    as_json: Annotated[bool, typer.Option("--json", metavar="",  # no `<bool>` in typer 0.29's help
+                                          help='A list of {"id", "piece", "score"} (score null where the file '
+                                               'gives none).')] = False,
 ) -> None:
     """The tokens nearest to TEXT's token in the model's input-embedding matrix, by cosine similarity.
 
@@ -75,12 +81,15 @@ def neighbours(
     finally:
         engine.close()
     if as_json:
-        typer.echo(json.dumps([n.to_json() for n in found], ensure_ascii=False))
+        # allow_nan=False: a score the model's file cannot give is null (Neighbour.to_json), and
+        # a NaN that got through anyway is an error here rather than output that is not JSON.
+        typer.echo(json.dumps([n.to_json() for n in found], ensure_ascii=False, allow_nan=False))
         return
     chosen = tokens[index]
     title = escape(f"Nearest to {visible_piece(chosen.piece)!r} (id {chosen.id})")
     table = Table("", "token", "id", "cosine", title=title,
                   title_justify="left")
     for rank, n in enumerate(found, 1):
-        table.add_row(str(rank), escape(visible_piece(n.piece)), str(n.id), f"{n.score:.3f}")
+        table.add_row(str(rank), escape(visible_piece(n.piece)), str(n.id),
+                      "n/a" if n.score is None else f"{n.score:.3f}")
     Console().print(table)

@@ -41,3 +41,41 @@ def test_bad_input_is_one_line_with_exit_2(chatapp_exe):
         assert result.returncode == 2, result
         assert message in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_one_token_is_one_token(chatapp_exe):
+    out = chatapp_exe("neighbours", "x", "--token", "2")
+    assert out.returncode == 2
+    assert out.stderr == "chatapp: Input: --token must be between 1 and 1: the text has 1 token\n"
+    out = chatapp_exe("tokenize", "x")
+    assert out.returncode == 0 and out.stdout.splitlines()[-1] == "1 token · ids: 104"
+
+
+def test_a_token_whose_embedding_is_not_finite_is_one_line_not_nan(chatapp_exe, default_model_path, tmp_path):
+    """A copy of the default model whose token_embd row for "Monday" has a block scaled by
+    infinity (a damaged or hostile file): `--json` printed NaN, which is not JSON."""
+    import shutil
+
+    import numpy as np
+
+    from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
+    from chatapp.engine.models.gguf_header import read_header
+
+    runtime = LlamaRuntime(default_model_path, LoadOptions(n_ctx=256))
+    try:
+        [monday] = runtime.tokenize("Monday", special=False, add_bos=False)
+    finally:
+        runtime.close()
+    copy = tmp_path / "damaged.gguf"
+    shutil.copyfile(default_model_path, copy)
+    header = read_header(copy)
+    tensor = next(t for t in header.tensors if t.name == "token_embd.weight")
+    n_embd = tensor.shape[0]
+    row_bytes = n_embd // 32 * 34  # Q8_0: per 32 values an f16 scale, then 32 int8s
+    with open(copy, "r+b") as model:
+        model.seek(header.data_offset + tensor.offset + monday * row_bytes)
+        model.write(np.float16(np.inf).tobytes() + bytes([1] * 32))  # inf × 1: infinite values
+    out = chatapp_exe("neighbours", "Monday", "--model", str(copy), "--json")
+    assert out.returncode == 2 and out.stdout == "", out.stdout[:300]
+    assert out.stderr == (f"chatapp: Model: the token_embd.weight row of token {monday} holds NaN or infinite "
+                          "values, so it is similar to nothing\n")

@@ -32,6 +32,8 @@ from chatapp.private import make_private_dir, open_private, temp_path
 CACHE_FORMAT = 1
 """Bumped when the cached matrix would mean something else (another normalisation, another tensor)."""
 EMBEDDING_TENSOR = "token_embd.weight"
+UNSCORED = -2.0
+"""Where a row without a cosine ranks: below every cosine (-1 at least), above the query itself."""
 BUILD_ROWS = 8192
 """Rows dequantized at a time, so building for a 262k vocabulary never holds it all in float32 twice."""
 
@@ -40,11 +42,12 @@ BUILD_ROWS = 8192
 class Neighbour:
     id: int
     piece: str
-    score: float
-    """Cosine similarity to the query token, from -1 to 1."""
+    score: float | None
+    """Cosine similarity to the query token, from -1 to 1; None where the file's row for this
+    token holds NaN or infinity, so that no score can be computed (JSON has no NaN)."""
 
     def to_json(self) -> dict:
-        return {"id": self.id, "piece": self.piece, "score": round(self.score, 4)}
+        return {"id": self.id, "piece": self.piece, "score": None if self.score is None else round(self.score, 4)}
 
 
 def cache_file(sha256: str) -> Path:
@@ -74,9 +77,11 @@ def unit_rows(path: Path, header: GGUFHeader) -> np.ndarray:
             rows = np.asarray(dequantize(raw[start:start + BUILD_ROWS], qtype), dtype=np.float32)
         except NotImplementedError as exc:
             raise ModelError(f"cannot dequantize {EMBEDDING_TENSOR}: {exc}") from None
-        norms = np.linalg.norm(rows, axis=1, keepdims=True)
-        # An all-zero row (an unused token) stays zero: similar to nothing.
-        out[start:start + len(rows)] = np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
+        # An all-zero row (an unused token) stays zero: similar to nothing. A row with infinite
+        # values (a damaged file) becomes NaN, quietly: numpy's warning would print on stderr.
+        with np.errstate(invalid="ignore", over="ignore"):
+            norms = np.linalg.norm(rows, axis=1, keepdims=True)
+            out[start:start + len(rows)] = np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
     return out
 
 
@@ -133,20 +138,31 @@ class EmbeddingIndex:
     def n_vocab(self) -> int:
         return len(self._rows)
 
-    def nearest_ids(self, token: int, k: int = 10) -> list[tuple[int, float]]:
-        """The k tokens most similar to `token` (itself left out), best first, with their scores."""
+    def nearest_ids(self, token: int, k: int = 10) -> list[tuple[int, float | None]]:
+        """The k tokens most similar to `token` (itself left out), best first, with their scores
+        (None for a row without one). Raises ModelError when `token`'s own row is not finite."""
         if not 0 <= token < self.n_vocab:
             raise InputError(f"token id {token} is outside the vocabulary (0 to {self.n_vocab - 1})")
         if k < 1:
             raise InputError(f"k must be at least 1, got {k}")
-        scores = self._rows @ self._rows[token]
-        scores[token] = -np.inf
+        query = self._rows[token]
+        if not np.isfinite(query).all():
+            raise ModelError(f"the {EMBEDDING_TENSOR} row of token {token} holds NaN or infinite values, "
+                             "so it is similar to nothing")
+        with np.errstate(invalid="ignore", over="ignore"):
+            scores = self._rows @ query
+        # A row of NaN or infinity (a damaged or hostile file) has no cosine: it ranks last and
+        # its score is None, never NaN, which JSON cannot hold.
+        finite = np.isfinite(scores)
+        ranked = np.where(finite, scores, UNSCORED)
+        ranked[token] = -np.inf  # below even those: the token itself is never its own neighbour
+        finite[token] = False
         k = min(k, self.n_vocab - 1)
         if k <= 0:
             return []
-        top = np.argpartition(-scores, k - 1)[:k]
-        order = top[np.argsort(-scores[top], kind="stable")]
-        return [(int(i), float(scores[i])) for i in order]
+        top = np.argpartition(-ranked, k - 1)[:k]
+        order = top[np.argsort(-ranked[top], kind="stable")]
+        return [(int(i), float(scores[i]) if finite[i] else None) for i in order]
 
     def nearest(self, describe: Callable[[list[int]], list[Token]], token: int, k: int = 10) -> list[Neighbour]:
         """nearest_ids with each token's text, as the model's own tokenizer spells it

@@ -121,3 +121,21 @@ def test_a_file_without_embeddings(tmp_path):
     writer.close()
     with pytest.raises(ModelError, match="no 2-D token_embd.weight"):
         EmbeddingIndex.open(path)
+
+
+def test_rows_without_a_cosine_score_none_and_json_stays_json(index):
+    """The real matrix with two rows made NaN and infinite, as a damaged or hostile file gives:
+    they rank last with score None, never NaN (which json.dumps(allow_nan=False) refuses)."""
+    import json
+
+    rows = np.array(index._rows[:200], dtype=np.float32)
+    rows[7] = np.nan
+    rows[8, :3] = np.inf
+    damaged = EmbeddingIndex(rows)
+    found = damaged.nearest_ids(0, k=199)
+    assert [score for i, score in found if i in (7, 8)] == [None, None]
+    assert all(score is not None for i, score in found if i not in (7, 8))
+    assert {i for i, _ in found[-2:]} == {7, 8}
+    json.dumps([{"id": i, "score": score} for i, score in found], allow_nan=False)
+    with pytest.raises(ModelError, match="row of token 8 holds NaN or infinite values"):
+        damaged.nearest_ids(8)
