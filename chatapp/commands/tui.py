@@ -4,11 +4,17 @@ Kept apart from chatapp.ui.app so that the start can overlap its two slow halves
 loads the model on a thread (its C code runs without the GIL) while this thread imports
 Textual and the app. Pulling a missing model happens first, in the foreground, so its
 progress bar and Ctrl+C behave as in any other command.
+
+Quitting never waits on a worker stuck in llama.cpp: ChatApp.run does not join its thread
+workers, release_engine waits a bounded time, and the process then ends without the stuck one.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from rich.console import Console
@@ -16,6 +22,10 @@ from rich.markup import escape
 
 from chatapp.config import Settings
 from chatapp.errors import ChatappError, InputError
+from chatapp.format import one_line_text
+
+WORKER_GRACE = 0.2
+"""Seconds the idle worker threads get to end after the app has closed its loop."""
 
 
 def check_terminal() -> None:
@@ -64,6 +74,27 @@ def run_app(settings: Settings, *, model: str | None = None, session: str | None
         app.run()
     finally:
         for problem in app.release_engine():
-            err.print(f"[yellow]{escape(problem)}[/]")
-    if app.return_code:
-        raise ChatappError(f"the TUI stopped with an error (exit code {app.return_code})", title="TUI")
+            err.print(f"[yellow]{escape(one_line_text(problem))}[/]")
+    failed = ChatappError(f"the TUI stopped with an error (exit code {app.return_code})", title="TUI") \
+        if app.return_code else None
+    if workers_left():
+        # A worker still in a call that cannot be interrupted (llama.cpp) would hold the
+        # interpreter's exit, which joins every thread, for as long as the call runs; what
+        # could be saved has been, so end here without it.
+        if failed is not None:
+            err.print(f"chatapp: {escape(failed.one_line())}")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(failed.exit_code if failed is not None else 0)
+    if failed is not None:
+        raise failed
+
+
+def workers_left(grace: float = WORKER_GRACE) -> bool:
+    """Whether a thread other than this one is still running after `grace` seconds: idle pool
+    threads end at once once the app's loop is closed; one in the middle of a job does not."""
+    deadline = time.monotonic() + grace
+    others = [t for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon]
+    for thread in others:
+        thread.join(max(deadline - time.monotonic(), 0.0))
+    return any(thread.is_alive() for thread in others)

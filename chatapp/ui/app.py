@@ -9,10 +9,12 @@ delegate to it.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from textual import on, work
 from textual.app import App, ComposeResult
@@ -70,6 +72,9 @@ TOKENIZE_DELAY = 0.15
 """Seconds of no typing before the composer is tokenized again."""
 QUIT_WINDOW = 2.0
 """Seconds in which a second Ctrl+C quits."""
+QUIT_WAIT = 0.7
+"""Seconds quitting waits for a running worker to let go of the engine: a stopped turn does in
+well under that, and Ctrl+Q is to end chatapp within a second whatever a worker does."""
 PANELS = ("tokens", "kv", "speed", "quant")
 
 
@@ -359,9 +364,11 @@ class ChatApp(App[None]):
         if self.generating:
             self.engine.stop()
             self.query_one(AppHeader).status = "stopping…"
+        else:
+            self.attachments_ui.stop()
 
     def action_interrupt(self) -> None:
-        if self.generating:
+        if self.generating or self.attaching:
             self.action_stop()
             return
         selected = self.query_one(Composer).selected_text
@@ -377,6 +384,7 @@ class ChatApp(App[None]):
 
     async def action_quit(self) -> None:
         self.engine.stop()
+        self.attachments_ui.stop()
         self.exit()
 
     @property
@@ -391,16 +399,39 @@ class ChatApp(App[None]):
     def show_attachments(self) -> None:
         self.attachments_ui.show()
 
-    def release_engine(self, timeout: float = 30.0) -> list[str]:
+    def release_engine(self, timeout: float = QUIT_WAIT) -> list[str]:
         """After the app has exited: stop any turn, wait for its worker, save the open session,
-        close the engine. Returns what went wrong saving, in words, for the terminal. Once only."""
-        return self.gate.release(lambda engine: self.sessions_ui.save_on_quit(), timeout)
+        close the engine. Returns what went wrong saving, in words, for the terminal. Once only.
+
+        A worker that is still running after `timeout` (one llama.cpp call cannot be interrupted,
+        and tokenizing an 8 MiB attachment is one call) is left to the process's exit: the
+        engine it uses is not saved from or closed under it, and the line returned says so."""
+        problems = self.gate.release(lambda engine: self.sessions_ui.save_on_quit(), timeout)
+        if self.gate.abandoned:
+            live = self.sessions_ui.live
+            kept = f"; session {live.name} keeps what its last save held" if live is not None else ""
+            problems.append(f"quit without waiting for a job still running in the model{kept}")
+        return problems
+
+    def run(self, **kwargs: Any) -> None:
+        """App.run on an event loop of this app's own, closed without joining the thread workers.
+
+        App.run uses asyncio.run, which ends by joining every thread of the default executor,
+        where Textual runs thread workers: a worker stuck in llama.cpp or in a file kept the
+        process, and a blank terminal, for as long as it ran (18 minutes in one report).
+        release_engine decides how long to wait instead, and chatapp.commands.tui ends the
+        process without waiting for a worker still running after that."""
+        loop = asyncio.new_event_loop()
+        try:
+            return super().run(loop=loop, **kwargs)
+        finally:
+            close_loop(loop)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("interrupt", "sessions", "detach") and isinstance(self.screen, ModalScreen):
             return False  # Ctrl+C in a dialog copies, as it does in any input; F6 is the dialog's
         if action == "stop":
-            return True if self.generating else None
+            return True if self.generating or self.attaching else None
         return True
 
     # --- conversation actions ------------------------------------------------------------------
@@ -720,3 +751,18 @@ class ChatApp(App[None]):
             self.notify(f"theme not saved: {exc}", title="Theme", severity="warning", timeout=8, markup=False)
             return
         self.notify(f"{name} saved as the theme in {path}", title="Theme", timeout=4, markup=False)
+
+
+def close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """What asyncio.run does after its coroutine, less joining the default executor's threads:
+    cancel the tasks left, finish async generators, close the loop (which shuts the executor
+    down without waiting)."""
+    try:
+        tasks = asyncio.all_tasks(loop)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        loop.close()

@@ -4,18 +4,29 @@ which attachment text each question was given, shown under it.
 
 ChatApp holds one `AttachController` (`app.attachments_ui`). Attaching reads the file and
 tokenizes all of it to size and chunk it, so one of the app's thread workers (group "attach")
-does it, holding the app's turn lock (a turn's retrieval uses the same attachments), and only
-posts a message; the app's handlers pass it back here to update the widgets. Removing one re-plans from what is
-already counted and cut, so it runs where it is asked for, between turns.
+does it and only posts a message; the app's handlers pass it back here to update the widgets.
+Reading needs no engine, so it runs outside the turn lock; sizing holds it (a turn's retrieval
+uses the same attachments), so quitting waits for the lock no longer than sizing takes. Esc,
+Ctrl+C and Ctrl+Q stop an attach (`stop`): the worker runs under
+chatapp.engine.retrieval.cancel, which kills a PDF reader at once and ends sizing at its next
+tokenizer call, all or nothing. Removing one re-plans from what is already counted and cut, so
+it runs where it is asked for, between turns.
+
+File names come from outside and can hold escape sequences (a name can set the terminal's
+title or clipboard): every one shown goes through chatapp.format.one_line_text.
 """
 
 from __future__ import annotations
 
+import threading
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from chatapp.engine.retrieval.cancel import AttachStopped, check, stoppable
+from chatapp.engine.retrieval.loading import load_path
 from chatapp.errors import ChatappError
+from chatapp.format import one_line_text
 from chatapp.ui.messages import AttachFailed, Attached, TurnRetrieved
 from chatapp.ui.screens.attach import AttachScreen, DetachScreen
 from chatapp.ui.widgets.composer import Composer
@@ -26,6 +37,11 @@ if TYPE_CHECKING:
     from chatapp.ui.host import ChatHost
 
 COMMANDS = ("/attach", "/detach")
+
+
+def plural(n: int, noun: str) -> str:
+    """"1 token", "2,048 tokens"."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def command_of(text: str) -> tuple[str, str] | None:
@@ -39,6 +55,8 @@ class AttachController:
 
     def __init__(self, app: ChatHost) -> None:
         self.app = app
+        self._stop: threading.Event | None = None
+        """Set to stop the attach worker now running."""
 
     def composer_command(self, text: str) -> bool:
         """Carry out a slash command typed in the composer. False: it is a message, or the app
@@ -78,48 +96,67 @@ class AttachController:
     def attach_path(self, path: Path) -> None:
         app = self.app
         app.attaching = True
-        app.query_one(AppHeader).status = f"attaching {path.name or path}…"
-        app.run_worker(partial(self._attach, path), name="attach", group="attach", thread=True, exclusive=True,
-                       exit_on_error=False)
+        self._stop = threading.Event()
+        app.query_one(AppHeader).status = f"attaching {one_line_text(path.name or str(path))}… (Esc stops)"
+        app.run_worker(partial(self._attach, path, self._stop), name="attach", group="attach", thread=True,
+                       exclusive=True, exit_on_error=False)
 
-    def _attach(self, path: Path) -> None:
+    def stop(self) -> bool:
+        """Stop the attach now running (Esc, Ctrl+C, Ctrl+Q); False when none runs."""
+        if not self.app.attaching or self._stop is None:
+            return False
+        self._stop.set()
+        self.app.query_one(AppHeader).status = "stopping the attach…"
+        return True
+
+    def _attach(self, path: Path, stop: threading.Event) -> None:
         """Runs on a thread worker."""
         app = self.app
-        with app.gate.turn() as engine:
-            if engine is None:
-                return
-            try:
-                app.post_message(Attached(str(path), engine.attach(path)))
-            except ChatappError as exc:
-                app.post_message(AttachFailed(str(path), exc.one_line()))
-            except Exception as exc:  # noqa: BLE001 - the app must not stay "attaching"
-                app.post_message(AttachFailed(str(path), f"Attachment: {type(exc).__name__}: {exc}"))
+        try:
+            with stoppable(stop):
+                loaded = load_path(path)
+                with app.gate.turn() as engine:
+                    if engine is None:
+                        return
+                    check()  # stopped while a turn or a session job held the lock
+                    report = engine.add_attachments(loaded.attachments, loaded.notices)
+            app.post_message(Attached(str(path), report))
+        except AttachStopped:
+            app.post_message(AttachFailed(str(path), f"attaching {one_line_text(path.name or str(path))} stopped; "
+                                                     "nothing was attached", stopped=True))
+        except ChatappError as exc:
+            app.post_message(AttachFailed(str(path), exc.one_line()))
+        except Exception as exc:  # noqa: BLE001 - the app must not stay "attaching"
+            app.post_message(AttachFailed(str(path), one_line_text(f"Attachment: {type(exc).__name__}: {exc}")))
 
     async def attached(self, message: Attached) -> None:
         app = self.app
         self._attach_over()
         report = message.report
         for notice in report.notices:
-            app.notify(notice, title="Attachment", severity="warning", timeout=8, markup=False)
+            app.notify(one_line_text(notice), title="Attachment", severity="warning", timeout=8, markup=False)
         transcript = app.query_one(Transcript)
         for plan in report.added:
             how = "placed whole in the next question" if plan.whole else \
                 f"{len(plan.chunks):,} chunks, the best placed before each question"
-            await transcript.add_notice(f"attached {plan.attachment.name}: {plan.tokens:,} tokens, {how}", "info")
+            await transcript.add_notice(f"attached {one_line_text(plan.attachment.name)}: "
+                                        f"{plural(plan.tokens, 'token')}, {how}", "info")
         if report.added:
-            names = ", ".join(plan.attachment.name for plan in report.added)
+            names = ", ".join(one_line_text(plan.attachment.name) for plan in report.added)
             app.notify(f"attached {names}", title="Attachment", timeout=4, markup=False)
 
     def attach_failed(self, message: AttachFailed) -> None:
         app = self.app
         self._attach_over()
-        app.notify(message.error, title="Attachment", severity="error", timeout=10, markup=False)
+        app.notify(one_line_text(message.error), title="Attachment", severity="warning" if message.stopped else "error",
+                   timeout=10, markup=False)
         composer = app.query_one(Composer)
         if not composer.text.strip():  # the command comes back, to fix the path
             composer.load_text(f"/attach {message.path}")
             composer.move_cursor(composer.document.end)
 
     def _attach_over(self) -> None:
+        self._stop = None
         self.app.attaching = False
         self.app.query_one(AppHeader).status = ""
         self.show()
@@ -148,7 +185,7 @@ class AttachController:
             app.notify(exc.one_line(), severity="error", timeout=8, markup=False)
             return
         self.show()
-        app.notify(f"removed {name}; earlier answers keep what they were given", title="Attachment",
+        app.notify(f"removed {one_line_text(name)}; earlier answers keep what they were given", title="Attachment",
                    timeout=4, markup=False)
 
     # --- showing ---------------------------------------------------------------------------
@@ -161,4 +198,5 @@ class AttachController:
         await self.app.query_one(Transcript).show_sources(message.context)
 
     def path_candidates(self, message: Composer.PathCandidates) -> None:
-        self.app.notify("  ".join(message.candidates), title="/attach", timeout=6, markup=False)
+        self.app.notify("  ".join(one_line_text(c) for c in message.candidates), title="/attach", timeout=6,
+                        markup=False)

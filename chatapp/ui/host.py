@@ -8,12 +8,14 @@ and a test can run one on a small host App. `ChatApp` satisfies it.
 attachment worker and the attention capture hold the turn lock; tokenizing the composer and
 the neighbours lookup hold the tokenize lock (they run alongside a turn). Once the app has
 exited and released the engine, each context manager yields None instead of the engine, so a
-late worker does nothing.
+late worker does nothing. Closing waits a bounded time (`release`): a worker stuck in a call
+that cannot be interrupted is left running rather than holding the quit.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -37,6 +39,8 @@ class EngineGate:
         """The engine now in use; a model switch replaces it (on the UI thread)."""
         self.released = False
         """release() ran: no worker may use the engine any more."""
+        self.abandoned = False
+        """release() gave up waiting for a worker: the engine is still in use and was not closed."""
         self._turn = threading.Lock()
         self._tokenize = threading.Lock()
 
@@ -58,20 +62,33 @@ class EngineGate:
             engine.close()
 
     def release(self, last_words: Callable[[Engine], list[str]], timeout: float) -> list[str]:
-        """Stop any turn, wait up to `timeout` for its worker, call `last_words` (saving the open
-        session) and close the engine. Returns what `last_words` reported. Once only."""
+        """Stop any turn, wait up to `timeout` in all for the workers using the engine, call
+        `last_words` (saving the open session) and close the engine. Returns what `last_words`
+        reported. Once only.
+
+        A worker still holding a lock after `timeout` is stuck in a call that cannot be
+        interrupted (llama.cpp's): nothing is saved from the engine or closed under it, and
+        `abandoned` says so, for the caller to end the process without waiting for it."""
         if self.released:
             return []
         self.released = True
         self.engine.stop()
+        deadline = time.monotonic() + timeout
         problems: list[str] = []
-        if self._turn.acquire(timeout=timeout):
-            try:
-                problems = last_words(self.engine)
-                with self._tokenize:
+        if not self._turn.acquire(timeout=timeout):
+            self.abandoned = True
+            return problems
+        try:
+            problems = last_words(self.engine)
+            if self._tokenize.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
+                try:
                     self.engine.close()
-            finally:
-                self._turn.release()
+                finally:
+                    self._tokenize.release()
+            else:
+                self.abandoned = True
+        finally:
+            self._turn.release()
         return problems
 
 

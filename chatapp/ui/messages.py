@@ -77,12 +77,13 @@ class Attached(Message):
 
 
 class AttachFailed(Message):
-    """Nothing was attached; `error` says why in one line."""
+    """Nothing was attached; `error` says why in one line (`stopped`: the user stopped it)."""
 
-    def __init__(self, path: str, error: str) -> None:
+    def __init__(self, path: str, error: str, *, stopped: bool = False) -> None:
         super().__init__()
         self.path = path
         self.error = error
+        self.stopped = stopped
 
 
 class PrefillProgressed(Message):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from textual.command import CommandPalette
+from textual.notifications import Notify
 from textual.widgets import DirectoryTree
 
 from chatapp.config import Settings
@@ -20,7 +21,7 @@ from chatapp.ui.widgets.kv_panel import KVPanel
 from chatapp.ui.widgets.tokens_panel import TokensPanel
 from chatapp.ui.widgets.transcript import Notice, Transcript, UserMessage
 from tests.cli.test_attach_cli import bad_inputs
-from tests.engine.retrieval.conftest import DOCS
+from tests.engine.retrieval.conftest import DOCS, make_bomb_pdf, pdf_readers
 from tests.ui._helpers import Messages, notified, wait_until
 from tests.ui.test_app import TURN_TIMEOUT, WIDE, send
 
@@ -202,3 +203,54 @@ async def test_each_bad_input_is_one_notice_and_nothing_changes(make_app, tmp_pa
                      len(app.query_one(Transcript).children))
             assert after == before, what
         assert seen.count(AttachFailed) == 6
+
+
+async def test_esc_stops_attaching_a_slow_pdf_and_nothing_is_attached(make_app, tmp_path):
+    """Esc did nothing during "attaching…": a PDF that keeps pypdf busy is stopped, its reader killed."""
+    slow = tmp_path / "slow.pdf"
+    slow.write_bytes(make_bomb_pdf(4 * 2**20))  # inside the inflate limit, a minute or more of pypdf
+    app, seen = make_app()
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        for key in ("escape", "ctrl+c"):
+            await type_command(pilot, f"/attach {slow}")
+            await wait_until(pilot, lambda: bool(pdf_readers()), TURN_TIMEOUT)
+            assert "attaching slow.pdf" in header(app)
+            await pilot.press(key)
+            await wait_until(pilot, lambda: not app.attaching, TURN_TIMEOUT)
+            failed = seen.of(AttachFailed)[-1]
+            assert failed.stopped and failed.error == "attaching slow.pdf stopped; nothing was attached"
+            await app.workers.wait_for_complete()
+            assert not pdf_readers()
+            assert app.engine.attachments == () and "attaching" not in header(app)
+            composer = app.query_one(Composer)
+            assert composer.text == f"/attach {slow}"  # nothing typed is lost
+            composer.clear()
+        assert seen.count(AttachFailed) == 2 and seen.count(Attached) == 0
+        # Ctrl+C stopped the attach; it did not arm a quit.
+        assert not any("Ctrl+C again" in m.notification.message for m in seen.of(Notify))
+
+
+async def test_file_names_and_texts_with_escapes_reach_the_screen_escaped(make_app, tmp_path):
+    """A file named with an OSC sequence (it could set the terminal's title or clipboard), one
+    with a line break, and a text that holds escape sequences: shown escaped everywhere."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "\x1b]0;title\x07.txt").write_text("The staging server is \x1b[31mheron\x1b[0m.\n")
+    (folder / "two\nlines.md").write_text("# Owners\n\nAda runs heron.\n")
+    app, seen = make_app()
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        await type_command(pilot, f"/attach {folder}")
+        await attached(pilot, seen, 1)
+        await send(pilot, app, seen, "Who runs the staging server?")
+        await pilot.press("f8")
+        await wait_until(pilot, lambda: isinstance(app.screen, DetachScreen))
+        listed = "\n".join(str(option.prompt) for option in app.screen.query_one("OptionList")._options)
+        await pilot.press("escape")
+        shown = [header(app), listed, app.query_one(TokensPanel).query_one("#tokens-pieces").render().plain,
+                 *(n.render().plain for n in app.query_one(Transcript).query(Notice)),
+                 *(m.notification.message for m in seen.of(Notify))]
+        text = "\n".join(shown)
+        assert "notes/\\x1b]0;title\\x07.txt" in header(app) and "notes/two\\nlines.md" in header(app)
+        assert "notes/\\x1b]0;title\\x07.txt" in listed
+        assert "\\x1b[31m" in shown[2]  # the attached text's own escapes, in the Tokens panel
+        assert not any(c in text for c in "\x1b\x07\x9b"), [line for line in shown if "\x1b" in line]

@@ -83,6 +83,28 @@ def test_release_waits_for_the_running_turn_and_close_waits_for_tokenizing():
     assert other.calls == ["close"]
 
 
+def test_release_leaves_a_worker_stuck_past_its_timeout_and_says_so():
+    """A worker in a call that cannot be interrupted (one llama.cpp call) holds the turn lock:
+    release waits its timeout, then neither saves from the engine nor closes it under the worker."""
+    engine = Closing()
+    gate = EngineGate(engine)  # type: ignore[arg-type]
+    in_call, let_go = threading.Event(), threading.Event()
+
+    def stuck() -> None:
+        with gate.turn():
+            in_call.set()
+            let_go.wait(30)
+
+    worker = threading.Thread(target=stuck)
+    worker.start()
+    in_call.wait(5)
+    said = gate.release(lambda e: ["saved"], timeout=0.2)
+    assert said == [] and gate.abandoned and engine.calls == ["stop"]
+    let_go.set()
+    worker.join(5)
+    assert not worker.is_alive() and engine.calls == ["stop"]
+
+
 class Host(App[None]):
     """The least a controller needs: ChatHost's members and the widgets it draws into."""
 

@@ -14,6 +14,7 @@ from textual.widgets import DirectoryTree, Input, Label, OptionList
 from textual.widgets.option_list import Option
 
 from chatapp.engine.retrieval.attachments import Planned
+from chatapp.format import one_line_text
 
 CSS = """
 {name} {{ align: center middle; }}
@@ -72,9 +73,9 @@ class AttachScreen(ModalScreen[Path | None]):
 
 
 def option_for(plan: Planned) -> Option:
-    label = Text(plan.attachment.name, style="bold")
+    label = Text(one_line_text(plan.attachment.name), style="bold")  # a name may hold escapes
     how = "whole" if plan.whole else f"{len(plan.chunks):,} chunks"
-    label.append(f"  {plan.tokens:,} tokens · {how}")
+    label.append(f"  {plan.tokens:,} token{'' if plan.tokens == 1 else 's'} · {how}")
     return Option(label, id=plan.attachment.name)
 
 

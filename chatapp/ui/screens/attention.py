@@ -24,8 +24,7 @@ from textual.screen import ModalScreen
 from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable
 from chatapp.engine.tokens import Token
 from chatapp.errors import ChatappError
-from chatapp.format import visible_piece
-from chatapp.ui.widgets.paint import ThemedPanel, blend, fg, legend
+from chatapp.ui.widgets.paint import ThemedPanel, blend, fg, legend, shown_piece
 
 Capture = Callable[[int | None, threading.Event], tuple[AttentionMap | AttentionUnavailable, list[Token]]]
 """`capture(head_layer, stop)`: the last turn's attention and its tokens' pieces (blocking)."""
@@ -77,7 +76,7 @@ class AttentionView(ThemedPanel):
     def _choice(self) -> list[Text]:
         m, label = self.map, fg(self, "primary", bold=True)
         at, head = self.query_position, self.chosen_head
-        piece = visible_piece(self.tokens[at].piece) if at < len(self.tokens) else "?"
+        piece = shown_piece(self.tokens[at].piece) if at < len(self.tokens) else "?"
         query = Text.assemble(("query  ", label), (f"{piece!r}", "bold"),
                               f" · reply token {at - m.reply_start + 1} of {m.reply_tokens} · position {at:,}")
         heads = m.n_heads.get(self.chosen_layer, 0)
@@ -105,7 +104,7 @@ class AttentionView(ThemedPanel):
         order = np.argsort(weights, kind="stable")[::-1][:TOP]
         out = Text.assemble((f"top {TOP}  ", fg(self, "primary", bold=True)))
         for n, pos in enumerate(order):
-            piece = visible_piece(self.tokens[pos].piece) if pos < len(self.tokens) else "?"
+            piece = shown_piece(self.tokens[pos].piece) if pos < len(self.tokens) else "?"
             out.append(" · " if n else "")
             out.append(f"{piece!r}", style="bold")
             out.append(f"@{pos} {weights[pos]:.3f}")
@@ -132,7 +131,7 @@ class AttentionView(ThemedPanel):
                 style = blend(self, HEAT_LOW[pos % 2], HEAT_HIGH, 0.0) + Style(dim=True, italic=True)
             if token.special:
                 style += special
-            out.append(visible_piece(token.piece) or "∅", style=style)
+            out.append(shown_piece(token.piece) or "∅", style=style)
         return out
 
     def _notes(self, weights: np.ndarray) -> list[Text]:

@@ -9,6 +9,7 @@ from textual.widget import Widget
 
 from chatapp.engine.backend import NOT_REPORTED
 from chatapp.engine.chat.engine import ModelSummary
+from chatapp.format import one_line_text
 
 
 def describe(summary: ModelSummary) -> str:
@@ -42,7 +43,8 @@ class AppHeader(Widget):
             left.append("  " + describe(self.summary))
         left.append(f"  session: {self.session or '(none)'}")
         if self.attachments:
-            left.append(f"  attached (F8): {', '.join(self.attachments)}")
+            # Names come from outside (a saved session's may predate escaping at load): one line each.
+            left.append(f"  attached (F8): {', '.join(one_line_text(name) for name in self.attachments)}")
         if not self.status:
             return left
         # The status (prefill…, generating…) matters most: it stays; the rest gives way.

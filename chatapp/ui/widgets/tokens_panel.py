@@ -21,8 +21,8 @@ from textual.widgets import Static
 
 from chatapp.engine.events import PromptToken
 from chatapp.engine.tokens import Token
-from chatapp.format import count, visible_piece
-from chatapp.ui.widgets.paint import Sketch, bg, fg, legend, swatch
+from chatapp.format import count
+from chatapp.ui.widgets.paint import Sketch, bg, fg, legend, shown_piece, swatch
 
 if TYPE_CHECKING:
     from chatapp.engine.inside.neighbours import Neighbour
@@ -33,6 +33,10 @@ ORIGINS = ("cached", "prefilled", "generated")
 ORIGIN_COLOURS = {"cached": "token-cached", "prefilled": "token-prefill", "generated": "token-generated"}
 _SUBSCRIPT = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{count(n)} {noun}{'' if n == 1 else 's'}"
 
 class TokensPanel(VerticalScroll):
     DEFAULT_CSS = """
@@ -197,7 +201,7 @@ class TokensPanel(VerticalScroll):
         if self.mode == "composer":
             tokens = self.composer_tokens
             chars = sum(len(t.piece) for t in tokens)
-            lines = [Text(f"composer · {count(len(tokens))} tokens · {count(chars)} chars")]
+            lines = [Text(f"composer · {_plural(len(tokens), 'token')} · {_plural(chars, 'char')}")]
         elif not self.turn_view:
             return Text("no turn yet", style="italic")
         else:
@@ -231,10 +235,10 @@ class TokensPanel(VerticalScroll):
         drafted = sum(1 for item in view if item.drafted)
         if drafted:  # reply tokens that came from accepted drafts (speculative decoding): a tint of their own
             entries.append(Text.assemble(("  ", bg(self, "token-drafted-a")), f" from drafts {count(drafted)}"))
-        lines = [Text(f"last turn · {count(len(view))} tokens in the cache"), legend(entries, width)]
+        lines = [Text(f"last turn · {_plural(len(view), 'token')} in the cache"), legend(entries, width)]
         if broken is not None and broken < len(view):
             lines.append(Text(f"▶ prefix reuse broke at token {count(broken)}: "
-                              f"{visible_piece(view[broken].token.piece)!r}", style=fg(self, "warning")))
+                              f"{shown_piece(view[broken].token.piece)!r}", style=fg(self, "warning")))
         return lines
 
     def _turn_pieces(self) -> Text:
@@ -263,7 +267,7 @@ class TokensPanel(VerticalScroll):
         if shown_at == self.selected:
             style += Style(reverse=True, bold=True)
         style += Style(meta={"token": shown_at})
-        pieces.append(visible_piece(token.piece) or "∅", style=style)
+        pieces.append(shown_piece(token.piece) or "∅", style=style)
         if self.show_ids:
             pieces.append(str(token.id).translate(_SUBSCRIPT), style=style + Style(dim=True))
 
@@ -272,14 +276,15 @@ class TokensPanel(VerticalScroll):
         if token is None or self.neighbours is None:
             return Text("")
         _, found, problem = self.neighbours
-        title = Text(f"nearest to {visible_piece(token.piece)!r} (id {token.id}) in the embeddings, by cosine:",
+        title = Text(f"nearest to {shown_piece(token.piece)!r} (id {token.id}) in the embeddings, by cosine:",
                      style="dim")
         if problem:
             return Text.assemble(title, "\n", (problem, fg(self, "warning")))
         if found is None:
             return Text.assemble(title, "\n", ("looking… (the first time, the embeddings are read and cached)",
                                                "italic"))
-        entries = [Text.assemble((visible_piece(n.piece) or "∅", bg(self, "token-a")), f" {n.score:.2f}")
+        entries = [Text.assemble((shown_piece(n.piece) or "∅", bg(self, "token-a")),
+                                 " n/a" if n.score is None else f" {n.score:.2f}")
                    for n in found]
         return Text.assemble(title, "\n", legend(entries, width))
 

@@ -35,7 +35,7 @@ def trim_notice(event: ContextTrimmed, quoted: int = 2) -> str:
 def sources(context: RetrievedContext) -> str:
     """Which attachment text a question was given: file, section and line range of each part."""
     tokens = sum(entry.tokens for entry in context.entries)
-    lines = [f"from the attachments ({tokens:,} tokens placed before this question):"]
+    lines = [f"from the attachments ({tokens:,} token{'' if tokens == 1 else 's'} placed before this question):"]
     for entry in context.entries:
         score = "" if entry.whole else f"  score {entry.score:.2f}"
         lines.append(f"  · {entry.label().strip('[]')}{score}")
