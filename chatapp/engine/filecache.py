@@ -55,6 +55,32 @@ class FileCache:
             return entry.get("value")
         return None
 
+    def get_many(self, paths: list[Path]) -> dict[Path, object]:
+        """`get` for many files with one read of the cache: what is cached for each file as it is
+        now (files that cannot be looked at are left out)."""
+        entries, found = self._load(), {}
+        for path in paths:
+            try:
+                key, size, mtime_ns = self.identity(path)
+            except OSError:
+                continue
+            entry = entries.get(key)
+            if isinstance(entry, dict) and entry.get("size") == size and entry.get("mtime_ns") == mtime_ns:
+                found[path] = entry.get("value")
+        return found
+
+    def put_many(self, values: dict[Path, object]) -> bool:
+        """`put` for many files with one read and one write of the cache: a listing of a thousand
+        models wrote the whole cache once per model before (45 s for 1,005 models here)."""
+        entries = {k: v for k, v in self._load().items() if os.path.exists(k)}
+        for path, value in values.items():
+            try:
+                key, size, mtime_ns = self.identity(path)
+            except OSError:
+                continue
+            entries[key] = {"size": size, "mtime_ns": mtime_ns, "value": value}
+        return write_json(self.path, {"format": FORMAT, "entries": entries})
+
     def put(self, path: Path, value) -> bool:
         """Remember `value` for this file. A cache is only a shortcut: when it can't be written (a
         folder where the file should be, a full disk, no permission) this returns False and the

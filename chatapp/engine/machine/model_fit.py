@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from chatapp.config import Settings
 from chatapp.engine.machine.memory_check import fits
 from chatapp.engine.models.discovery import discover
-from chatapp.engine.models.quant import model_info
+from chatapp.engine.models.quant import model_infos
 from chatapp.engine.models.sources import Source
 
 
@@ -34,14 +34,14 @@ def model_rows(settings: Settings) -> tuple[list[ModelRow], list[str]]:
     """One row per model found, and one line per store or model problem. Headers are read here,
     once per file version (chatapp.engine.models.quant caches them): run it off the UI thread."""
     found = discover()
+    infos = model_infos([model.path for model in found.models if model.path is not None])
     rows, problems = [], list(found.problems)
     for model in found.models:
         quant, n_params, fit, problem = model.quant, None, None, model.problem
         if model.path is not None:
-            try:
-                info = model_info(model.path)
-            except (ValueError, OSError) as exc:
-                problem = f"not a readable GGUF file ({exc})"
+            info = infos.get(model.path, OSError("cannot be read"))
+            if isinstance(info, Exception):
+                problem = f"not a readable GGUF file ({info})"
             else:
                 quant, n_params, fit = info.file_type or quant, info.n_params, fits(info, settings)
         if problem:

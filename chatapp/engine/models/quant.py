@@ -237,6 +237,30 @@ def model_info(path: Path, *, use_cache: bool = True) -> ModelInfo:
     return info
 
 
+def model_infos(paths: list[Path]) -> dict[Path, ModelInfo | Exception]:
+    """`model_info` for many files with one read and one write of the cache; each file's value is
+    its ModelInfo, or the HeaderError or OSError that says why it has none."""
+    cache, found, fresh = info_cache(), {}, {}
+    cached = cache.get_many(paths)
+    for path in paths:
+        value = cached.get(path)
+        if isinstance(value, dict) and value.get("schema") == SCHEMA:
+            try:
+                found[path] = ModelInfo.from_json(value.get("info"))
+                continue
+            except ValueError:
+                pass  # edited or damaged: built again from the header
+        try:
+            found[path] = info_from_header(Path(path).resolve(), read_header(path))
+        except (ValueError, OSError) as exc:
+            found[path] = exc
+            continue
+        fresh[path] = {"schema": SCHEMA, "info": asdict(found[path])}
+    if fresh:
+        cache.put_many(fresh)
+    return found
+
+
 def kv_bytes_per_token(info: ModelInfo, kv_type: str = "f16") -> int:
     """Bytes one token's K and V take in the cache, all layers, for a KV type (f16, q8_0, q4_0)."""
     if kv_type not in KV_GGML_TYPES:
