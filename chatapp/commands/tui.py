@@ -24,7 +24,7 @@ from chatapp.config import Settings
 from chatapp.errors import ChatappError, InputError
 from chatapp.format import one_line_text
 
-WORKER_GRACE = 0.2
+WORKER_GRACE = 0.1
 """Seconds the idle worker threads get to end after the app has closed its loop."""
 
 
@@ -77,7 +77,7 @@ def run_app(settings: Settings, *, model: str | None = None, session: str | None
             err.print(f"[yellow]{escape(one_line_text(problem))}[/]")
     failed = ChatappError(f"the TUI stopped with an error (exit code {app.return_code})", title="TUI") \
         if app.return_code else None
-    if workers_left():
+    if app.gate.abandoned or workers_left():
         # A worker still in a call that cannot be interrupted (llama.cpp) would hold the
         # interpreter's exit, which joins every thread, for as long as the call runs; what
         # could be saved has been, so end here without it.

@@ -72,9 +72,11 @@ TOKENIZE_DELAY = 0.15
 """Seconds of no typing before the composer is tokenized again."""
 QUIT_WINDOW = 2.0
 """Seconds in which a second Ctrl+C quits."""
-QUIT_WAIT = 0.7
-"""Seconds quitting waits for a running worker to let go of the engine: a stopped turn does in
-well under that, and Ctrl+Q is to end chatapp within a second whatever a worker does."""
+QUIT_WAIT = 0.75
+"""Seconds from the quit key that quitting waits for a running worker to let go of the engine:
+a stopped turn does in well under that, and Ctrl+Q is to end chatapp within a second whatever
+a worker does (the app's own shutdown comes out of the same time)."""
+MIN_QUIT_WAIT = 0.1
 PANELS = ("tokens", "kv", "speed", "quant")
 
 
@@ -147,6 +149,8 @@ class ChatApp(App[None]):
         self._theme_problem = None if wanted in self.theme_result.names() else wanted
         self.theme = wanted if self._theme_problem is None else DEFAULT_THEME
         self._quit_armed_at: float | None = None
+        self._quit_at: float | None = None
+        """When a quit key was pressed: quitting's wait for workers counts from there."""
         self._tokenize_timer: Timer | None = None
         self._theme_before_preview: str | None = None
         self.reply_pacer = UpdatePacer()
@@ -377,12 +381,15 @@ class ChatApp(App[None]):
             return
         now = time.monotonic()
         if self._quit_armed_at is not None and now - self._quit_armed_at <= QUIT_WINDOW:
+            self._quit_at = now
+            self.attachments_ui.stop()
             self.exit()
             return
         self._quit_armed_at = now
         self.notify("Press Ctrl+C again within 2 s to quit (or Ctrl+Q).", title="Quit?", timeout=QUIT_WINDOW)
 
     async def action_quit(self) -> None:
+        self._quit_at = time.monotonic()
         self.engine.stop()
         self.attachments_ui.stop()
         self.exit()
@@ -399,13 +406,17 @@ class ChatApp(App[None]):
     def show_attachments(self) -> None:
         self.attachments_ui.show()
 
-    def release_engine(self, timeout: float = QUIT_WAIT) -> list[str]:
+    def release_engine(self, timeout: float | None = None) -> list[str]:
         """After the app has exited: stop any turn, wait for its worker, save the open session,
         close the engine. Returns what went wrong saving, in words, for the terminal. Once only.
 
-        A worker that is still running after `timeout` (one llama.cpp call cannot be interrupted,
-        and tokenizing an 8 MiB attachment is one call) is left to the process's exit: the
-        engine it uses is not saved from or closed under it, and the line returned says so."""
+        A worker that is still running after `timeout` (by default what is left of QUIT_WAIT
+        since the quit key; one llama.cpp call cannot be interrupted, and tokenizing an 8 MiB
+        attachment is one call) is left to the process's exit: the engine it uses is not saved
+        from or closed under it, and the line returned says so."""
+        if timeout is None:
+            spent = 0.0 if self._quit_at is None else time.monotonic() - self._quit_at
+            timeout = max(QUIT_WAIT - spent, MIN_QUIT_WAIT)
         problems = self.gate.release(lambda engine: self.sessions_ui.save_on_quit(), timeout)
         if self.gate.abandoned:
             live = self.sessions_ui.live
