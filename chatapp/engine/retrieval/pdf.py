@@ -80,7 +80,7 @@ def _child_command() -> tuple[list[str], dict[str, str]]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, (root, env.get("PYTHONPATH"))))
     command = [sys.executable, "-P", "-m", "chatapp.engine.retrieval.pdf_child",
-               str(MAX_INFLATED_BYTES), str(MAX_TEXT_BYTES)]
+               str(MAX_INFLATED_BYTES), str(MAX_TEXT_BYTES), str(MAX_SECONDS + 1), str(os.getpid())]
     return command, env
 
 

@@ -1,17 +1,27 @@
 """The child process that reads a PDF's text with pypdf; chatapp.engine.retrieval.pdf starts it
-(`python -m chatapp.engine.retrieval.pdf_child MAX_INFLATED MAX_TEXT`) and says why it is a child.
+(`python -m chatapp.engine.retrieval.pdf_child MAX_INFLATED MAX_TEXT MAX_SECONDS PARENT_PID`) and
+says why it is a child.
 
 It reads the PDF's bytes from stdin and writes one JSON object to stdout: {"pages": [text, ...]},
 or {"error": KIND, "detail": "..."} with KIND one of "encrypted", "inflates", "text",
 "unreadable". Its stderr goes nowhere, and pypdf's warnings (logging and warnings) with it.
+
+It ends itself once its parent has gone or MAX_SECONDS have passed: the parent kills it in
+either case, but a parent that exits at once (Ctrl+Q with a worker stuck in llama.cpp ends the
+process without waiting) cannot, and pypdf would go on at 100% CPU for as long as it liked.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import sys
+import threading
+import time
 from contextlib import nullcontext
+
+WATCH_SECONDS = 0.25
 
 
 def _limits(max_inflated: int):
@@ -61,8 +71,23 @@ def read(data: bytes, max_inflated: int, max_text: int) -> dict:
     return {"pages": pages}
 
 
+def _watch(seconds: float, parent: int) -> None:
+    """End this process once `parent` has gone (this is then another's child) or time is up. The
+    parent passes its pid: it may be gone before this process gets here to ask."""
+    deadline = time.monotonic() + seconds
+
+    def watch() -> None:
+        while os.getppid() == parent and time.monotonic() < deadline:
+            time.sleep(WATCH_SECONDS)
+        os._exit(3)
+
+    threading.Thread(target=watch, name="pdf-watch", daemon=True).start()
+
+
 def main() -> None:
-    max_inflated, max_text = int(sys.argv[1]), int(sys.argv[2])
+    max_inflated, max_text, max_seconds, parent = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), \
+        int(sys.argv[4])
+    _watch(max_seconds, parent)
     result = read(sys.stdin.buffer.read(), max_inflated, max_text)
     sys.stdout.write(json.dumps(result))
     sys.stdout.flush()

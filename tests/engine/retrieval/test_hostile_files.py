@@ -5,8 +5,11 @@ Each gets one line, nothing is attached half-way, and nothing else reaches the t
 from __future__ import annotations
 
 import _thread
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -137,3 +140,29 @@ def test_stopping_while_sizing_leaves_the_set_as_it_was(count_tokens):
     assert attachments.attachments == () and calls == 5
     report = attachments.attach(DOCS / "typer.md")  # not stopped: all of it
     assert [p.attachment.name for p in report.added] == ["typer.md"] and not report.added[0].whole
+
+
+def test_a_pdf_reader_whose_parent_is_gone_ends_itself(tmp_path):
+    """Ctrl+Q with a worker stuck in llama.cpp ends chatapp without waiting for its threads: a
+    reader it started must not go on with pypdf at 100% CPU, as nobody is left to kill it."""
+    import psutil
+
+    path = tmp_path / "slow.pdf"
+    path.write_bytes(make_bomb_pdf(SLOW_PDF_BYTES))
+    script = (
+        "import os, sys, threading, time\n"
+        "from chatapp.engine.retrieval.loading import load_path\n"
+        "from tests.engine.retrieval.conftest import pdf_readers\n"
+        f"threading.Thread(target=load_path, args=({str(path)!r},), daemon=True).start()\n"
+        "while not pdf_readers():\n"
+        "    time.sleep(0.02)\n"
+        "print(pdf_readers()[0].pid, flush=True)\n"
+        "os._exit(0)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).parents[3])
+    reader = psutil.Process(int(out.stdout))
+    try:
+        reader.wait(timeout=30)
+    except psutil.TimeoutExpired:
+        reader.kill()
+        raise AssertionError("the PDF reader went on after its parent had gone") from None
