@@ -58,16 +58,20 @@ class Loaded:
     """One line each: an encoding fallback, or files of a folder that were skipped."""
 
 
-def load_path(path: str | Path) -> Loaded:
-    """Read a file or a folder (recursively). Raises AttachmentError; never attaches part of a file."""
+def load_path(path: str | Path, reader: pdf.Reader | None = None) -> Loaded:
+    """Read a file or a folder (recursively). Raises AttachmentError; never attaches part of a file.
+    `reader`: a PDF reader process to share with other paths of the same attach."""
+    if reader is None:
+        with pdf.Reader() as reader:
+            return load_path(path, reader)
     path = Path(path).expanduser()
     if not path.exists():
         raise AttachmentError(f"{_shown(path)}: no such file or folder")
     if path.is_dir():
-        return _load_folder(path)
+        return _load_folder(path, reader)
     if not path.is_file():
         raise AttachmentError(f"{_shown(path)}: not a regular file")
-    attachment, notices = read_file(path, one_line_text(path.name))
+    attachment, notices = read_file(path, one_line_text(path.name), reader)
     return Loaded((attachment,), tuple(notices))
 
 
@@ -76,7 +80,8 @@ def load_paths(paths: list[str | Path]) -> list[Loaded]:
     given by themselves are named by their file name, as one path would be; where two such names
     clash (staging/notes.txt and production/notes.txt), each is named by the shortest end of its
     path that tells them apart, so both are attached and the model and the user can tell which."""
-    loaded = [load_path(path) for path in paths]
+    with pdf.Reader() as reader:
+        loaded = [load_path(path, reader) for path in paths]
     single = [i for i, (path, found) in enumerate(zip(paths, loaded))
               if not Path(path).expanduser().is_dir() and len(found.attachments) == 1]
     clashing = Counter(loaded[i].attachments[0].name for i in single)
@@ -95,8 +100,9 @@ def load_paths(paths: list[str | Path]) -> list[Loaded]:
     return loaded
 
 
-def read_file(path: Path, name: str) -> tuple[Attachment, list[str]]:
-    """One file as an Attachment called `name`, plus notices (an encoding fallback)."""
+def read_file(path: Path, name: str, reader: pdf.Reader | None = None) -> tuple[Attachment, list[str]]:
+    """One file as an Attachment called `name`, plus notices (an encoding fallback); a PDF is
+    read by `reader` when given."""
     cancel.check()
     shown = one_line_text(name)
     is_pdf = path.suffix.lower() == ".pdf"
@@ -116,11 +122,11 @@ def read_file(path: Path, name: str) -> tuple[Attachment, list[str]]:
         raise AttachmentError(f"{shown} is empty")
     notices = []
     if is_pdf:
-        text, page_starts = pdf.extract_text(name, data)
+        text, page_starts = pdf.extract_text(name, data, reader)
         return Attachment.from_text(name, text, kind="pdf", page_starts=page_starts), []
     if data.startswith(b"%PDF-"):
         try:
-            text, page_starts = pdf.extract_text(name, data)
+            text, page_starts = pdf.extract_text(name, data, reader)
             return Attachment.from_text(name, text, kind="pdf", page_starts=page_starts), []
         except (pdf.NotAPDFError, pdf.NoTextError):
             notices.append(f"{shown} starts with %PDF- but is not a PDF with text; read as text")
@@ -157,13 +163,13 @@ def _decode_or_refuse(name: str, data: bytes, codec: str, why: str = "") -> str:
         raise AttachmentError(f"{one_line_text(name)} is not readable text: {why}") from None
 
 
-def _load_folder(folder: Path) -> Loaded:
+def _load_folder(folder: Path, reader: pdf.Reader) -> Loaded:
     files = _folder_files(folder)
     attachments, notices, binary, total = [], [], 0, 0
     for path in files:
         name = one_line_text(f"{folder.name}/{path.relative_to(folder).as_posix()}")
         try:
-            attachment, file_notices = read_file(path, name)
+            attachment, file_notices = read_file(path, name, reader)
         except BinaryFileError:
             binary += 1
             continue

@@ -8,19 +8,23 @@ reading is bounded three ways: content streams may inflate to MAX_INFLATED_BYTES
 child counts, and lowers pypdf's own per-stream limits to the same), the text may be at most
 MAX_TEXT_BYTES, and the child is killed after MAX_SECONDS, or as soon as the attach is stopped
 (chatapp.engine.retrieval.cancel) or Ctrl+C interrupts the caller. Its stderr is thrown away,
-so pypdf's warnings never print before chatapp's one line; refusals say why in that line.
+so pypdf's warnings never print before chatapp's one line; refusals say why in that line. One
+child serves all the PDFs of one attach (`Reader`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 from chatapp.engine.retrieval import cancel
+from chatapp.engine.retrieval.pdf_child import FRAME
 from chatapp.errors import AttachmentError
 from chatapp.format import one_line_text
 
@@ -41,16 +45,21 @@ class NoTextError(AttachmentError):
     """A PDF without extractable text."""
 
 
-def extract_text(name: str, data: bytes) -> tuple[str, tuple[int, ...]]:
+def extract_text(name: str, data: bytes, reader: Reader | None = None) -> tuple[str, tuple[int, ...]]:
     """The text of every page, pages separated by a blank line, and each page's first line.
+    `reader`: the reader process of the attach this file belongs to (one is started otherwise).
 
     Raises AttachmentError: NotAPDFError for bytes pypdf cannot read, NoTextError for a PDF
     without extractable text (scanned pages are images; they need OCR, which chatapp does not
     do), AttachStopped when the attach is stopped, and one line for an encrypted PDF or one
-    past a limit. KeyboardInterrupt passes through, with the child killed.
+    past a limit. KeyboardInterrupt passes through, with the reader killed.
     """
     shown = one_line_text(name)
-    result = _run_child(shown, data)
+    if reader is None:
+        with Reader() as own:
+            result = own.read(shown, data)
+    else:
+        result = reader.read(shown, data)
     error = result.get("error")
     if error == "encrypted":
         raise AttachmentError(f"{shown} is an encrypted PDF; save a copy without a password first")
@@ -73,6 +82,103 @@ def extract_text(name: str, data: bytes) -> tuple[str, tuple[int, ...]]:
     return "\n\n".join(pages), tuple(starts)
 
 
+class Reader:
+    """One reader process (pdf_child) serving the PDFs of one attach in turn, so that a folder of
+    them starts Python and pypdf once (about 0.2 s each time here). Started on first use, started
+    again after it was killed, ended by `close` (or the `with` block)."""
+
+    def __init__(self) -> None:
+        self._child: subprocess.Popen | None = None
+        self._answers: queue.Queue[bytes | None] | None = None
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def read(self, shown: str, data: bytes) -> dict:
+        """The child's answer for one PDF; kills it past MAX_SECONDS, on a stop or on Ctrl+C."""
+        child, answers = self._started(shown)
+        try:
+            child.stdin.write(FRAME.pack(len(data)))
+            child.stdin.write(data)
+            child.stdin.flush()
+        except OSError:  # it died before reading it all
+            return self._stopped()
+        deadline = time.monotonic() + MAX_SECONDS
+        try:
+            while True:
+                try:
+                    answer = answers.get(timeout=POLL_SECONDS)
+                    break
+                except queue.Empty:
+                    cancel.check()
+                    if time.monotonic() > deadline:
+                        raise AttachmentError(f"{shown} took more than {MAX_SECONDS:.0f} s to read as a PDF; "
+                                              "not attached") from None
+        except BaseException:
+            self._kill()
+            raise
+        if answer is None:
+            return self._stopped()
+        try:
+            result = json.loads(answer)
+        except ValueError:
+            return {"error": "unreadable", "detail": "the PDF reader's answer was cut short"}
+        return result if isinstance(result, dict) else {"error": "unreadable"}
+
+    def close(self) -> None:
+        """End the child: at the end of its input it exits; one that does not is killed."""
+        child, self._child = self._child, None
+        if child is None:
+            return
+        try:
+            child.stdin.close()
+            child.wait(timeout=1)
+        except (OSError, subprocess.TimeoutExpired):
+            child.kill()
+            child.wait()
+
+    def _started(self, shown: str) -> tuple[subprocess.Popen, queue.Queue[bytes | None]]:
+        if self._child is not None and self._child.poll() is None and self._answers is not None:
+            return self._child, self._answers
+        command, env = _child_command()
+        try:
+            child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, env=env)
+        except OSError as exc:
+            raise AttachmentError(f"{shown}: cannot start the PDF reader ({exc.strerror or exc})") from None
+        answers: queue.Queue[bytes | None] = queue.Queue()
+        # A thread reads the answers, so the wait for one can look at the stop and the clock on
+        # every platform (select() takes no pipes on Windows).
+        threading.Thread(target=_read_answers, args=(child.stdout, answers), name="pdf-answers", daemon=True).start()
+        self._child, self._answers = child, answers
+        return child, answers
+
+    def _stopped(self) -> dict:
+        child, self._child = self._child, None
+        code = child.wait() if child is not None else None
+        return {"error": "unreadable", "detail": f"the PDF reader stopped (exit status {code})"}
+
+    def _kill(self) -> None:
+        child, self._child = self._child, None
+        if child is not None and child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def _read_answers(stream, answers: queue.Queue[bytes | None]) -> None:
+    """Each framed answer of one child, then None once its output ends."""
+    try:
+        while len(head := stream.read(FRAME.size)) == FRAME.size:
+            body = stream.read(FRAME.unpack(head)[0])
+            answers.put(body)
+    except (OSError, ValueError):  # the pipe closed under it
+        pass
+    answers.put(None)
+
+
 def _child_command() -> tuple[list[str], dict[str, str]]:
     """This interpreter on pdf_child, finding this chatapp first: -P keeps the working folder
     (where a stray pypdf.py or chatapp/ could be) off sys.path, PYTHONPATH puts this one on."""
@@ -82,37 +188,6 @@ def _child_command() -> tuple[list[str], dict[str, str]]:
     command = [sys.executable, "-P", "-m", "chatapp.engine.retrieval.pdf_child",
                str(MAX_INFLATED_BYTES), str(MAX_TEXT_BYTES), str(MAX_SECONDS + 1), str(os.getpid())]
     return command, env
-
-
-def _run_child(shown: str, data: bytes) -> dict:
-    command, env = _child_command()
-    try:
-        child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 stderr=subprocess.DEVNULL, env=env)
-    except OSError as exc:
-        raise AttachmentError(f"{shown}: cannot start the PDF reader ({exc.strerror or exc})") from None
-    deadline = time.monotonic() + MAX_SECONDS
-    pending: bytes | None = data
-    try:
-        while True:
-            try:
-                out, _ = child.communicate(pending, timeout=POLL_SECONDS)
-                break
-            except subprocess.TimeoutExpired:
-                pending = None  # sent once; communicate goes on writing what is left
-                cancel.check()
-                if time.monotonic() > deadline:
-                    raise AttachmentError(f"{shown} took more than {MAX_SECONDS:.0f} s to read as a PDF; "
-                                          "not attached") from None
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    try:
-        result = json.loads(out)
-    except ValueError:
-        return {"error": "unreadable", "detail": f"the PDF reader stopped (exit status {child.returncode})"}
-    return result if isinstance(result, dict) else {"error": "unreadable"}
 
 
 def _clean(page: str) -> str:

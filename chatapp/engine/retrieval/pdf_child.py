@@ -1,14 +1,17 @@
-"""The child process that reads a PDF's text with pypdf; chatapp.engine.retrieval.pdf starts it
+"""The child process that reads PDFs' text with pypdf; chatapp.engine.retrieval.pdf starts it
 (`python -m chatapp.engine.retrieval.pdf_child MAX_INFLATED MAX_TEXT MAX_SECONDS PARENT_PID`) and
 says why it is a child.
 
-It reads the PDF's bytes from stdin and writes one JSON object to stdout: {"pages": [text, ...]},
-or {"error": KIND, "detail": "..."} with KIND one of "encrypted", "inflates", "text",
-"unreadable". Its stderr goes nowhere, and pypdf's warnings (logging and warnings) with it.
+It serves one PDF after another, so that a folder of them starts Python and pypdf once: each
+request on stdin is an 8-byte big-endian length and the PDF's bytes; each answer on stdout is
+the same framing around one JSON object, {"pages": [text, ...]} or {"error": KIND, "detail":
+"..."} with KIND one of "encrypted", "inflates", "text", "unreadable". It ends at the end of its
+input. Its stderr goes nowhere, and pypdf's warnings (logging and warnings) with it.
 
-It ends itself once its parent has gone or MAX_SECONDS have passed: the parent kills it in
-either case, but a parent that exits at once (Ctrl+Q with a worker stuck in llama.cpp ends the
-process without waiting) cannot, and pypdf would go on at 100% CPU for as long as it liked.
+It also ends itself once its parent has gone or one PDF has taken MAX_SECONDS: the parent kills
+it in either case, but a parent that exits at once (Ctrl+Q with a worker stuck in llama.cpp
+ends the process without waiting) cannot, and pypdf would go on at 100% CPU for as long as it
+liked.
 """
 
 from __future__ import annotations
@@ -16,12 +19,17 @@ from __future__ import annotations
 import io
 import json
 import os
+import struct
 import sys
 import threading
 import time
 from contextlib import nullcontext
 
 WATCH_SECONDS = 0.25
+FRAME = struct.Struct(">Q")
+
+_busy_since: float | None = None
+"""When the PDF being read was received; None between requests."""
 
 
 def _limits(max_inflated: int):
@@ -72,25 +80,46 @@ def read(data: bytes, max_inflated: int, max_text: int) -> dict:
 
 
 def _watch(seconds: float, parent: int) -> None:
-    """End this process once `parent` has gone (this is then another's child) or time is up. The
-    parent passes its pid: it may be gone before this process gets here to ask."""
-    deadline = time.monotonic() + seconds
+    """End this process once `parent` has gone (this is then another's child) or one PDF has
+    taken `seconds`. The parent passes its pid: it may be gone before this process gets here."""
 
     def watch() -> None:
-        while os.getppid() == parent and time.monotonic() < deadline:
+        while os.getppid() == parent:
+            started = _busy_since
+            if started is not None and time.monotonic() - started > seconds:
+                break
             time.sleep(WATCH_SECONDS)
         os._exit(3)
 
     threading.Thread(target=watch, name="pdf-watch", daemon=True).start()
 
 
+def _read_exactly(stream, n: int) -> bytes | None:
+    chunks, left = [], n
+    while left:
+        chunk = stream.read(left)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
 def main() -> None:
-    max_inflated, max_text, max_seconds, parent = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), \
-        int(sys.argv[4])
+    global _busy_since
+    max_inflated, max_text, max_seconds, parent = (int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]),
+                                                    int(sys.argv[4]))
     _watch(max_seconds, parent)
-    result = read(sys.stdin.buffer.read(), max_inflated, max_text)
-    sys.stdout.write(json.dumps(result))
-    sys.stdout.flush()
+    requests, answers = sys.stdin.buffer, sys.stdout.buffer
+    while (head := _read_exactly(requests, FRAME.size)) is not None:
+        data = _read_exactly(requests, FRAME.unpack(head)[0])
+        if data is None:
+            return
+        _busy_since = time.monotonic()
+        answer = json.dumps(read(data, max_inflated, max_text)).encode()
+        _busy_since = None
+        answers.write(FRAME.pack(len(answer)) + answer)
+        answers.flush()
 
 
 if __name__ == "__main__":

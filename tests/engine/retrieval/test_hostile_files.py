@@ -166,3 +166,25 @@ def test_a_pdf_reader_whose_parent_is_gone_ends_itself(tmp_path):
     except psutil.TimeoutExpired:
         reader.kill()
         raise AssertionError("the PDF reader went on after its parent had gone") from None
+
+
+def test_one_reader_serves_a_folder_of_pdfs_past_the_bad_ones(tmp_path, monkeypatch):
+    """A folder of PDFs starts Python and pypdf once, not once a file; a bomb, a damaged file and
+    one past the time limit (its reader killed, another started) are skipped with a line each."""
+    folder = tmp_path / "papers"
+    folder.mkdir()
+    (folder / "a.pdf").write_bytes(make_pdf([["Paper A on herons."]]))
+    (folder / "b-bomb.pdf").write_bytes(make_bomb_pdf(60 * 10**6))
+    (folder / "c-broken.pdf").write_bytes(b"%PDF-1.7\n1 0 obj << /Type /Catalog >> garbage")
+    (folder / "d-slow.pdf").write_bytes(make_bomb_pdf(SLOW_PDF_BYTES))
+    (folder / "e.pdf").write_bytes(make_pdf([["Paper E on egrets."]]))
+    monkeypatch.setattr(pdf, "MAX_SECONDS", 1.0)
+    started = []
+    real_popen = subprocess.Popen
+    monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: started.append(a) or real_popen(*a, **k))
+    loaded = load_path(folder)
+    assert [a.name for a in loaded.attachments] == ["papers/a.pdf", "papers/e.pdf"]
+    assert loaded.notices[0] == "skipped papers/b-bomb.pdf inflates past 32 MiB of PDF content; not attached"
+    assert loaded.notices[1].startswith("skipped papers/c-broken.pdf is not a readable PDF")
+    assert loaded.notices[2] == "skipped papers/d-slow.pdf took more than 1 s to read as a PDF; not attached"
+    assert len(started) == 2 and not pdf_readers()  # one reader, and one more after the slow file's was killed
