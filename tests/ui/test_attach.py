@@ -230,15 +230,23 @@ async def test_esc_stops_attaching_a_slow_pdf_and_nothing_is_attached(make_app, 
         assert not any("Ctrl+C again" in m.notification.message for m in seen.of(Notify))
 
 
-async def test_file_names_and_texts_with_escapes_reach_the_screen_escaped(make_app, tmp_path):
+async def test_file_names_and_texts_with_escapes_reach_the_screen_escaped(make_app, tmp_path, monkeypatch):
     """A file named with an OSC sequence (it could set the terminal's title or clipboard), one
     with a line break, and a text that holds escape sequences: shown escaped everywhere."""
     folder = tmp_path / "notes"
     folder.mkdir()
     (folder / "\x1b]0;title\x07.txt").write_text("The staging server is \x1b[31mheron\x1b[0m.\n")
     (folder / "two\nlines.md").write_text("# Owners\n\nAda runs heron.\n")
+    monkeypatch.chdir(folder)
     app, seen = make_app()
     async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        await type_command(pilot, "/attach")  # the picker lists the folder's files
+        await wait_until(pilot, lambda: isinstance(app.screen, AttachScreen))
+        tree = app.screen.query_one(DirectoryTree)
+        await wait_until(pilot, lambda: len(tree.root.children) == 2)
+        picked = [str(c.label) for c in tree.root.children]
+        assert picked == ["\\x1b]0;title\\x07.txt", "two\\nlines.md"]
+        await pilot.press("escape")
         await type_command(pilot, f"/attach {folder}")
         await attached(pilot, seen, 1)
         await send(pilot, app, seen, "Who runs the staging server?")
@@ -246,11 +254,11 @@ async def test_file_names_and_texts_with_escapes_reach_the_screen_escaped(make_a
         await wait_until(pilot, lambda: isinstance(app.screen, DetachScreen))
         listed = "\n".join(str(option.prompt) for option in app.screen.query_one("OptionList")._options)
         await pilot.press("escape")
-        shown = [header(app), listed, app.query_one(TokensPanel).query_one("#tokens-pieces").render().plain,
+        shown = [header(app), listed, *picked, app.query_one(TokensPanel).query_one("#tokens-pieces").render().plain,
                  *(n.render().plain for n in app.query_one(Transcript).query(Notice)),
                  *(m.notification.message for m in seen.of(Notify))]
         text = "\n".join(shown)
         assert "notes/\\x1b]0;title\\x07.txt" in header(app) and "notes/two\\nlines.md" in header(app)
         assert "notes/\\x1b]0;title\\x07.txt" in listed
-        assert "\\x1b[31m" in shown[2]  # the attached text's own escapes, in the Tokens panel
+        assert "\\x1b[31m" in shown[4]  # the attached text's own escapes, in the Tokens panel
         assert not any(c in text for c in "\x1b\x07\x9b"), [line for line in shown if "\x1b" in line]

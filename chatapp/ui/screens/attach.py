@@ -47,7 +47,7 @@ class AttachScreen(ModalScreen[Path | None]):
             yield Label("Enter on a file attaches it · F attaches the highlighted folder · "
                         "or type a path and press Enter · Esc cancels")
             yield Input(placeholder=f"a path (relative to {self.start})", id="attach-path")
-            yield DirectoryTree(self.start, id="attach-tree")
+            yield FileTree(self.start, id="attach-tree")
 
     def on_mount(self) -> None:
         self.query_one(DirectoryTree).focus()
@@ -70,6 +70,15 @@ class AttachScreen(ModalScreen[Path | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class FileTree(DirectoryTree):
+    """The DirectoryTree with each file name on one line and its control characters escaped: a
+    name can hold an escape sequence (setting the terminal's title or clipboard) or a line break
+    (of which DirectoryTree showed the first line only)."""
+
+    def process_label(self, label: str | Text) -> Text:
+        return super().process_label(one_line_text(label if isinstance(label, str) else label.plain))
 
 
 def option_for(plan: Planned) -> Option:
