@@ -151,7 +151,9 @@ class AttachController:
         app.notify(one_line_text(message.error), title="Attachment", severity="warning" if message.stopped else "error",
                    timeout=10, markup=False)
         composer = app.query_one(Composer)
-        if not composer.text.strip():  # the command comes back, to fix the path
+        # The command comes back, to fix the path; not one whose path holds control characters
+        # (picked in the tree), which the composer would send to the terminal as they are.
+        if not composer.text.strip() and one_line_text(message.path) == message.path:
             composer.load_text(f"/attach {message.path}")
             composer.move_cursor(composer.document.end)
 
