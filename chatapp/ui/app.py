@@ -37,6 +37,7 @@ from chatapp.engine.sessions import SessionManager
 from chatapp.errors import ChatappError, ConfigError, ContextFullError, InputError, ServerError
 from chatapp.ui.attach_control import AttachController, command_of
 from chatapp.ui.commands import ChatCommands, ThemePicker
+from chatapp.ui.event_loop import close_loop
 from chatapp.ui.host import EngineGate
 from chatapp.ui.inside_control import InsideController, NeighboursFound
 from chatapp.ui.key_bursts import KeyBurst, with_key_bursts
@@ -762,18 +763,3 @@ class ChatApp(App[None]):
             self.notify(f"theme not saved: {exc}", title="Theme", severity="warning", timeout=8, markup=False)
             return
         self.notify(f"{name} saved as the theme in {path}", title="Theme", timeout=4, markup=False)
-
-
-def close_loop(loop: asyncio.AbstractEventLoop) -> None:
-    """What asyncio.run does after its coroutine, less joining the default executor's threads:
-    cancel the tasks left, finish async generators, close the loop (which shuts the executor
-    down without waiting)."""
-    try:
-        tasks = asyncio.all_tasks(loop)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
-        loop.run_until_complete(loop.shutdown_asyncgens())
-    finally:
-        loop.close()

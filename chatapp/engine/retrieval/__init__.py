@@ -2,7 +2,9 @@
 
 - `loading`: read a file or a folder (text, Markdown, code, PDF) into `Attachment`s, all or nothing.
 - `document`: `Attachment`, an attachment's text and sha256, and its record for saved sessions.
-- `pdf`: a PDF's text through pypdf.
+- `pdf`: a PDF's text through pypdf, read in a child process (`pdf_child`) that is bounded in
+  inflated bytes, text and time, and killed when the attach is stopped.
+- `cancel`: stopping an attach part-way (Esc, Ctrl+Q), all or nothing.
 - `chunking`: cut a large attachment into 200-400 token chunks at headings and paragraphs.
 - `index`: a BM25 index over chunks (bm25s).
 - `context`: what one turn placed in the prompt (`RetrievedContext`), rendered with its sources.
