@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from chatapp.errors import InputError, ModelError
-from chatapp.format import visible_piece
+from chatapp.format import one_line_text, visible_piece
 
 MAX_K = 1000
 
@@ -90,6 +90,7 @@ def neighbours(
     table = Table("", "token", "id", "cosine", title=title,
                   title_justify="left")
     for rank, n in enumerate(found, 1):
-        table.add_row(str(rank), escape(visible_piece(n.piece)), str(n.id),
+        # A piece is the model file's text: its control characters are shown, not sent.
+        table.add_row(str(rank), escape(one_line_text(visible_piece(n.piece))), str(n.id),
                       "n/a" if n.score is None else f"{n.score:.3f}")
     Console().print(table)
