@@ -198,3 +198,13 @@ def test_anatomy_of_an_absurd_header_says_it_is_inconsistent(chatapp_exe, tmp_pa
         [line] = result.stderr.splitlines()
         assert line.startswith(f"chatapp: Model: cannot inspect {path}: the header is inconsistent")
         assert "llama.block_count is 1,000,000,000" in line and len(line) < 1000
+
+
+def test_info_and_list_of_an_absurd_header_are_one_line(chatapp_exe, tmp_path):
+    """The quantization scan built a per-layer list for 10^9 blocks before it said anything."""
+    path = write_absurd_header(tmp_path / "absurd.gguf")
+    result = chatapp_exe("models", "info", str(path))
+    assert result.returncode == 2 and result.stdout == "", result.stderr[:500]
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"chatapp: Model: cannot inspect {path}: ")
+    assert "block_count is 1,000,000,000 (llama.cpp loads at most 512)" in line

@@ -17,9 +17,8 @@ import re
 from gguf.constants import Keys
 
 from chatapp.engine.models.gguf_header import ArraySummary, GGUFHeader, HeaderError
+from chatapp.engine.models.quant import MAX_LAYERS
 
-MAX_LAYERS = 512
-"""llama.cpp's LLAMA_MAX_LAYERS (src/llama-hparams.h)."""
 MAX_NAME_CHARS = 256
 """Model and architecture names are a few words; anything longer is not a name."""
 COUNTS = (Keys.LLM.BLOCK_COUNT, Keys.LLM.EMBEDDING_LENGTH, Keys.LLM.FEED_FORWARD_LENGTH, Keys.LLM.CONTEXT_LENGTH,

@@ -19,7 +19,8 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType, LlamaFileType
 
 from chatapp.config import KV_TYPES
 from chatapp.engine.filecache import FileCache
-from chatapp.engine.models.gguf_header import ArraySummary, GGUFHeader, TensorEntry, read_header, tensor_nbytes
+from chatapp.engine.models.gguf_header import (
+    ArraySummary, GGUFHeader, HeaderError, TensorEntry, read_header, tensor_nbytes)
 from chatapp.errors import ConfigError
 
 SCHEMA = 2
@@ -172,10 +173,17 @@ def per_token_use(tensors: list[TensorEntry], expert_count: int, expert_used: in
     return read, params, tied
 
 
+MAX_LAYERS = 512
+"""llama.cpp's LLAMA_MAX_LAYERS (src/llama-hparams.h): a header claiming more blocks is no model
+llama.cpp loads, and per-layer figures built for 10^9 of them would stall the scan."""
+
+
 def info_from_header(path: Path, header: GGUFHeader) -> ModelInfo:
     meta = header.metadata
     arch = str(meta.get("general.architecture", "unknown"))
     n_layer = _int(meta.get(f"{arch}.block_count"))
+    if not 0 <= n_layer <= MAX_LAYERS:
+        raise HeaderError(f"{arch}.block_count is {n_layer:,} (llama.cpp loads at most {MAX_LAYERS})")
     n_embd = _int(meta.get(f"{arch}.embedding_length"))
     n_head = _most(meta.get(f"{arch}.attention.head_count"))
     kv_heads = _kv_heads(meta, arch, n_layer, n_head)
