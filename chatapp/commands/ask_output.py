@@ -158,7 +158,14 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
         for line in filter(None, (live.report.notice, *live.report.notices)):
             err.print(f"[dim]session {escape(session)}: {escape(line)}[/]")
     if attachments:
-        _attach(engine, attachments, err)
+        from chatapp.engine.retrieval.cancel import AttachStopped, stoppable
+
+        try:
+            with stoppable(stopped or threading.Event()):  # the first Ctrl+C stops the sizing too
+                _attach(engine, attachments, err)
+        except AttachStopped as exc:  # as a stopped opening: said, and no prompt runs
+            err.print(f"[yellow]attach {escape(exc.message)}; no prompt was sent[/]")
+            return
     said_drafting = ""
     for number, prompt in enumerate(prompts, 1):
         record = None
