@@ -13,17 +13,13 @@ from textual.widgets import Input, OptionList
 from chatapp.config import Settings
 from chatapp.engine.machine.model_fit import model_rows
 from chatapp.ui.screens.model_picker import ModelPickerScreen
-from tests.engine.models.stores import HF_NAME, LMSTUDIO_NAME, OLLAMA_NAME, build
+from tests.engine.models.stores import HF_NAME, LMSTUDIO_NAME, OLLAMA_NAME, use_stores
 from tests.ui._helpers import wait_until
 
 
 @pytest.fixture
 def rows(tmp_path, monkeypatch, default_model_path):
-    stores = build(tmp_path, default_model_path)
-    for name, value in stores.env().items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    use_stores(tmp_path, default_model_path, monkeypatch)
 
     def make(**settings):
         found, notes = model_rows(Settings().replace(**settings))

@@ -16,10 +16,10 @@ where discovery would list it.
 from __future__ import annotations
 
 import errno
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
+from chatapp.engine.filecache import hash_file
 from chatapp.engine.models.hub_cache import hub_cache_dir, parse_name, pick, tag_of
 from chatapp.engine.models.sources import group_gguf_files
 from chatapp.errors import ChatappError, ModelError
@@ -33,14 +33,6 @@ class PullFailed(ChatappError):
 
     title = "Model"
     exit_code = 1
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def pull_from_hub(spec: str, progress: Progress | None = None, *, force: bool = False) -> Path:
@@ -111,7 +103,7 @@ def _fetch_blob(repo_id: str, name: str, revision: str, sha256: str, size: int, 
 
     blob = hub_cache_dir() / f"models--{repo_id.replace('/', '--')}" / "blobs" / sha256
     if blob.exists() and not force:
-        if _sha256(blob) != sha256:  # another tool's copy: reported, not removed
+        if hash_file(blob) != sha256:  # another tool's copy: reported, not removed
             raise ModelError(f"hf:{repo_id} {Path(name).name}: the cached copy {blob} is damaged (its sha256 is "
                              "not the hub's); remove it and pull again")
         return
@@ -140,7 +132,7 @@ def _fetch_blob(repo_id: str, name: str, revision: str, sha256: str, size: int, 
         except httpx2.TransportError:
             if attempt == RETRIES - 1:
                 raise
-    actual = _sha256(partial)
+    actual = hash_file(partial)
     if actual != sha256:
         partial.unlink(missing_ok=True)
         raise ModelError(f"hf:{repo_id} {Path(name).name}: sha256 {actual[:12]}… is not the hub's {sha256[:12]}…; "

@@ -12,6 +12,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from chatapp.engine.filecache import hash_file
+
 HF_REPO = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
 HF_FILE = "smollm2-135m-instruct-q4_1.gguf"
 HF_NAME = f"hf:{HF_REPO}:Q4_1"
@@ -30,14 +32,6 @@ def place(model: Path, target: Path) -> None:
         shutil.copyfile(model, target)
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 @dataclass
 class Stores:
     home: Path
@@ -54,7 +48,7 @@ def hf_repo(hub: Path, model: Path, repo_id: str = HF_REPO, files: tuple[str, ..
             digest: str | None = None) -> Path:
     """models--ORG--REPO with one commit whose snapshot links each file to its blob."""
     repo = hub / f"models--{repo_id.replace('/', '--')}"
-    digest = digest or sha256_of(model)
+    digest = digest or hash_file(model)
     place(model, repo / "blobs" / digest)
     (repo / "refs").mkdir(parents=True, exist_ok=True)
     (repo / "refs" / "main").write_text(COMMIT)
@@ -69,7 +63,7 @@ def hf_repo(hub: Path, model: Path, repo_id: str = HF_REPO, files: tuple[str, ..
 def ollama_model(store: Path, model: Path, name: tuple[str, ...] = ("registry.ollama.ai", "library", "smollm2", "135m"),
                  digest: str | None = None, file_type: str = "Q4_1") -> Path:
     """A manifest and its blobs, as `ollama pull` leaves them."""
-    digest = digest or sha256_of(model)
+    digest = digest or hash_file(model)
     place(model, store / "blobs" / f"sha256-{digest}")
     config = json.dumps({"model_format": "gguf", "model_family": "llama", "file_type": file_type}).encode()
     config_digest = hashlib.sha256(config).hexdigest()
@@ -91,13 +85,23 @@ def build(root: Path, model: Path) -> Stores:
     home = root / "home"
     home.mkdir(parents=True)
     stores = Stores(home, root / "hub", root / "ollama", root / "lmstudio-home")
-    digest = sha256_of(model)
+    digest = hash_file(model)
     hf_repo(stores.hub, model, digest=digest)
     ollama_model(stores.ollama, model, digest=digest)
     place(model, stores.lmstudio / "models" / "bartowski" / "SmolLM2-135M-Instruct-GGUF"
           / "SmolLM2-135M-Instruct-Q4_1.gguf")
     (home / ".lmstudio-home-pointer").write_text(str(stores.lmstudio))
     return stores
+
+
+def use_stores(root: Path, model: Path, monkeypatch) -> Stores:
+    """Build the stores and point this process's environment (and chatapp's folders) at them."""
+    built = build(root, model)
+    for name, value in built.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("XDG_DATA_HOME", str(root / "data"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(root / "cache"))
+    return built
 
 
 def snapshot(root: Path) -> dict[str, tuple]:

@@ -15,16 +15,12 @@ from chatapp.engine.models.resolve import resolve_model
 from chatapp.engine.models.sources import group_gguf_files, quant_of
 from chatapp.errors import ModelError
 from tests.engine.models.stores import (
-    HF_NAME, HF_REPO, LMSTUDIO_NAME, OLLAMA_NAME, build, hf_repo, ollama_model, snapshot)
+    HF_NAME, HF_REPO, LMSTUDIO_NAME, OLLAMA_NAME, hf_repo, ollama_model, snapshot, use_stores)
 
 
 @pytest.fixture
 def stores(tmp_path, monkeypatch, default_model_path):
-    built = build(tmp_path, default_model_path)
-    for name, value in built.env().items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    return built
+    return use_stores(tmp_path, default_model_path, monkeypatch)
 
 
 def by_name(found):
