@@ -4,7 +4,8 @@ Each gets one line, nothing is attached half-way, and nothing else reaches the t
 
 from __future__ import annotations
 
-import _thread
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -76,7 +77,9 @@ def test_stopping_kills_the_pdf_reader_and_attaches_nothing(tmp_path):
 def test_ctrl_c_while_a_pdf_is_read_kills_the_reader(tmp_path):
     path = tmp_path / "slow.pdf"
     path.write_bytes(make_bomb_pdf(SLOW_PDF_BYTES))
-    watcher = when_reading_starts(_thread.interrupt_main)  # what Ctrl+C does to `chatapp ask`
+    # A real SIGINT, as Ctrl+C sends: it wakes the main thread from its wait on the reader's pipe
+    # (_thread.interrupt_main only sets a flag, seen once that wait ends by itself).
+    watcher = when_reading_starts(lambda: os.kill(os.getpid(), signal.SIGINT))
     with pytest.raises(KeyboardInterrupt):
         load_path(path)
     watcher.join()
