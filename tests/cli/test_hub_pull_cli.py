@@ -84,8 +84,11 @@ def test_a_dropped_connection_is_resumed_and_checked(chatapp_run, hub):
 def test_an_interrupted_pull_lists_nothing_and_the_next_one_resumes(chatapp_run, hub):
     hub.delay = 0.02
     exe = Path(sys.executable).with_name("chatapp")
+    # SIGINT as a terminal delivers it, even when this run was started in the background, where
+    # the shell had it ignored (and Python installs no KeyboardInterrupt for an ignored signal).
     pulling = subprocess.Popen([str(exe), "models", "pull", f"hf:{REPO}:Q4_1"], env=chatapp_run.env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while not any(p.stat().st_size > 1 << 20 for p in chatapp_run.cache.rglob("*.incomplete")):
         assert time.monotonic() < deadline and pulling.poll() is None, "the pull never got going"

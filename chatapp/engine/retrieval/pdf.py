@@ -99,15 +99,15 @@ class Reader:
 
     def read(self, shown: str, data: bytes) -> dict:
         """The child's answer for one PDF; kills it past MAX_SECONDS, on a stop or on Ctrl+C."""
-        child, answers = self._started(shown)
-        try:
-            child.stdin.write(FRAME.pack(len(data)))
-            child.stdin.write(data)
-            child.stdin.flush()
-        except OSError:  # it died before reading it all
-            return self._stopped()
         deadline = time.monotonic() + MAX_SECONDS
-        try:
+        try:  # a Ctrl+C at any point, the start and the write included, kills the child
+            child, answers = self._started(shown)
+            try:
+                child.stdin.write(FRAME.pack(len(data)))
+                child.stdin.write(data)
+                child.stdin.flush()
+            except OSError:  # it died before reading it all
+                return self._stopped()
             while True:
                 try:
                     answer = answers.get(timeout=POLL_SECONDS)
@@ -150,10 +150,10 @@ class Reader:
         except OSError as exc:
             raise AttachmentError(f"{shown}: cannot start the PDF reader ({exc.strerror or exc})") from None
         answers: queue.Queue[bytes | None] = queue.Queue()
+        self._child, self._answers = child, answers  # at once: from here a Ctrl+C kills it
         # A thread reads the answers, so the wait for one can look at the stop and the clock on
         # every platform (select() takes no pipes on Windows).
         threading.Thread(target=_read_answers, args=(child.stdout, answers), name="pdf-answers", daemon=True).start()
-        self._child, self._answers = child, answers
         return child, answers
 
     def _stopped(self) -> dict:

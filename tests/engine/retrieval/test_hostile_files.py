@@ -74,7 +74,16 @@ def test_stopping_kills_the_pdf_reader_and_attaches_nothing(tmp_path):
     assert not pdf_readers()
 
 
-def test_ctrl_c_while_a_pdf_is_read_kills_the_reader(tmp_path):
+@pytest.fixture
+def ctrl_c_raises():
+    """Python's own Ctrl+C handler, as a run in a terminal has it: a test run started in the
+    background inherits SIGINT ignored, and then Python raises no KeyboardInterrupt at all."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_while_a_pdf_is_read_kills_the_reader(tmp_path, ctrl_c_raises):
     path = tmp_path / "slow.pdf"
     path.write_bytes(make_bomb_pdf(SLOW_PDF_BYTES))
     # A real SIGINT, as Ctrl+C sends: it wakes the main thread from its wait on the reader's pipe
