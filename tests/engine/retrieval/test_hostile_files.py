@@ -18,19 +18,11 @@ from chatapp.engine.retrieval import pdf
 from chatapp.engine.retrieval.attachments import AttachmentSet
 from chatapp.engine.retrieval.cancel import AttachStopped, stoppable
 from chatapp.engine.retrieval.loading import load_path
-from chatapp.errors import AttachmentError
 from tests.engine.retrieval.conftest import DOCS, make_bomb_pdf, make_pdf, pdf_readers
+from tests.engine.retrieval.test_loading import refused
 
 SLOW_PDF_BYTES = 4 * 2**20
 """Within the inflate limit, and a minute or more of pypdf's time: an attach to stop."""
-
-
-def refused(path) -> str:
-    with pytest.raises(AttachmentError) as info:
-        load_path(path)
-    line = info.value.one_line()
-    assert line.startswith("Attachment: ") and "\n" not in line
-    return line
 
 
 def when_reading_starts(then) -> threading.Thread:
