@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from chatapp.engine.models.sources import SOURCES
+from chatapp.engine.models.sources import SOURCE_TITLES, SOURCES
 from chatapp.format import human_bytes, human_count, one_line_text
 
 
@@ -43,10 +43,6 @@ def list_models(
         group = [row for row in listed if row["source"] == source]
         if group:
             console.print(table_of(source, group, default))
-
-
-SOURCE_TITLES = {"catalog": "chatapp's catalog", "local": "GGUF files", "huggingface": "Hugging Face cache",
-                 "ollama": "Ollama", "lmstudio": "LM Studio"}
 
 
 def table_of(source: str, group: list[dict], default: str) -> Table:

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from chatapp.engine.models.sources import NAME_PART, FoundModel, GgufGroup, group_gguf_files, quant_of, total_size
+from chatapp.engine.models.sources import NAME_PART, FoundModel, GgufGroup, found_group, group_gguf_files, quant_of
 from chatapp.errors import ModelError
 
 PREFERRED_QUANTS = ("Q4_K_M", "Q8_0")
@@ -84,9 +84,7 @@ def found(repo: CachedRepo) -> list[FoundModel]:
     for group, tag in zip(repo.groups, tags, strict=True):
         if tags.count(tag) > 1:  # two files of one quant (in two folders): the file name tells them apart
             tag = group.first.name.removesuffix(".gguf")
-        models.append(FoundModel(f"hf:{repo.repo_id}:{tag}", "huggingface", None if group.problem else group.first,
-                                 total_size(group.parts), quant_of(group.first.name), group.parts,
-                                 problem=group.problem))
+        models.append(found_group(f"hf:{repo.repo_id}:{tag}", "huggingface", group))
     return models
 
 
@@ -138,6 +136,4 @@ def flat_cache_models(cache: Path | None = None) -> list[FoundModel]:
         files = [entry for entry in cache.iterdir() if entry.is_file()]
     except OSError:
         return []
-    return [FoundModel(group.first.name, "local", None if group.problem else group.first, total_size(group.parts),
-                       quant_of(group.first.name), group.parts, problem=group.problem)
-            for group in group_gguf_files(files)]
+    return [found_group(group.first.name, "local", group) for group in group_gguf_files(files)]

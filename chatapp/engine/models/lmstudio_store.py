@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from chatapp.engine.models.sources import NAME_PART, FoundModel, GgufGroup, group_gguf_files, quant_of, total_size
+from chatapp.engine.models.sources import NAME_PART, FoundModel, GgufGroup, found_group, group_gguf_files
 from chatapp.errors import ModelError
 
 POINTER = ".lmstudio-home-pointer"
@@ -55,9 +55,7 @@ def models(home: Path | None = None) -> list[FoundModel]:
                 name = f"lmstudio:{publisher.name}/{repo.name}"
                 if len(groups) > 1:
                     name += f"/{group.first.name}"
-                found.append(FoundModel(name, "lmstudio", None if group.problem else group.first,
-                                        total_size(group.parts), quant_of(group.first.name), group.parts,
-                                        problem=group.problem))
+                found.append(found_group(name, "lmstudio", group))
     return found
 
 

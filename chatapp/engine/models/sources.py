@@ -19,6 +19,9 @@ llama.cpp's older flat cache), the Hugging Face hub cache, Ollama's store, LM St
 SOURCES: tuple[Source, ...] = get_args(Source)
 PREFIXES: dict[Source, str] = {"huggingface": "hf:", "ollama": "ollama:", "lmstudio": "lmstudio:"}
 """The name prefix of each source whose models are named, not found by path."""
+SOURCE_TITLES: dict[Source, str] = {"catalog": "chatapp's catalog", "local": "GGUF files",
+                                    "huggingface": "Hugging Face cache", "ollama": "Ollama", "lmstudio": "LM Studio"}
+"""How listings and the model picker title each source."""
 
 SPLIT = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<parts>\d{5})\.gguf$", re.IGNORECASE)
 QUANT = re.compile(r"(?:^|[-_.])((?:I?Q\d(?:_[A-Z0-9]+)*)|BF16|F16|F32)(?=[-_.]|$)", re.IGNORECASE)
@@ -43,6 +46,12 @@ class FoundModel:
     """A multimodal projector that comes with it (noted, not loaded)."""
     problem: str | None = None
     """Why it cannot be used, in one line; None when it can."""
+
+
+def found_group(name: str, source: Source, group: GgufGroup) -> FoundModel:
+    """The model a group of GGUF files is: usable unless the group has a problem."""
+    return FoundModel(name, source, None if group.problem else group.first, total_size(group.parts),
+                      quant_of(group.first.name), group.parts, problem=group.problem)
 
 
 def is_projector(name: str) -> bool:

@@ -16,12 +16,8 @@ from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 
 from chatapp.engine.machine.model_fit import ModelRow
-from chatapp.engine.models.sources import SOURCES
+from chatapp.engine.models.sources import SOURCE_TITLES, SOURCES
 from chatapp.format import human_bytes, human_count, one_line_text
-
-SOURCE_TITLES = {"catalog": "chatapp's catalog", "local": "GGUF files", "huggingface": "Hugging Face cache",
-                 "ollama": "Ollama", "lmstudio": "LM Studio"}
-
 
 class ModelsFound(Message):
     """What the app's model-list worker found, for the picker."""
