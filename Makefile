@@ -4,6 +4,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CHATAPP := $(VENV)/bin/chatapp
 STAMP := $(VENV)/.installed
+# ggml's AMX kernels segfault on CPUs that report AMX under some hypervisors, and -march=native turns
+# them on: build without them on x86-64 (chatapp.llama_tools builds llama.cpp's programs the same way).
+NO_AMX := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
+ifeq ($(shell uname -m),x86_64)
+export CMAKE_ARGS ?= -DCMAKE_C_FLAGS='$(NO_AMX)' -DCMAKE_CXX_FLAGS='$(NO_AMX)'
+endif
 
 .PHONY: install model run test bench clean
 

@@ -17,6 +17,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -45,7 +46,13 @@ CMAKE_OPTIONS = (
     "-DLLAMA_BUILD_UI=OFF",
     "-DLLAMA_USE_PREBUILT_UI=OFF",  # it would download the web UI; chatapp needs only the API
     "-DGGML_RPC=ON",  # rpc-server, and llama-server --rpc
-)
+) + (NO_AMX_OPTIONS := (
+    # ggml's AMX matmul kernels segfault on CPUs that report AMX under some hypervisors (seen here:
+    # ggml_backend_amx_mul_mat on every batch of a few tokens). GGML_NATIVE's -march=native would turn
+    # them on, so they are switched off explicitly; the Makefile builds llama-cpp-python the same way.
+    "-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16",
+    "-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16",
+) if platform.machine().lower() in ("x86_64", "amd64") else ())
 
 
 class BuildError(RuntimeError):
