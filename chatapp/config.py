@@ -82,6 +82,9 @@ class Settings:
     theme: str = "chatapp-dark"
     state_cap_mb: int = 2048
     """Cap on the total size of saved KV-cache states; least recently used go first. 0 keeps none."""
+    branch_state_mb: int = 256
+    """Memory kept for the KV states of branches recently left, so switching back restores
+    instead of prefilling again; least recently used go first. 0 keeps none in memory."""
     server: str = ""
     """URL of a llama-server to run the model on (http:// or https://); empty runs llama.cpp
     in this process. $CHATAPP_SERVER overrides it."""
@@ -144,6 +147,8 @@ def validate(settings: Settings) -> Settings:
     _in_range("seed", settings.seed, -1, MAX_SEED, f"-1 (random) or 0 to {MAX_SEED:,}")
     _in_range("state_cap_mb", settings.state_cap_mb, 0, MAX_STATE_CAP_MB,
               f"0 (keep no KV states) to {MAX_STATE_CAP_MB:,}")
+    _in_range("branch_state_mb", settings.branch_state_mb, 0, MAX_STATE_CAP_MB,
+              f"0 (keep none in memory) to {MAX_STATE_CAP_MB:,}")
     _in_range("stream_timeout", settings.stream_timeout, 1.0, MAX_STREAM_TIMEOUT,
               f"1 to {MAX_STREAM_TIMEOUT:,g} seconds")
     if not settings.model.strip():

@@ -23,6 +23,12 @@ class Message:
     stopped: bool = False
     context: RetrievedContext | None = None
     """Attachment text placed before `content` in this user turn, exactly as the model saw it."""
+    id: str = field(default="", compare=False)
+    """The message's stable short id in its conversation tree ("" until the tree takes it in);
+    left out of equality, so two messages compare by what the model sees."""
+    parent: str | None = field(default=None, compare=False)
+    """The id of the message it follows; None for a conversation's first question (and the
+    system prompt, which is not in the tree)."""
 
     def as_template_input(self) -> dict[str, str]:
         return {"role": self.role, "content": message_content(self.content, self.context)[0]}

@@ -707,7 +707,7 @@ class ChatApp(App[None]):
         drafting = new.set_drafting(old.drafting.mode, old.drafting.draft_max)
         if drafting.off_because and not old.drafting.off_because:
             self.notify(drafting.describe(), title="Drafting", severity="warning", timeout=8, markup=False)
-        new.load_conversation(old.messages, old.window_start)
+        new.load_conversation(old.transcript(), old.window_start, old.leaf)
         self.engine = new
         self.sessions_ui.moved_to(new)  # the session goes on with the new model, saved from the next turn
         self.close_engine(old)

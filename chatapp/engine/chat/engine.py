@@ -25,14 +25,16 @@ from chatapp.config import DraftMode, Settings, validate
 from chatapp.engine.chat import prompt_tokens, prompt_view
 from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable
 from chatapp.engine.backend import Backend, CacheState, Drafting, GenerationSettings, ModelSummary
+from chatapp.engine.chat.branch_states import BranchKeeper, BranchStates, BranchSwitch
 from chatapp.engine.chat.conversation import Conversation
+from chatapp.engine.chat.tree import ROOT, MessageTree, new_id
 from chatapp.engine.events import (
     ContextRetrieved, ContextTrimmed, Event, Generated, Message, PrefillDone, TextDelta, TurnDone)
 from chatapp.engine.retrieval.attachments import AttachmentSet, AttachReport, Planned
 from chatapp.engine.retrieval.context import RetrievedContext, placed_keys
 from chatapp.engine.retrieval.document import Attachment
 from chatapp.engine.stats import TurnRecord
-from chatapp.engine.tokens import Token
+from chatapp.engine.tokens import Token, common_prefix
 from chatapp.errors import ContextFullError, InputError, ServerError
 
 __all__ = ["Engine", "GenerationSettings", "ModelSummary"]
@@ -55,6 +57,14 @@ class Engine:
         self._last_turn: tuple[list[int], int] | None = None
         """The last turn's cache ids and where its reply starts in them, for `attention`; None when
         the conversation or the cache changed since (a new chat, a session opened, cleared)."""
+        self._branch_states = BranchStates(settings.branch_state_mb * 1024 * 1024)
+        self._keeper: BranchKeeper | None = None
+        self._cache_leaf: str | None = None
+        """The leaf whose path the cache holds, when it holds one (after its turn or a restore)."""
+        self._prefill_tps: float | None = None
+        """The last long prefill's speed, for what re-prefilling a branch would cost."""
+        self.state_namespace = new_id(())
+        """Names this conversation's branch states on a server (a saved session sets its state key)."""
         drafting = backend.set_drafting(settings.draft, settings.draft_max)
         if drafting.off_because:
             self.load_notices.append(drafting.describe())
@@ -91,19 +101,143 @@ class Engine:
         stays reusable."""
         self._conversation.reset()
         self._attachments = None
+        self._forget_branches()
+
+    def load_conversation(self, messages: Sequence[Message], window_start: int | None = None,
+                          leaf: str | None = None) -> None:
+        """A saved conversation: messages in the order written (with ids and parents: a tree;
+        without: one path), the active path ending at `leaf` (the last message by default)."""
+        self._conversation.load(messages, window_start, leaf)
+        self._forget_branches()
+
+    def _forget_branches(self) -> None:
         self._last_reuse = None
         self._last_turn = None
+        self._cache_leaf = None
+        self._branch_states.clear()
+        self._keeper = None
+        self.state_namespace = new_id(())
 
-    def load_conversation(self, messages: Sequence[Message], window_start: int | None = None) -> None:
-        self._conversation.load(messages, window_start)
-        self._last_reuse = None
-        self._last_turn = None
+    def keep_branches_with(self, keeper: BranchKeeper | None, namespace: str | None = None) -> None:
+        """Where branch states go beyond memory (a saved session), and the name its states take."""
+        self._keeper = keeper
+        if namespace:
+            self.state_namespace = namespace
 
-    def refit_window(self) -> int:
+    # --- the tree ----------------------------------------------------------------------------
+    @property
+    def tree(self) -> MessageTree:
+        """A copy of the conversation's tree: changing it changes nothing."""
+        return self._conversation.tree.copy()
+
+    def transcript(self) -> list[Message]:
+        """The system prompt, then every message of the tree in the order written: what a save
+        keeps and `load_conversation` takes back."""
+        return self._conversation.messages[:self._conversation.n_system] + self._conversation.tree.messages()
+
+    @property
+    def leaf(self) -> str | None:
+        return self._conversation.tree.leaf
+
+    def resolve(self, prefix: str) -> str:
+        """The id of the message a (short) id names; InputError when none or several do."""
+        return self._conversation.tree.resolve(prefix)
+
+    def switch(self, message_id: str, *, descend: bool = True) -> BranchSwitch:
+        """Show the path through `message_id` (with `descend`, on to the leaf last viewed below
+        it). The cache of the path left is kept (memory, and the session's keeper), and the
+        target leaf's kept state is restored when there is one that matches its path; otherwise
+        the cache keeps what it shares with the new path and the next turn prefills the rest."""
+        started = time.perf_counter()
+        tree = self._conversation.tree
+        message_id = tree.resolve(message_id)
+        self._stash()
+        tree.switch(message_id, descend=descend)
+        self._conversation.place_window(self._conversation.window_start)
+        self.refit_window()
+        family, index = tree.siblings(message_id)
+        return self._arrive(started, index + 1, len(family))
+
+    def sibling(self, message_id: str, step: int) -> BranchSwitch:
+        """Switch to the previous (-1) or next (+1) sibling of a message, wrapping around."""
+        family, index = self._conversation.tree.siblings(self.resolve(message_id))
+        return self.switch(family[(index + step) % len(family)])
+
+    def delete_branch(self, message_id: str) -> list[Message]:
+        """Remove a message and everything after it (and their kept states); the shown path
+        moves to a sibling's branch, or ends before the message."""
+        tree = self._conversation.tree
+        message_id = tree.resolve(message_id)
+        on_path = tree.on_path(message_id)
+        if on_path:
+            self._stash()
+        removed = tree.remove(message_id)
+        gone = {m.id for m in removed}
+        self._branch_states.discard(gone)
+        if self._cache_leaf in gone:
+            self._cache_leaf = None
+        if on_path:
+            self._conversation.place_window(self._conversation.window_start)
+            self.refit_window()
+            self._last_turn = self._last_reuse = None
+            if tree.leaf is not None:
+                self._restore_leaf(tree.leaf)
+        return removed
+
+    def _stash(self) -> None:
+        """Keep the cache of the leaf it holds before the shown path changes."""
+        leaf = self._cache_leaf
+        if leaf is None or leaf not in self._conversation.tree or not self._backend.cached_tokens():
+            return
+        try:
+            state = self._backend.save_cache(f"{self.state_namespace}-{leaf}")
+        except (ServerError, OSError):  # a server without slot files: the switch prefills instead
+            return
+        self._branch_states.put(leaf, state)
+        if self._keeper is not None:
+            self._keeper.keep_branch(leaf, state)
+
+    def _restore_leaf(self, leaf: str) -> tuple[int, str]:
+        """Load the leaf's kept state when its tokens match the path's prompt; (tokens kept, where from)."""
+        if leaf == self._cache_leaf:
+            return 0, ""
+        expected = self.prompt_ids(add_generation_prompt=False)
+        for source, state in (("memory", lambda: self._branch_states.get(leaf)),
+                              ("disk", lambda: self._keeper.load_branch(leaf) if self._keeper else None)):
+            found = state()
+            if found is None:
+                continue
+            keep = common_prefix(found.tokens, expected)
+            current = common_prefix(self._backend.cached_tokens(), expected)
+            if keep <= current or not self._backend.restore_cache(found, keep):
+                continue
+            self._cache_leaf, self._last_reuse, self._last_turn = leaf, None, None
+            return keep, source
+        return 0, ""
+
+    def _arrive(self, started: float, position: int, siblings: int) -> BranchSwitch:
+        leaf = self._conversation.tree.leaf
+        restored, source = self._restore_leaf(leaf) if leaf is not None else (0, "")
+        expected = self.prompt_ids(add_generation_prompt=False) if leaf is not None else []
+        shared = common_prefix(self._backend.cached_tokens(), expected)
+        if not restored:
+            self._cache_leaf = leaf if shared == len(expected) and expected else None
+            self._last_turn = self._last_reuse = None
+        estimate = len(expected) / self._prefill_tps if self._prefill_tps else None
+        how = "restored" if restored else ("kept" if shared else "empty")
+        return BranchSwitch(leaf, position, siblings, how, restored or shared, len(expected) - shared,
+                            (time.perf_counter() - started) * 1000, source, estimate)
+
+    def place_window(self, start: int) -> None:
+        """Start the context window at message `start` of `messages` (as a session saved it)."""
+        self._conversation.place_window(start)
+
+    def refit_window(self, floor: int = 0) -> int:
         """Place the context window again for this n_ctx and max_tokens, as for a conversation
         saved under others (a resumed session): the earlier turns that fit come back, those
-        that no longer fit leave. Returns how many turns came back (negative: how many left)."""
-        moved = self._conversation.refit(self.prompt_ids, self.n_ctx, self._reserve())
+        that no longer fit leave; none before message `floor` is tried. Returns how many turns
+        came back (negative: how many left)."""
+        moved = self._conversation.refit(self.prompt_ids, self.n_ctx, self._reserve(), floor)
         if moved:
             self._last_reuse = None
         return moved
@@ -197,16 +331,79 @@ class Engine:
 
     # --- turns -------------------------------------------------------------------------------
     def send(self, text: str) -> Iterator[Event]:
+        """A new question after the shown path's last message."""
         if not text.strip():
             raise InputError("the prompt is empty")
+        tree = self._conversation.tree
+        undo_leaf = tree.leaf
         context = self._retrieve(text, self.context_messages())
-        self._conversation.add(Message("user", text, context=context))
-        return self._turn(regenerating=())
+        question = self._conversation.add(Message("user", text, context=context))
+        return self._turn(lambda: self._undo(undo_leaf, question.id), "send")
 
-    def regenerate(self) -> Iterator[Event]:
-        """Drop the last reply and answer the last user message again."""
-        dropped = self._conversation.drop_last_reply()
-        return self._turn(regenerating=tuple(dropped))
+    def send_after(self, message_id: str, text: str) -> Iterator[Event]:
+        """A new question branching after reply `message_id` (tree.ROOT: a new first question);
+        the shown path then continues on that branch."""
+        tree = self._conversation.tree
+        target = None if message_id == ROOT else tree.resolve(message_id)
+        if target is not None and tree[target].role != "assistant":
+            raise InputError(f"message {target} is a {tree[target].role} message: a branch starts after a reply "
+                             f"(or at {ROOT})")
+        if not text.strip():
+            raise InputError("the prompt is empty")
+        return self._branch_turn(target, lambda: Message("user", text), "branch")
+
+    def edit(self, message_id: str, text: str) -> Iterator[Event]:
+        """Ask a question again in other words: a sibling of user message `message_id`, answered
+        anew. The old question and everything after it stay in the tree."""
+        tree = self._conversation.tree
+        target = tree.resolve(message_id)
+        if tree[target].role != "user":
+            raise InputError(f"message {target} is an {tree[target].role} message: only a question can be edited")
+        if not text.strip():
+            raise InputError("the prompt is empty")
+        return self._branch_turn(tree[target].parent, lambda: Message("user", text), "edit")
+
+    def regenerate(self, message_id: str | None = None) -> Iterator[Event]:
+        """Answer a question again: a new sibling of reply `message_id` (the shown path's last
+        reply by default). The old reply stays in the tree."""
+        tree = self._conversation.tree
+        undo_leaf = tree.leaf
+        if message_id is None:
+            reply = undo_leaf
+        else:
+            reply = tree.resolve(message_id)
+            if tree[reply].role != "assistant":
+                raise InputError(f"message {reply} is a {tree[reply].role} message: only a reply can be regenerated")
+        self._stash()
+        if message_id is None:
+            self._conversation.drop_last_reply()
+        else:
+            tree.switch(tree[reply].parent, descend=False)
+            self._conversation.place_window(self._conversation.window_start)
+        # The last turn's own reply answered again: prefill as that turn did, so a greedy reply repeats.
+        reuse_limit = self._last_reuse if reply == self._cache_leaf else None
+        return self._turn(lambda: self._undo(undo_leaf, None), "regenerate", reuse_limit)
+
+    def _branch_turn(self, parent: str | None, question, action: str) -> Iterator[Event]:
+        tree = self._conversation.tree
+        undo_leaf = tree.leaf
+        self._stash()
+        tree.switch(parent, descend=False)
+        self._conversation.place_window(self._conversation.window_start)
+        asked = question()
+        context = self._retrieve(asked.content, self.context_messages())
+        added = self._conversation.add(replace(asked, context=context))
+        return self._turn(lambda: self._undo(undo_leaf, added.id), action)
+
+    def _undo(self, leaf: str | None, added: str | None) -> None:
+        """A turn that never started leaves the conversation as it was: the new question (whose
+        text the caller still has) leaves the tree and the shown path is the one before."""
+        tree = self._conversation.tree
+        if added is not None and added in tree:
+            tree.remove(added)
+        if leaf is None or leaf in tree:
+            tree.switch(leaf, descend=False)
+        self._conversation.place_window(self._conversation.window_start)
 
     def stop(self) -> None:
         self._stop.set()
@@ -216,48 +413,41 @@ class Engine:
         """Room kept free for the reply when deciding whether a turn fits."""
         return max(1, min(self.generation.max_tokens, self.n_ctx // 4))
 
-    def _fit(self, regenerating: tuple[Message, ...]):
+    def _fit(self, undo):
         try:
             return self._conversation.fit(self.prompt_ids, self.n_ctx, self._reserve())
         except (ContextFullError, ServerError):
-            self._refuse(regenerating)
+            undo()
             raise
 
-    def _refuse(self, regenerating: tuple[Message, ...]) -> None:
-        """A turn that never started leaves the conversation as it was."""
-        if regenerating:  # the question stays, and so does the reply it had
-            self._conversation.messages.extend(regenerating)
-        else:  # the new message is refused; the caller still has its text
-            self._conversation.messages.pop()
-
-    def _fit_turn(self, regenerating: tuple[Message, ...]) -> tuple[list[int], ContextTrimmed | None]:
+    def _fit_turn(self, undo, regenerating: bool) -> tuple[list[int], ContextTrimmed | None]:
         """`_fit`; and when the turns it dropped had placed attachment text, the new question's
         block is chosen again (what they held is gone from the context) and fitted once more."""
-        prompt, trimmed = self._fit(regenerating)
+        prompt, trimmed = self._fit(undo)
         if regenerating or trimmed is None or not any(m.context for m in trimmed.dropped):
             return prompt, trimmed
         question = self._conversation.messages[-1]
         context = self._retrieve(question.content, self._conversation.context_messages()[:-1])
         if context == question.context:
             return prompt, trimmed
-        self._conversation.messages[-1] = replace(question, context=context)
-        prompt, more = self._fit(regenerating)
+        self._conversation.update_last(replace(question, context=context))
+        prompt, more = self._fit(undo)
         if more is None:
             return prompt, replace(trimmed, prompt_tokens_after=len(prompt))
         return prompt, ContextTrimmed(trimmed.dropped + more.dropped, trimmed.dropped_turns + more.dropped_turns,
                                       trimmed.prompt_tokens_before, more.prompt_tokens_after)
 
-    def _turn(self, regenerating: tuple[Message, ...]) -> Iterator[Event]:
+    def _turn(self, undo, action: str, reuse_limit: int | None = None) -> Iterator[Event]:
         started = time.perf_counter()
         self._stop.clear()
-        prompt, trimmed = self._fit_turn(regenerating)
+        regenerating = action == "regenerate"
+        prompt, trimmed = self._fit_turn(undo, regenerating)
         if trimmed:
             yield trimmed
         prompt_messages = self._conversation.context_messages()
         question = prompt_messages[-1]
         if question.context is not None and not regenerating:
             yield ContextRetrieved(question.context)
-        reuse_limit = self._last_reuse if regenerating else None
         generation, ttft_ms, finished = self.generation, None, None
         try:
             for event in self._backend.stream(prompt, generation, self._stop, reuse_limit=reuse_limit):
@@ -268,17 +458,23 @@ class Engine:
                     ttft_ms = (time.perf_counter() - started) * 1000
                 yield event
         except ContextFullError:  # the backend's own count said no (a server with a smaller context)
-            self._refuse(regenerating)
+            undo()
+            raise
+        except BaseException:  # stopped or failed mid-turn: the cache holds no finished path
+            self._cache_leaf = None
             raise
         assert finished is not None, "a backend's stream ends with Generated"
         if ttft_ms is None:
             ttft_ms = (time.perf_counter() - started) * 1000
         prefill = finished.prefill or PrefillDone(len(prompt), 0, 0, 0.0, None)
         self._last_reuse = prefill.cached_tokens
-        reply = finished.reply
-        self._conversation.add(Message("assistant", reply, stopped=finished.finish_reason == "stopped"))
+        if prefill.prefill_tokens >= 64 and prefill.prefill_ms > 0:
+            self._prefill_tps = prefill.prefill_tps
+        reply = self._conversation.add(Message("assistant", finished.reply,
+                                               stopped=finished.finish_reason == "stopped"))
+        self._cache_leaf = reply.id
         record = TurnRecord(
-            reply=reply, prompt_tokens=len(prompt), cached_tokens=prefill.cached_tokens,
+            reply=finished.reply, prompt_tokens=len(prompt), cached_tokens=prefill.cached_tokens,
             prefill_tokens=prefill.prefill_tokens, prefill_ms=prefill.prefill_ms, ttft_ms=ttft_ms,
             decode_tokens=finished.decode_tokens, decode_ms=finished.decode_ms,
             generated_tokens=finished.generated_tokens, kv_used=finished.kv_used, n_ctx=self.n_ctx,
@@ -286,6 +482,10 @@ class Engine:
             dropped_turns=trimmed.dropped_turns if trimmed else 0, finish_reason=finished.finish_reason,
             reuse_broken_at=prefill.reuse_broken_at, extra=dict(finished.extra),
         )
+        record.extra.update(message_id=reply.id, parent_id=reply.parent, action=action)
+        if action != "send":
+            family, index = self._conversation.tree.siblings(reply.id if regenerating else reply.parent)
+            record.extra["branch"] = f"{index + 1}/{len(family)}"
         if question.context is not None or self.attachments:
             record.extra["retrieved"] = question.context.to_json() if question.context else []
         cache_ids, drafted = self._backend.cached_tokens(), finished.drafted
@@ -323,6 +523,7 @@ class Engine:
         self._backend.clear_cache()
         self._last_reuse = None
         self._last_turn = None
+        self._cache_leaf = None
 
     def fingerprint(self) -> dict[str, str | int | bool]:
         return self._backend.fingerprint()
@@ -331,9 +532,12 @@ class Engine:
         return self._backend.save_cache(key)
 
     def restore_cache(self, state: CacheState, keep: int) -> bool:
+        """Load a saved cache for the shown path (its tokens already checked against it)."""
         self._last_reuse = None
         self._last_turn = None
-        return self._backend.restore_cache(state, keep)
+        restored = self._backend.restore_cache(state, keep)
+        self._cache_leaf = self._conversation.tree.leaf if restored else None
+        return restored
 
     def close(self) -> None:
         self._backend.close()

@@ -1,0 +1,108 @@
+"""KV states kept per branch leaf, so switching branches restores a cache instead of
+prefilling the branch again.
+
+None of llama.cpp's WebUI, Open WebUI or the TUIs that keep conversation trees keeps a KV
+state per branch: they lean on the server's prefix cache, which re-prefills a branch's whole
+tail on every switch back. `Engine` stashes the cache of the leaf it leaves here (memory, least
+recently used evicted past `branch_state_mb`), and a saved session's `BranchKeeper` keeps them
+on disk too. A state is only ever used after its tokens are checked against the target path's
+prompt, so a stale one costs a prefill, never a wrong reply.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from chatapp.engine.backend import CacheState
+
+SwitchHow = Literal["restored", "kept", "empty"]
+
+
+class BranchKeeper(Protocol):
+    """Where branch states live beyond memory (a saved session's state files)."""
+
+    def keep_branch(self, leaf: str, state: CacheState) -> None:
+        """A leaf's state as the engine left it; may be written later (after the turn)."""
+
+    def load_branch(self, leaf: str) -> CacheState | None:
+        """The leaf's kept state, checked against this model (fingerprint, finite values), or None."""
+
+
+def state_bytes(state: CacheState) -> int:
+    return len(state.payload)
+
+
+class BranchStates:
+    """Leaf id -> its cache state, in memory, within a byte budget (least recently used go first).
+    States kept by a server (slot files) cost no memory here and count as one byte each."""
+
+    def __init__(self, budget_bytes: int) -> None:
+        self.budget_bytes = budget_bytes
+        self._states: OrderedDict[str, CacheState] = OrderedDict()
+
+    def __contains__(self, leaf: object) -> bool:
+        return leaf in self._states
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    @property
+    def used_bytes(self) -> int:
+        return sum(max(1, state_bytes(s)) for s in self._states.values())
+
+    def put(self, leaf: str, state: CacheState) -> list[str]:
+        """Keep `state` for `leaf`; returns the leaves evicted to stay in budget (maybe this one)."""
+        self._states[leaf] = state
+        self._states.move_to_end(leaf)
+        evicted = []
+        while self._states and self.used_bytes > self.budget_bytes:
+            gone, _ = self._states.popitem(last=False)
+            evicted.append(gone)
+        return evicted
+
+    def get(self, leaf: str) -> CacheState | None:
+        state = self._states.get(leaf)
+        if state is not None:
+            self._states.move_to_end(leaf)
+        return state
+
+    def discard(self, leaves: set[str]) -> None:
+        for leaf in leaves:
+            self._states.pop(leaf, None)
+
+    def clear(self) -> None:
+        self._states.clear()
+
+
+@dataclass(frozen=True)
+class BranchSwitch:
+    """What a switch of branch did to the cache, for the KV and Tokens panels."""
+
+    leaf: str | None
+    position: int
+    """1-based place of the switched-to message among its siblings."""
+    siblings: int
+    how: SwitchHow
+    """restored: the target leaf's kept state is loaded; kept: the cache keeps what it shares
+    with the target path and the next turn prefills the rest; empty: nothing to keep."""
+    tokens: int
+    """restored: tokens loaded; kept: tokens shared with the target path."""
+    prefill_next: int
+    """Tokens of the target path the next turn still prefills before its question."""
+    ms: float
+    source: str = ""
+    """Where a restored state came from: memory or disk."""
+    estimate_s: float | None = None
+    """What prefilling the branch again would take at this machine's measured speed."""
+
+    def describe(self) -> str:
+        where = f"branch {self.position}/{self.siblings}"
+        if self.how == "restored":
+            estimate = f" (re-prefill ~{self.estimate_s:,.1f} s)" if self.estimate_s else ""
+            return f"restored {where}: {self.tokens:,} tokens in {self.ms:,.0f} ms from {self.source}{estimate}"
+        if self.how == "kept":
+            return (f"switched to {where}: kept {self.tokens:,} tokens in common; "
+                    f"the next turn prefills {self.prefill_next:,}")
+        return f"switched to {where}: no cached tokens shared; the next turn prefills {self.prefill_next:,}"
