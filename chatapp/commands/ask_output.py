@@ -103,8 +103,10 @@ def sources_line(context: RetrievedContext) -> str:
 
 
 def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_json: bool,
-            session: str | None = None, attachments: list[Loaded] | None = None, system: str | None = None) -> None:
-    """`system`: the --system given, which replaces a resumed session's system prompt."""
+            session: str | None = None, attachments: list[Loaded] | None = None, system: str | None = None,
+            branch_from: str | None = None) -> None:
+    """`system`: the --system given, which replaces a resumed session's system prompt;
+    `branch_from`: the message (of `session`) the first prompt branches after."""
     from chatapp.commands.opening import open_engine
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -122,7 +124,8 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
         err.print(f"[yellow]{escape(notice)}[/]")
     try:
         with ctrl_c_stops(engine) as stopped:
-            _ask(engine, manager, session, prompts, as_json, err, out, attachments or [], system, stopped)
+            _ask(engine, manager, session, prompts, as_json, err, out, attachments or [], system, stopped,
+                 branch_from)
     finally:
         engine.close()
     out.raise_if_failed()
@@ -141,7 +144,7 @@ def _attach(engine: Engine, attachments: list[Loaded], err: Console) -> None:
 
 def _ask(engine: Engine, manager: SessionManager | None, session: str | None, prompts: list[str], as_json: bool,
          err: Console, out: TurnOutput, attachments: list[Loaded], system: str | None = None,
-         stopped: threading.Event | None = None) -> None:
+         stopped: threading.Event | None = None, branch_from: str | None = None) -> None:
     from chatapp.engine.sessions.manager import OpeningStopped
 
     summary = engine.summary
@@ -173,7 +176,9 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
             # Another process saved between two of our prompts: go on from what it saved.
             live = manager.resume(live.name, engine, system_prompt=system)
             err.print(f"[yellow]{escape(changed.message)}; reloaded it before prompt {number}[/]")
-        for event in engine.send(prompt):
+        turn = engine.send_after(branch_from, prompt) if branch_from is not None and number == 1 \
+            else engine.send(prompt)
+        for event in turn:
             if isinstance(event, ContextTrimmed):
                 err.print(f"[yellow]context full: dropped the oldest {event.dropped_turns} turn(s) "
                           f"({len(event.dropped)} messages) to fit this one[/]")

@@ -102,10 +102,16 @@ def ask(
         "--attach", help="A file or folder (text, Markdown, code, PDF) to answer from; repeatable.")] = None,
     draft: DraftOpt = None,
     draft_max: DraftMaxOpt = None,
+    branch_from: Annotated[Optional[str], typer.Option(
+        "--branch-from", help="With --session: the first prompt becomes a new question after this reply's id "
+                              "(see chatapp sessions tree; 'root' for a new first question), and the run "
+                              "continues on that branch.")] = None,
 ) -> None:
     """Ask one or more questions in one conversation; print replies and per-turn stats."""
     if not prompts or any(not p.strip() for p in prompts):
         raise InputError("the prompt is empty")
+    if branch_from is not None and session is None:
+        raise InputError("--branch-from needs --session: it names a message of a saved session")
     from chatapp.engine.retrieval.loading import load_paths
 
     loaded = load_paths(list(attach or ()))  # a bad file fails here, before the model loads
@@ -115,7 +121,8 @@ def ask(
                              draft=draft, draft_max=draft_max)
     from chatapp.commands.ask_output import run_ask
 
-    run_ask(settings, model, prompts, as_json=as_json, session=session, attachments=loaded, system=system)
+    run_ask(settings, model, prompts, as_json=as_json, session=session, attachments=loaded, system=system,
+            branch_from=branch_from)
 
 
 def tokenize(

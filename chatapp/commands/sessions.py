@@ -145,9 +145,12 @@ def export(
     output: Annotated[Optional[Path], typer.Option(
         "--output", "-o", help="Write to this file (readable by you alone) instead of stdout.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --output file.")] = False,
+    all_branches: Annotated[bool, typer.Option(
+        "--all-branches", help="Every branch of the conversation (JSON: a nested tree; Markdown: a section "
+                               "per branch), not only the active path.")] = False,
 ) -> None:
-    """Print the transcript and the per-turn performance journal (prefill/decode tok/s, TTFT,
-    cache reuse, quant, KV type, backend) as Markdown or JSON."""
+    """Print the transcript (the active path, or --all-branches) and the per-turn performance
+    journal (prefill/decode tok/s, TTFT, cache reuse, quant, KV type, backend) as Markdown or JSON."""
     from chatapp.engine.sessions.export import session_data, to_markdown, write_export
 
     store = _manager().store
@@ -155,10 +158,59 @@ def export(
     err = Console(stderr=True, highlight=False)
     for notice in session.notices:  # rows that could not be read as saved: exported as the stand-ins
         err.print(f"[yellow]session {escape(name)}: {escape(notice)}[/]")
-    data = session_data(store, name, session)
+    data = session_data(store, name, session, all_branches=all_branches)
     text = json.dumps(data, ensure_ascii=False, indent=2) + "\n" if fmt is ExportFormat.json else to_markdown(data)
     if output is None:
         print(text, end="")
         return
     write_export(output, text, force=force)
     err.print(f"exported session {escape(name)} to {escape(str(output))}")
+
+
+@app.command("tree")
+def tree(name: NameArg,
+         as_json: Annotated[bool, typer.Option("--json", help='[{"id", "parent", "role", "content", "active", '
+                                                              '"children"}] instead of the drawing.')] = False) -> None:
+    """The conversation as a tree: each message's id, role and first line; the active path marked
+    with *. Use an id with `ask --branch-from ID` or `sessions checkout NAME ID`."""
+    from chatapp.engine.sessions.export import tree_rows
+
+    session = _manager().store.get(_checked(name))
+    rows = tree_rows(session)
+    if as_json:
+        keys = ("id", "parent", "role", "content", "active", "children")
+        print(json.dumps([{k: row[k] for k in keys} for row in rows], ensure_ascii=False, indent=2))
+        return
+    console = Console(highlight=False)
+    console.print(f"[bold]{escape(name)}[/bold] · {len(rows)} message{'s' if len(rows) != 1 else ''}, "
+                  f"{sum(1 for row in rows if not row['children'])} branch leaves · * the active path")
+    if session.system_prompt:
+        console.print(f"[dim]system: {escape(_first_line(session.system_prompt))}[/dim]")
+    for row in rows:
+        mark = "[bold]*[/bold]" if row["active"] else " "
+        style = ROLE_STYLES.get(row["role"], "white")
+        fork = f" [dim]({len(row['children'])} branches)[/dim]" if len(row["children"]) > 1 else ""
+        console.print(f"{mark} {'  ' * row['depth']}[{style}]{row['id']}[/] {row['role']:<9} "
+                      f"{escape(_first_line(row['content']))}{fork}")
+
+
+def _first_line(text: str, width: int = 60) -> str:
+    from chatapp.format import one_line_text
+
+    line = one_line_text(text.strip().splitlines()[0] if text.strip() else "")
+    return line if len(line) <= width else line[:width - 1] + "…"
+
+
+@app.command("checkout")
+def checkout(name: NameArg,
+             message: Annotated[str, typer.Argument(help="The id (or a unique prefix of it) of the message "
+                                                         "the active path should end at.")]) -> None:
+    """Make the path ending at a message the session's active one: the TUI and the next `ask
+    --session` continue from there."""
+    from chatapp.engine.chat.tree import MessageTree
+
+    manager = _manager()
+    session = manager.store.get(_checked(name))
+    message_id = MessageTree.from_messages(session.tree, session.leaf).resolve(message)
+    manager.store.set_leaf(name, message_id)
+    Console(stderr=True, highlight=False).print(f"session {escape(name)}: active path now ends at {message_id}")

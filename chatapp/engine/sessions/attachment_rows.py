@@ -24,12 +24,15 @@ def context_json(message: Message) -> str | None:
 
 
 def read_messages(conn: sqlite3.Connection, session_id: int) -> tuple[list[Message], list[str]]:
-    """The session's messages in order, with their retrieved blocks, read through the typed
+    """The session's messages in the order written (each with its tree id and parent), with
+    their retrieved blocks, read through the typed
     reader (chatapp.engine.sessions.rows); notices for what could not be read (a block left
     out renders without it: the KV check will say so)."""
     reader = RowReader()
-    messages = [reader.message(idx, role, content, stopped, raw) for idx, role, content, stopped, raw in conn.execute(
-        "SELECT idx, role, content, stopped, context FROM messages WHERE session_id = ? ORDER BY idx", (session_id,))]
+    messages = [reader.message(idx, role, content, stopped, raw, message_id, parent)
+                for idx, role, content, stopped, raw, message_id, parent in conn.execute(
+                    "SELECT idx, role, content, stopped, context, id, parent FROM messages WHERE session_id = ?"
+                    " ORDER BY idx", (session_id,))]
     return messages, reader.notices
 
 

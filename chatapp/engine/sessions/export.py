@@ -8,6 +8,7 @@ import stat
 import time
 from pathlib import Path
 
+from chatapp.engine.chat.tree import MessageTree
 from chatapp.engine.sessions.files import atomic_write
 from chatapp.engine.sessions.store import SessionStore, StoredSession
 from chatapp.engine.stats import DRAFT_KEYS
@@ -31,11 +32,59 @@ def journal_entry(turn: int, message_index: int, record: dict) -> dict:
     return entry
 
 
-def session_data(store: SessionStore, name: str, session: StoredSession | None = None) -> dict:
-    """The export of session `name` (`session`, when the caller has already loaded it)."""
+def tree_rows(session: StoredSession) -> list[dict]:
+    """The whole tree, depth first: `[{"id", "parent", "role", "content", "active", "children"}]`,
+    parent None for a first question; `active` marks the shown path (the system prompt is not in
+    the tree: it applies to every branch)."""
+    tree = MessageTree.from_messages(session.tree, session.leaf)
+    active = {m.id for m in tree.path()}
+    return [{"id": m.id, "parent": m.parent, "role": m.role, "content": m.content, "stopped": m.stopped,
+             "active": m.id in active, "children": [c.id for c in tree.children(m.id)], "depth": depth}
+            for m, depth in tree.walk()]
+
+
+def _nested(rows: list[dict]) -> list[dict]:
+    by_id = {row["id"]: {k: row[k] for k in ("id", "role", "content", "stopped", "active")} | {"children": []}
+             for row in rows}
+    top = []
+    for row in rows:
+        (by_id[row["parent"]]["children"] if row["parent"] else top).append(by_id[row["id"]])
+    return top
+
+
+def _branches(rows: list[dict]) -> list[list[dict]]:
+    """Each leaf's path, first question first, in the tree's order."""
+    by_id = {row["id"]: row for row in rows}
+    paths = []
+    for row in rows:
+        if row["children"]:
+            continue
+        path, at = [], row
+        while at is not None:
+            path.append(at)
+            at = by_id.get(at["parent"])
+        paths.append(path[::-1])
+    return paths
+
+
+def session_data(store: SessionStore, name: str, session: StoredSession | None = None, *,
+                 all_branches: bool = False) -> dict:
+    """The export of session `name` (`session`, when the caller has already loaded it): the
+    shown path and its turns' journal, or with `all_branches` every message as a nested tree
+    and every turn."""
     session = session or store.get(name)
-    records = store.turn_records(name)
-    return {
+    by_message = store.records_by_message(name)
+    if all_branches:
+        rows = tree_rows(session)
+        replies = [(i, row["id"]) for i, row in enumerate(rows) if row["id"] in by_message]
+    else:
+        rows = None
+        replies = [(i, m.id) for i, m in enumerate(session.messages) if m.id in by_message]
+    if not by_message:  # records from before trees name their reply by index only
+        records = [(idx, record, "") for idx, record in store.turn_records(name)]
+    else:
+        records = [(i, by_message[message_id], message_id) for i, message_id in replies]
+    data = {
         "format": EXPORT_FORMAT,
         "version": EXPORT_VERSION,
         "name": session.name,
@@ -45,9 +94,18 @@ def session_data(store: SessionStore, name: str, session: StoredSession | None =
         "created_at": session.created_at,
         "updated_at": session.updated_at,
         "window_start": session.window_start,
-        "messages": [{"role": m.role, "content": m.content, "stopped": m.stopped} for m in session.messages],
-        "journal": [journal_entry(n, idx, record) for n, (idx, record) in enumerate(records, 1)],
+        "messages": [{"role": m.role, "content": m.content, "stopped": m.stopped} |
+                     ({"id": m.id, "parent": m.parent} if m.role != "system" else {}) for m in session.messages],
+        "active_leaf": session.leaf,
+        "journal": [journal_entry(n, idx, record) | ({"message_id": mid} if mid else {})
+                    for n, (idx, record, mid) in enumerate(records, 1)],
     }
+    if rows is not None:
+        data["tree"] = _nested(rows)
+        data["branches"] = [[row["id"] for row in path] for path in _branches(rows)]
+    elif (hidden := len(session.tree) - len(session.messages)) > 0:
+        data["messages_in_other_branches"] = hidden  # --all-branches exports them
+    return data
 
 
 def _when(ts: float) -> str:
@@ -71,9 +129,28 @@ def to_markdown(data: dict) -> str:
     lines = [f"# Session {data['name']}", "",
              f"Model: {model['name']} ({model['quant']}) · created {_when(data['created_at'])} · "
              f"last saved {_when(data['updated_at'])}", "", "## Transcript", ""]
-    for message in data["messages"]:
-        suffix = " (stopped)" if message["stopped"] else ""
-        lines += [f"### {message['role']}{suffix}", "", message["content"], ""]
+    if "tree" in data:
+        lines = lines[:-2]
+        system = [m for m in data["messages"] if m["role"] == "system"]
+        if system:
+            lines += ["## System prompt", "", system[0]["content"], ""]
+        by_id = {}
+        stack = list(data["tree"])
+        while stack:
+            node = stack.pop()
+            by_id[node["id"]] = node
+            stack.extend(node["children"])
+        for number, branch in enumerate(data["branches"], 1):
+            active = " (active)" if all(by_id[i]["active"] for i in branch) else ""
+            lines += [f"## Branch {number}{active}: {' > '.join(branch)}", ""]
+            for message_id in branch:
+                message = by_id[message_id]
+                suffix = " (stopped)" if message["stopped"] else ""
+                lines += [f"### {message['role']} {message_id}{suffix}", "", message["content"], ""]
+    else:
+        for message in data["messages"]:
+            suffix = " (stopped)" if message["stopped"] else ""
+            lines += [f"### {message['role']}{suffix}", "", message["content"], ""]
     lines += ["## Performance journal", ""]
     if not data["journal"]:
         lines += ["No turns recorded.", ""]

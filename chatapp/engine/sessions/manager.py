@@ -37,10 +37,12 @@ from chatapp.config import Settings
 from chatapp.engine.backend import CacheState
 from chatapp.engine.tokens import common_prefix
 from chatapp.engine.chat.engine import Engine
+from chatapp.engine.chat.tree import is_id
 from chatapp.engine.events import Message
 from chatapp.engine.sessions.files import atomic_write, clean_temp_files, evict_lru, list_states, temp_path, touch
 from chatapp.engine.sessions.fingerprint import Fingerprint, mismatch, model_id
 from chatapp.engine.sessions.kvcheck import non_finite
+from chatapp.engine.sessions.merge import Conflict, plan_save
 from chatapp.engine.sessions.names import valid_state_key, validate_name
 from chatapp.engine.sessions.reports import ResumeReport, SaveReport, reprefill_estimate
 from chatapp.engine.sessions.statefile import SUFFIX, StateFile, StateRejected, encode_state, read_state
@@ -56,8 +58,8 @@ from chatapp.private import make_private_dir
 MIB = 1024 * 1024
 STATES_DIR = "states"
 
-SavedKey = tuple[str, tuple[Message, ...], int, int]
-"""What a save wrote: name, messages, window start, cached tokens (to skip a repeat)."""
+SavedKey = tuple[str, tuple[Message, ...], str | None, int, int]
+"""What a save wrote: name, messages, active leaf, window start, cached tokens (to skip a repeat)."""
 
 
 class OpeningStopped(SessionError):
@@ -95,7 +97,7 @@ class SessionManager:
 
         def clean(keys: set[str]) -> None:
             for state in list_states(self.states_dir, SUFFIX):
-                if state.path.name.removesuffix(SUFFIX) in keys:
+                if state.path.name.removesuffix(SUFFIX).split("-")[0] in keys:
                     continue
                 try:
                     state.path.unlink()
@@ -111,33 +113,47 @@ class SessionManager:
         notices += [f"cannot remove the orphaned KV state file {problem}" for problem in failed]
         return notices
 
-    def state_path(self, state_key: str) -> Path:
-        """The session's KV-state file. A key read from the database names a file only when it
-        is one chatapp writes: an edited one ("../../tmp/evil") raises SessionError instead of
-        becoming a path outside the states folder."""
+    def state_path(self, state_key: str, leaf: str | None = None) -> Path:
+        """The KV-state file of a session's branch leaf (without `leaf`: the one file a session had
+        before conversations were trees). A key read from the database names a file only when
+        it is one chatapp writes: an edited one ("../../tmp/evil") raises SessionError instead
+        of becoming a path outside the states folder; a leaf id is checked the same way."""
         if not valid_state_key(state_key):
             raise SessionError(f"the state key {one_line_text(str(state_key))!r} in the session database "
                                "is not one chatapp writes")
-        return self.states_dir / f"{state_key}{SUFFIX}"
+        if leaf is None:
+            return self.states_dir / f"{state_key}{SUFFIX}"
+        if not is_id(leaf):
+            raise SessionError(f"the message id {one_line_text(str(leaf))!r} is not one chatapp writes")
+        return self.states_dir / f"{state_key}-{leaf}{SUFFIX}"
+
+    def state_paths(self, state_key: str) -> list[Path]:
+        """Every KV-state file of a session: its leaves' and the one from before trees."""
+        return [state.path for state in list_states(self.states_dir, SUFFIX)
+                if state.path.name.removesuffix(SUFFIX).split("-")[0] == state_key]
 
     def state_size(self, state_key: str) -> int | None:
+        """The bytes of every KV-state file the session keeps (its leaves'), None for none."""
         try:
-            return self.state_path(state_key).stat().st_size
+            self.state_path(state_key)
+            sizes = [path.stat().st_size for path in self.state_paths(state_key)]
         except (OSError, SessionError):
             return None
+        return sum(sizes) if sizes else None
 
     def delete(self, name: str) -> None:
         """Remove the session and its state file together: if the file can't be removed, the
         session stays and SessionError says why."""
         def remove_state(key: str) -> None:
-            path = self.state_path(key)
-            try:
-                path.unlink()
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                raise SessionError(f"cannot remove the KV state file {path} ({exc.strerror or exc}); "
-                                   f"session {name!r} was kept") from None
+            self.state_path(key)  # an edited key names no file
+            for path in self.state_paths(key):
+                try:
+                    path.unlink()
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    raise SessionError(f"cannot remove the KV state file {path} ({exc.strerror or exc}); "
+                                       f"session {name!r} was kept") from None
 
         self.store.delete(name, remove_state)
 
@@ -172,17 +188,22 @@ class SessionManager:
         live = LiveSession(self, name, engine, stored.revision if stored else None)
         if stored is None:  # a new session starts from the chat as it is (and its cache)
             live.report = ResumeReport(name, created=True, messages=len(engine.messages))
+            live.state_key = ""
+            live.attach()
             return live
         live.saved_model = stored.model
         engine.clear_cache()
         n_system = 1 if stored.messages and stored.messages[0].role == "system" else 0
-        engine.load_conversation(stored.messages, stored.window_start)
+        engine.load_conversation(stored.tree, stored.window_start, stored.leaf)
+        live.seen = frozenset(m.id for m in stored.tree if m.id)
+        live.state_key = stored.state_key if valid_state_key(stored.state_key) else None
+        live.attach()
         system_changed = system_prompt is not None and system_prompt != engine.system_prompt
         if system_changed:
             engine.set_system_prompt(system_prompt or "")
         saved_window, floor = engine.window_start, earliest_start(engine.messages, engine.n_ctx)
         if saved_window < floor:  # the saved window holds more text than the context can: skip it
-            engine.load_conversation(engine.messages, floor)
+            engine.place_window(floor)
         engine.set_attachments(stored.attachments)  # sized for this model: it retrieves as before
         notices = stored.notices
         if stored.attachments:
@@ -218,17 +239,15 @@ class SessionManager:
     def _restore(self, live: "LiveSession", stored: StoredSession, expected: list[int]) -> tuple[int, str]:
         engine = live.engine
         try:
-            path = self.state_path(stored.state_key)
+            path = self.state_path(stored.state_key, stored.leaf) if stored.leaf else None
+            if path is None or not path.exists():
+                path = self.state_path(stored.state_key)  # written before conversations were trees
             state = read_state(path)
         except SessionError as exc:  # an edited key: no file is looked for (the next save gives a new one)
             return 0, exc.message
         except StateRejected as exc:
             return 0, str(exc)
-        try:
-            current = live.fingerprint
-        except OSError as exc:
-            return 0, f"cannot fingerprint the model ({exc.strerror or exc})"
-        reason = mismatch(state.fingerprint, current)
+        reason = self.unusable(live, state)
         if reason:
             return 0, reason
         valid = state.n_valid
@@ -237,19 +256,53 @@ class SessionManager:
         if valid > len(expected) or state.tokens[:valid] != expected[:valid]:
             at = common_prefix(state.tokens[:valid], expected)
             return 0, f"token mismatch: the state differs from the transcript at token {at:,}"
-        if state.payload and (where := non_finite(state.payload)):  # llama.cpp would load it, then answer NaN
-            return 0, f"its cache holds NaN or infinite values ({where}), which make every logit NaN"
         if not engine.restore_cache(CacheState(state.tokens, state.payload, state.fingerprint), valid):
             loader = 'llama.cpp' if engine.summary.kind == 'in-process' else 'llama-server'
             return 0, f"{loader} could not load the state"
         touch(path)
         return valid, ""
 
+    @staticmethod
+    def unusable(live: "LiveSession", state: StateFile) -> str:
+        """Why a state file can't be loaded into this engine ("" when it can): another model,
+        context or build, or NaN in its cache. Its tokens are checked by the caller."""
+        try:
+            current = live.fingerprint
+        except OSError as exc:
+            return f"cannot fingerprint the model ({exc.strerror or exc})"
+        reason = mismatch(state.fingerprint, current)
+        if reason:
+            return reason
+        if state.payload and (where := non_finite(state.payload)):  # llama.cpp would load it, then answer NaN
+            return f"its cache holds NaN or infinite values ({where}), which make every logit NaN"
+        return ""
+
+    def write_branch(self, state_key: str, leaf: str, state: CacheState, fingerprint: Fingerprint) -> list[str]:
+        """Keep a branch leaf's cache (one the engine stashed on leaving it) as a state file, under
+        state_cap_mb with every other; returns notices."""
+        if self.cap_bytes <= 0 or not state.tokens:
+            return []
+        path = self.state_path(state_key, leaf)
+        staged = temp_path(path)
+        try:
+            make_private_dir(self.states_dir)
+            meta = {**fingerprint, **state.meta}
+            atomic_write(staged, encode_state(StateFile(meta, state.tokens, len(state.tokens), state.payload)))
+            os.replace(staged, path)
+            evict_lru(self.states_dir, SUFFIX, self.cap_bytes)
+        except OSError as exc:
+            return [f"branch KV state not saved ({disk_problem(self.states_dir) or exc.strerror or exc})"]
+        finally:
+            with contextlib.suppress(OSError):
+                staged.unlink(missing_ok=True)
+        return []
+
     # --- save ------------------------------------------------------------------------
     def write_state(self, saved: Saved, engine: Engine, fingerprint: Fingerprint) -> SaveReport:
-        """Write the engine's KV cache as the state of the session `saved` wrote, if the session
-        is still at that revision when the file is put in place."""
-        path = self.state_path(saved.state_key)
+        """Write the engine's KV cache as the state of the session's active leaf, if the session
+        is still at the revision `saved` wrote when the file is put in place."""
+        leaf = engine.leaf
+        path = self.state_path(saved.state_key, leaf) if leaf else self.state_path(saved.state_key)
         kv = engine.cached_tokens()
         if not kv or self.cap_bytes <= 0:  # nothing cached (an older state would only mislead), or none kept
             with contextlib.suppress(OSError):
@@ -302,10 +355,53 @@ class LiveSession:
         self._lock = threading.Lock()
         self._saved: SavedKey | None = None
         """What the last save wrote (name, messages, window, cache size), to skip a repeat."""
+        self.seen: frozenset[str] | None = None
+        """The message ids this process last read or wrote: which stored messages it has seen."""
+        self.state_key: str | None = None
+        """The session's state key once known (read on resume, or given by the first save)."""
+        self._branches: dict[str, CacheState] = {}
+        """Branch states the engine stashed since the last save, written after the turn."""
 
     def moved_to(self, engine: Engine) -> "LiveSession":
         """The same session, continued with another engine (after a model switch)."""
-        return LiveSession(self.manager, self.name, engine, self.revision)
+        moved = LiveSession(self.manager, self.name, engine, self.revision)
+        moved.seen, moved.state_key = self.seen, self.state_key
+        moved.attach()
+        return moved
+
+    def attach(self) -> None:
+        """Keep the engine's branch states with this session (memory, then state files)."""
+        self.engine.keep_branches_with(self, self.state_key or None)
+
+    # --- the engine's BranchKeeper ------------------------------------------------------------
+    def keep_branch(self, leaf: str, state: CacheState) -> None:
+        """Written by the next save, never on the way to a turn; a leaf whose file exists is not
+        written again (a leaf's path never changes, so neither does the cache of it)."""
+        if self.state_key and is_id(leaf) and self.manager.state_path(self.state_key, leaf).exists():
+            return
+        self._branches[leaf] = state
+
+    def load_branch(self, leaf: str) -> CacheState | None:
+        if not self.state_key or not is_id(leaf):
+            return None
+        try:
+            path = self.manager.state_path(self.state_key, leaf)
+            state = read_state(path)
+        except (SessionError, StateRejected, OSError):
+            return None
+        if self.manager.unusable(self, state):
+            return None
+        touch(path)
+        return CacheState(state.tokens[:state.n_valid], state.payload, state.fingerprint)
+
+    def _write_branches(self) -> list[str]:
+        pending, self._branches = self._branches, {}
+        if not self.state_key:
+            return []
+        notices: list[str] = []
+        for leaf, state in pending.items():
+            notices += self.manager.write_branch(self.state_key, leaf, state, self.fingerprint)
+        return notices
 
     def changed_elsewhere(self) -> SessionConflict | None:
         """What another process did to this session that would make the next save refuse (it
@@ -321,10 +417,16 @@ class LiveSession:
             if now[1] == self.revision.number:
                 return None
         stored = store.load(self.name)
-        messages = self.engine.messages
-        if stored is None or stored.messages == messages[:len(stored.messages)]:
+        if stored is None:
             return None
-        return SessionConflict(f"session {self.name!r} was changed by another process")
+        try:
+            plan_save(stored.tree, self._snapshot_messages(), current=False, seen=self.seen)
+        except Conflict:
+            return SessionConflict(f"session {self.name!r} was changed by another process")
+        return None
+
+    def _snapshot_messages(self) -> list[Message]:
+        return self.engine.transcript()
 
     @property
     def fingerprint(self) -> Fingerprint:
@@ -357,7 +459,7 @@ class LiveSession:
 
     def _what_is_saved(self) -> SavedKey:
         engine = self.engine
-        return self.name, tuple(engine.messages), engine.window_start, engine.kv_used()
+        return self.name, tuple(self._snapshot_messages()), engine.leaf, engine.window_start, engine.kv_used()
 
     def _save(self, record: TurnRecord | None, *, force: bool = False) -> SaveReport:
         with self._lock:
@@ -376,17 +478,22 @@ class LiveSession:
                             kv_type=summary.kv_type, threads=data.get("threads", summary.threads),
                             layers_offloaded=summary.layers_offloaded)
                 last = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
-                turn = TurnRow(last, summary.backend, record.prefill_tokens, record.prefill_ms, data)
-            snapshot = Snapshot(self.name, identity, list(messages), engine.window_start, engine.kv_used(),
-                                tuple(plan.attachment for plan in engine.attachments))
-            saved = self.manager.store.save(snapshot, turn, base=self.revision)
-            self.revision = saved.revision
+                reply_id = record.extra.get("message_id") or (messages[last].id if last >= 0 else "")
+                turn = TurnRow(last, summary.backend, record.prefill_tokens, record.prefill_ms, data, reply_id)
+            snapshot = Snapshot(self.name, identity, self._snapshot_messages(), engine.window_start, engine.kv_used(),
+                                tuple(plan.attachment for plan in engine.attachments), engine.leaf)
+            saved = self.manager.store.save(snapshot, turn, base=self.revision, seen=self.seen)
+            self.revision, self.seen = saved.revision, (self.seen or frozenset()) | saved.ids
+            if self.state_key != saved.state_key:
+                self.state_key = saved.state_key
+                self.engine.keep_branches_with(self, saved.state_key)
             notices = []
             if saved.name != self.name:
                 notices.append(f"session {self.name!r} was renamed to {saved.name!r} by another process; "
                                "saved under the new name")
                 self.name = saved.name
             state = self.manager.write_state(saved, engine, fingerprint)
+            notices += self._write_branches()
             self._saved = self._what_is_saved()
             return replace(state, record=record, notices=notices + state.notices,
                            save_ms=(time.perf_counter() - started) * 1000)

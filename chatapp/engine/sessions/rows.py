@@ -20,6 +20,7 @@ import json
 import math
 from dataclasses import dataclass
 
+from chatapp.engine.chat.tree import is_id
 from chatapp.engine.events import Message
 from chatapp.engine.retrieval.context import RetrievedContext, RetrievedEntry
 from chatapp.format import one_line_text
@@ -94,8 +95,13 @@ class RowReader:
             self.notices.append(f"{exc}; read as {default:g}")
             return default
 
-    def message(self, idx: int, role: object, content: object, stopped: object, context: object) -> Message:
-        """One messages row. Unreadable role or content: a stand-in that says so, in its place."""
+    def message(self, idx: int, role: object, content: object, stopped: object, context: object,
+                message_id: object = None, parent: object = None) -> Message:
+        """One messages row. Unreadable role or content: a stand-in that says so, in its place. An
+        id or parent that is not one chatapp writes is dropped (the tree places the message after
+        the one before it, chatapp.engine.chat.tree)."""
+        tree_id = message_id if is_id(message_id) else ""
+        tree_parent = parent if is_id(parent) else None
         try:
             role = text(role, f"the role of message {idx}")
             if role not in ROLES:
@@ -103,7 +109,8 @@ class RowReader:
             content = text(content, f"the content of message {idx}")
         except Unreadable as exc:
             self.notices.append(f"{exc}; shown as unreadable")
-            return Message(role if role in ROLES else "user", f"[unreadable message: {exc}]")
+            return Message(role if role in ROLES else "user", f"[unreadable message: {exc}]",
+                           id=tree_id, parent=tree_parent)
         block = None
         if context is not None:
             try:
@@ -111,7 +118,8 @@ class RowReader:
             except Unreadable as exc:
                 self.notices.append(f"the attachment text placed in message {idx} could not be read ({exc}); "
                                     "left out")
-        return Message(role, content, self.integer(stopped, f"the stopped flag of message {idx}") != 0, block)
+        return Message(role, content, self.integer(stopped, f"the stopped flag of message {idx}") != 0, block,
+                       id=tree_id, parent=tree_parent)
 
 
 def retrieved_context(raw: object) -> RetrievedContext:

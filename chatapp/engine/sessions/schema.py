@@ -6,11 +6,39 @@ above ours was written by a newer chatapp and is refused rather than guessed at.
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
+from collections.abc import Callable
 
 from chatapp.errors import SessionError
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (
+
+def _linear_to_tree(conn: sqlite3.Connection) -> None:
+    """Schema 4: each session's transcript becomes one path of a tree. Every message but the
+    system prompt gets a short id (chatapp.engine.chat.tree's form) and the one before it as its
+    parent; the last one is the active leaf; each turn record names its reply by id."""
+    sessions = [row[0] for row in conn.execute("SELECT id FROM sessions")]
+    for session_id in sessions:
+        taken: set[str] = set()
+        parent = None
+        rows = conn.execute("SELECT idx, role FROM messages WHERE session_id = ? ORDER BY idx", (session_id,))
+        for idx, role in rows.fetchall():
+            if role == "system":
+                continue
+            while (message_id := secrets.token_hex(4)) in taken:
+                pass
+            taken.add(message_id)
+            conn.execute("UPDATE messages SET id = ?, parent = ? WHERE session_id = ? AND idx = ?",
+                         (message_id, parent, session_id, idx))
+            parent = message_id
+        conn.execute("UPDATE sessions SET active_leaf = ? WHERE id = ?", (parent, session_id))
+    conn.execute("UPDATE turns SET message_id = (SELECT m.id FROM messages m WHERE m.session_id = turns.session_id"
+                 " AND m.idx = turns.message_idx)")
+
+
+Step = str | Callable[[sqlite3.Connection], None]
+
+MIGRATIONS: tuple[tuple[Step, ...], ...] = (
     (  # 1: sessions, their messages, and one performance record per completed turn
         """CREATE TABLE sessions (
             id INTEGER PRIMARY KEY,
@@ -60,6 +88,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             text TEXT NOT NULL,
             PRIMARY KEY (session_id, idx))""",
     ),
+    (  # 4: conversations are trees: messages get an id and a parent, sessions an active leaf
+        "ALTER TABLE messages ADD COLUMN id TEXT",
+        "ALTER TABLE messages ADD COLUMN parent TEXT",
+        "ALTER TABLE sessions ADD COLUMN active_leaf TEXT",
+        "ALTER TABLE turns ADD COLUMN message_id TEXT",
+        _linear_to_tree,
+        "CREATE UNIQUE INDEX messages_by_id ON messages (session_id, id)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -85,8 +121,8 @@ def migrate(conn: sqlite3.Connection) -> None:
         version = user_version(conn)  # another process may have migrated meanwhile
         check_not_newer(version)
         for number in range(version + 1, SCHEMA_VERSION + 1):
-            for statement in MIGRATIONS[number - 1]:
-                conn.execute(statement)
+            for step in MIGRATIONS[number - 1]:
+                step(conn) if callable(step) else conn.execute(step)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:

@@ -27,12 +27,15 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from chatapp.engine.chat.tree import MessageTree, is_id
 from chatapp.engine.events import Message
 from chatapp.engine.retrieval.document import Attachment
 from chatapp.engine.sessions.attachment_rows import context_json, read_attachments, read_messages, write_attachments
+from chatapp.engine.sessions.merge import Conflict, SavePlan, plan_save
 from chatapp.engine.sessions.names import new_state_key, valid_state_key
 from chatapp.engine.sessions.rows import SESSION_COLUMNS, RowReader, session_row
 from chatapp.engine.sessions.schema import SCHEMA_VERSION, check_not_newer, migrate, user_version
@@ -64,6 +67,8 @@ class Snapshot:
     window_start: int
     kv_tokens: int
     attachments: tuple[Attachment, ...] = ()
+    leaf: str | None = None
+    """The active path's last message (the last message's, when None)."""
 
 
 @dataclass(frozen=True)
@@ -83,17 +88,21 @@ class Saved:
     state_key: str
     revision: Revision
     appended: bool = False
-    """Another process had saved in between; this writer's new messages went after its."""
+    """Another process had saved in between; this writer's new messages went beside its."""
+    ids: frozenset[str] = frozenset()
+    """The ids of the writer's messages this save kept (what it has now held)."""
 
 
 @dataclass(frozen=True)
 class TurnRow:
     message_idx: int
-    """Index of the assistant message this turn produced."""
+    """Index, in the snapshot's messages, of the assistant message this turn produced."""
     backend: str
     prefill_tokens: int
     prefill_ms: float
     record: dict
+    message_id: str = ""
+    """That message's id, when the writer knows it (then `message_idx` is not used)."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,7 @@ class StoredSession:
     model: ModelIdentity
     system_prompt: str
     messages: list[Message]
+    """The system prompt and the active path: the conversation as it was last shown."""
     window_start: int
     kv_tokens: int
     created_at: float
@@ -111,6 +121,9 @@ class StoredSession:
     attachments: tuple[Attachment, ...] = ()
     notices: tuple[str, ...] = ()
     """What could not be loaded as saved (an attachment whose text fails its sha256, ...)."""
+    tree: list[Message] = dataclasses.field(default_factory=list)
+    """Every message (the system prompt first), in the order written, with ids and parents."""
+    leaf: str | None = None
 
 
 @dataclass(frozen=True)
@@ -242,13 +255,14 @@ class SessionStore:
             return user_version(conn) > 0
 
     # --- writes --------------------------------------------------------------------
-    def save(self, snap: Snapshot, turn: TurnRow | None = None, *, base: Revision | None = None) -> Saved:
-        """Write the transcript (and this turn's record) in one transaction; see the module's
-        docstring for how `base` decides between replacing, appending and refusing."""
+    def save(self, snap: Snapshot, turn: TurnRow | None = None, *, base: Revision | None = None,
+             seen: frozenset[str] | None = None) -> Saved:
+        """Write the tree (and this turn's record) in one transaction; see the module's docstring
+        and chatapp.engine.sessions.merge for how `base` and `seen` (the ids the writer last
+        read or wrote) decide what is written and when the save is refused."""
         now = time.time()
         model = snap.model
         system = snap.messages[0].content if snap.messages and snap.messages[0].role == "system" else ""
-        appended = False
         with self._transaction() as conn:
             if base is not None:
                 row = conn.execute("SELECT id, name, state_key, revision FROM sessions WHERE id = ?",
@@ -259,12 +273,14 @@ class SessionStore:
                 row = conn.execute("SELECT id, name, state_key, revision FROM sessions WHERE name = ?",
                                    (snap.name,)).fetchone()
             if row is None:
-                name, key, revision, same = snap.name, new_state_key(), 1, 0
+                name, key, revision = snap.name, new_state_key(), 1
+                plan = plan_save([], snap.messages, current=True, seen=None)
                 session_id = conn.execute(
                     "INSERT INTO sessions (name, state_key, model, model_path, model_sha256, quant, system_prompt,"
                     " window_start, kv_tokens, created_at, updated_at, revision) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                     (name, key, model.name, model.path, model.sha256, model.quant, system,
                      snap.window_start, snap.kv_tokens, now, now, revision)).lastrowid
+                self._write_system(conn, session_id, [], system, now)
             else:
                 reader = RowReader()
                 session_id, name = row[0], reader.text(row[1], "name", snap.name)
@@ -273,35 +289,66 @@ class SessionStore:
                     key = new_state_key()
                     conn.execute("UPDATE sessions SET state_key = ? WHERE id = ?", (key, session_id))
                 stored, _ = read_messages(conn, session_id)
-                if base is not None and revision == base.number:  # nobody else saved: this writer's history
-                    same = 0
-                    while same < min(len(stored), len(snap.messages)) and stored[same] == snap.messages[same]:
-                        same += 1
-                elif stored == snap.messages[:len(stored)]:  # others saved only what this transcript holds
-                    same, appended = len(stored), True
-                else:
-                    raise changed_elsewhere(name)
+                try:
+                    plan = plan_save(stored, snap.messages, current=base is not None and revision == base.number,
+                                     seen=seen)
+                except Conflict:
+                    raise changed_elsewhere(name) from None
                 revision += 1
-                conn.execute(
-                    "UPDATE sessions SET model = ?, model_path = ?, model_sha256 = ?, quant = ?, system_prompt = ?,"
-                    " window_start = ?, kv_tokens = ?, updated_at = ?, revision = ? WHERE id = ?",
-                    (model.name, model.path, model.sha256, model.quant, system, snap.window_start,
-                     snap.kv_tokens, now, revision, session_id))
-                conn.execute("DELETE FROM messages WHERE session_id = ? AND idx >= ?", (session_id, same))
-                conn.execute("DELETE FROM turns WHERE session_id = ? AND message_idx >= ?", (session_id, same))
-            conn.executemany(
-                "INSERT INTO messages (session_id, idx, role, content, stopped, created_at, context)"
-                " VALUES (?,?,?,?,?,?,?)",
-                [(session_id, i, m.role, m.content, int(m.stopped), now, context_json(m))
-                 for i, m in enumerate(snap.messages[same:], same)])
+                self._write_system(conn, session_id, stored, system, now)
+            leaf = snap.leaf if snap.leaf is not None else next(
+                (m.id for m in reversed(plan.messages) if m.role != "system"), None)
+            conn.execute(
+                "UPDATE sessions SET model = ?, model_path = ?, model_sha256 = ?, quant = ?, system_prompt = ?,"
+                " window_start = ?, kv_tokens = ?, updated_at = ?, revision = ?, active_leaf = ? WHERE id = ?",
+                (model.name, model.path, model.sha256, model.quant, system, snap.window_start,
+                 snap.kv_tokens, now, revision, leaf, session_id))
+            self._apply(conn, session_id, plan, now)
             write_attachments(conn, session_id, snap.attachments)
             if turn is not None:
+                message_id = turn.message_id or plan.messages[turn.message_idx].id
+                idx = conn.execute("SELECT idx FROM messages WHERE session_id = ? AND id = ?",
+                                   (session_id, message_id)).fetchone()
                 conn.execute(
                     "INSERT OR REPLACE INTO turns (session_id, message_idx, model_sha256, backend, prefill_tokens,"
-                    " prefill_ms, record, created_at) VALUES (?,?,?,?,?,?,?,?)",
-                    (session_id, turn.message_idx, model.sha256, turn.backend, turn.prefill_tokens,
-                     turn.prefill_ms, json.dumps(turn.record, ensure_ascii=False), now))
-        return Saved(name, key, Revision(session_id, revision), appended)
+                    " prefill_ms, record, created_at, message_id) VALUES (?,?,?,?,?,?,?,?,?)",
+                    (session_id, idx[0] if idx else -1, model.sha256, turn.backend, turn.prefill_tokens,
+                     turn.prefill_ms, json.dumps(turn.record, ensure_ascii=False), now, message_id))
+        ids = frozenset(m.id for m in plan.messages if m.id) - plan.deletes
+        return Saved(name, key, Revision(session_id, revision), plan.appended, ids)
+
+    @staticmethod
+    def _write_system(conn: sqlite3.Connection, session_id: int, stored: list[Message], system: str,
+                      now: float) -> None:
+        """The system prompt's row (idx 0, outside the tree): kept as the last save set it."""
+        had = bool(stored) and stored[0].role == "system"
+        if had and not system:
+            conn.execute("DELETE FROM messages WHERE session_id = ? AND role = 'system'", (session_id,))
+        elif had:
+            conn.execute("UPDATE messages SET content = ? WHERE session_id = ? AND role = 'system'",
+                         (system, session_id))
+        elif system:
+            taken = conn.execute("SELECT 1 FROM messages WHERE session_id = ? AND idx = 0", (session_id,)).fetchone()
+            if taken is None:
+                conn.execute("INSERT INTO messages (session_id, idx, role, content, stopped, created_at)"
+                             " VALUES (?, 0, 'system', ?, 0, ?)", (session_id, system, now))
+
+    @staticmethod
+    def _apply(conn: sqlite3.Connection, session_id: int, plan: SavePlan, now: float) -> None:
+        for gone in plan.deletes:
+            conn.execute("DELETE FROM turns WHERE session_id = ? AND message_id = ?", (session_id, gone))
+            conn.execute("DELETE FROM messages WHERE session_id = ? AND id = ?", (session_id, gone))
+        conn.executemany(
+            "UPDATE messages SET role = ?, content = ?, stopped = ?, context = ?, parent = ?"
+            " WHERE session_id = ? AND id = ?",
+            [(m.role, m.content, int(m.stopped), context_json(m), m.parent, session_id, m.id) for m in plan.updates])
+        (top,) = conn.execute("SELECT COALESCE(MAX(idx), -1) FROM messages WHERE session_id = ?",
+                              (session_id,)).fetchone()
+        conn.executemany(
+            "INSERT INTO messages (session_id, idx, role, content, stopped, created_at, context, id, parent)"
+            " VALUES (?,?,?,?,?,?,?,?,?)",
+            [(session_id, i, m.role, m.content, int(m.stopped), now, context_json(m), m.id, m.parent)
+             for i, m in enumerate(plan.inserts, top + 1)])
 
     def if_current(self, revision: Revision, action: Callable[[], None]) -> bool:
         """Run `action` (e.g. install the session's KV-state file) only while the session is still
@@ -355,12 +402,16 @@ class SessionStore:
                 return None
             reader = RowReader()
             row = session_row(reader, raw)
-            messages, lost = read_messages(conn, row.id)
+            everything, lost = read_messages(conn, row.id)
             attachments, dropped = read_attachments(conn, row.id)
+            (leaf,) = conn.execute("SELECT active_leaf FROM sessions WHERE id = ?", (row.id,)).fetchone()
         notices = [f"session row: {notice}" for notice in reader.notices] + lost + dropped
+        tree = MessageTree.from_messages(everything, leaf if isinstance(leaf, str) else None)
+        system = [m for m in everything[:1] if m.role == "system"]
         return StoredSession(name, row.state_key, ModelIdentity(row.model, row.model_path, row.model_sha256, row.quant),
-                             row.system_prompt, messages, row.window_start, row.kv_tokens, row.created_at,
-                             row.updated_at, Revision(row.id, row.revision), tuple(attachments), tuple(notices))
+                             row.system_prompt, system + tree.path(), row.window_start, row.kv_tokens, row.created_at,
+                             row.updated_at, Revision(row.id, row.revision), tuple(attachments), tuple(notices),
+                             system + tree.messages(), tree.leaf)
 
     def current(self, session_id: int) -> tuple[str, int] | None:
         """The session's name and revision now, or None once it has been removed."""
@@ -396,22 +447,45 @@ class SessionStore:
 
     def turn_records(self, name: str) -> list[tuple[int, dict]]:
         """(assistant message index, TurnRecord json) for each saved turn, in order."""
+        return [(idx, record) for idx, record, _ in self._turn_rows(name)]
+
+    def records_by_message(self, name: str) -> dict[str, dict]:
+        """Each saved turn's record (TurnRecord json), by the id of the reply it produced."""
+        return {message_id: record for _, record, message_id in self._turn_rows(name) if message_id}
+
+    def _turn_rows(self, name: str) -> list[tuple[int, dict, str]]:
         if not self._readable():
             raise unknown(name)
         with self._connect(readonly=True) as conn:
             row = conn.execute("SELECT id FROM sessions WHERE name = ?", (name,)).fetchone()
             if row is None:
                 raise unknown(name)
-            rows = conn.execute("SELECT message_idx, record FROM turns WHERE session_id = ? ORDER BY message_idx",
-                                (row[0],)).fetchall()
+            rows = conn.execute("SELECT message_idx, record, message_id FROM turns WHERE session_id = ?"
+                                " ORDER BY message_idx", (row[0],)).fetchall()
         records, read = [], RowReader()  # a record only holds figures: one that can't be read shows none
-        for idx, raw in rows:
+        for idx, raw, message_id in rows:
             try:
                 data = json.loads(raw) if isinstance(raw, str) else {}
             except (ValueError, RecursionError):
                 data = {}
-            records.append((read.integer(idx, "message index", -1), data if isinstance(data, dict) else {}))
+            records.append((read.integer(idx, "message index", -1), data if isinstance(data, dict) else {},
+                            message_id if is_id(message_id) else ""))
         return records
+
+    def set_leaf(self, name: str, message_id: str) -> None:
+        """Make the path ending at `message_id` the session's active one (a checkout), raising the
+        revision so a process holding the session sees that it changed."""
+        if not self._readable():
+            raise unknown(name)
+        with self._transaction() as conn:
+            row = conn.execute("SELECT id FROM sessions WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                raise unknown(name)
+            if conn.execute("SELECT 1 FROM messages WHERE session_id = ? AND id = ?",
+                            (row[0], message_id)).fetchone() is None:
+                raise SessionError(f"session {name!r} has no message {message_id} (deleted meanwhile?)")
+            conn.execute("UPDATE sessions SET active_leaf = ?, revision = revision + 1, updated_at = ? WHERE id = ?",
+                         (message_id, time.time(), row[0]))
 
     def prefill_speed(self, model_sha256: str, backend: str, *, min_tokens: int = 16, last: int = 20) -> float | None:
         """Prefill tokens per second measured on this machine over recent turns, or None."""

@@ -48,17 +48,5 @@ def refit_from(engine: Engine, floor: int, before: int) -> int:
     turns from `floor` on: the bisection then tokenizes nothing that cannot fit. Returns how
     many turns came back into the window against `before`, the window as saved (negative:
     how many left it)."""
-    messages = engine.messages
-    n_system = 1 if messages and messages[0].role == "system" else 0
-    if floor <= n_system:
-        engine.load_conversation(messages, before)
-        return engine.refit_window()
-    # Refit runs on the conversation the engine holds, so hold only what could fit while it
-    # runs, then the whole transcript again (nothing is lost: saves write engine.messages).
-    engine.load_conversation(messages[:n_system] + messages[floor:], n_system)
-    engine.refit_window()
-    start = engine.window_start - n_system + floor
-    engine.load_conversation(messages, start)
-    between = messages[min(before, start):max(before, start)]
-    turns = sum(1 for m in between if m.role == "user")
-    return turns if start < before else -turns
+    engine.place_window(before)
+    return engine.refit_window(floor)
