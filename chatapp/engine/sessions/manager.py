@@ -127,6 +127,11 @@ class SessionManager:
             raise SessionError(f"the message id {one_line_text(str(leaf))!r} is not one chatapp writes")
         return self.states_dir / f"{state_key}-{leaf}{SUFFIX}"
 
+    def active_state_path(self, stored: StoredSession) -> Path:
+        """The state file of a stored session's active leaf (the one file a session had before
+        trees, for a session saved without a leaf)."""
+        return self.state_path(stored.state_key, stored.leaf) if stored.leaf else self.state_path(stored.state_key)
+
     def state_paths(self, state_key: str) -> list[Path]:
         """Every KV-state file of a session: its leaves' and the one from before trees."""
         return [state.path for state in list_states(self.states_dir, SUFFIX)
@@ -236,11 +241,25 @@ class SessionManager:
         live.pending = live.report
         return live
 
+    def fork(self, engine: Engine, name: str) -> "LiveSession":
+        """A new session `name` holding only the engine's shown path (its ids kept), which the
+        engine then continues in; the cache goes with it, since it holds that path."""
+        validate_name(name)
+        if self.store.load(name) is not None:
+            raise SessionError(f"a session named {name!r} already exists")
+        engine.load_conversation(engine.messages, engine.window_start, engine.leaf)
+        live = LiveSession(self, name, engine)
+        live.state_key = ""
+        live.attach()
+        report = live.save_now(force=True)
+        live.report = ResumeReport(name, created=True, messages=len(engine.messages), notices=tuple(report.notices))
+        return live
+
     def _restore(self, live: "LiveSession", stored: StoredSession, expected: list[int]) -> tuple[int, str]:
         engine = live.engine
         try:
-            path = self.state_path(stored.state_key, stored.leaf) if stored.leaf else None
-            if path is None or not path.exists():
+            path = self.active_state_path(stored)
+            if not path.exists():
                 path = self.state_path(stored.state_key)  # written before conversations were trees
             state = read_state(path)
         except SessionError as exc:  # an edited key: no file is looked for (the next save gives a new one)

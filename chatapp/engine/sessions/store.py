@@ -289,11 +289,14 @@ class SessionStore:
                     key = new_state_key()
                     conn.execute("UPDATE sessions SET state_key = ? WHERE id = ?", (key, session_id))
                 stored, _ = read_messages(conn, session_id)
+                current = base is not None and revision == base.number
                 try:
-                    plan = plan_save(stored, snap.messages, current=base is not None and revision == base.number,
-                                     seen=seen)
+                    plan = plan_save(stored, snap.messages, current=current, seen=seen)
                 except Conflict:
                     raise changed_elsewhere(name) from None
+                if current:  # a row whose id was edited away was read (and is written) under a new id
+                    conn.execute("DELETE FROM messages WHERE session_id = ? AND role != 'system' AND"
+                                 " (id IS NULL OR length(id) != 8)", (session_id,))
                 revision += 1
                 self._write_system(conn, session_id, stored, system, now)
             leaf = snap.leaf if snap.leaf is not None else next(

@@ -74,7 +74,7 @@ def test_kill_9_while_saving_leaves_the_previous_state_loadable(tmp_path, engine
         assert integrity(directory) == "ok"
         manager = SessionManager.open(SETTINGS, directory)  # cleans the dead writer's temp file
         assert not [p for p in states.iterdir() if p.name.endswith(TEMP_SUFFIX)]
-        state = read_state(manager.state_path(manager.store.get("s").state_key))
+        state = read_state(manager.active_state_path(manager.store.get("s")))
         assert state.n_valid == len(state.tokens) > 200
         assert manager.store.get("s").messages == synthetic_history("kill", 12)
     live = manager.resume("s", engine)
@@ -101,7 +101,7 @@ def test_two_processes_saving_one_session_do_not_corrupt_it_or_overwrite_each_ot
     assert outputs[winner].count("saved ") == 8 and "not saved" not in outputs[winner]
     assert outputs[loser].count("refused ") == 8 and "saved " not in outputs[loser]
     assert "session changed by another process" in outputs[loser]
-    read_state(manager.state_path(manager.store.get("shared").state_key))  # a whole, valid file
+    read_state(manager.active_state_path(manager.store.get("shared")))  # a whole, valid file
     live = manager.resume("shared", engine)
     assert live.report.restored, "the state belongs to the transcript's writer"
     assert engine.messages == messages

@@ -46,7 +46,7 @@ def saved(engine, tmp_path_factory):
     assert live.report.created and live.report.notice is None
     first = live.annotate(run_turn(engine, P1))
     report = live.save_turn(first)
-    state = manager.state_path(manager.store.get("s").state_key).read_bytes()
+    state = manager.active_state_path(manager.store.get("s")).read_bytes()
     continued = run_turn(engine, P2)
     fresh_engine = open_engine(Path(engine.summary.path))
     try:
@@ -66,7 +66,7 @@ def manager(saved, tmp_path):
 
 
 def state_path(manager):
-    return manager.state_path(manager.store.get("s").state_key)
+    return manager.active_state_path(manager.store.get("s"))
 
 
 def stored_as_saved(manager) -> Saved:

@@ -129,3 +129,37 @@ def test_four_concurrent_writers_on_two_branches(tmp_path):
             assert {f"{tag}{i}" for i in saved_turns} <= stored
     assert {"left", "right"} <= stored
     assert any("saved" in outcomes[t] for t in ("L1", "L2")) and any("saved" in outcomes[t] for t in ("R1", "R2"))
+
+
+@pytest.mark.parametrize("column, value", [
+    ("active_leaf", "../../evil"), ("active_leaf", 42), ("active_leaf", "ffffffff"),
+    ("parent", "not an id"), ("id", None), ("id", "../x"), ("parent", "LATER"),
+])
+def test_an_edited_tree_loads_every_message_with_a_path_that_exists(tmp_path, column, value):
+    store = SessionStore.open(tmp_path)
+    tree, ids = tree_of(("q1", "user", None), ("a1", "assistant", "q1"), ("q2", "user", "a1"))
+    store.save(snap(tree))
+    with sqlite3.connect(tmp_path / DB_NAME) as conn:
+        if column == "active_leaf":
+            conn.execute("UPDATE sessions SET active_leaf = ?", (value,))
+        elif value == "LATER":  # a parent written after its child: a cycle if followed
+            conn.execute("UPDATE messages SET parent = ? WHERE id = ?", (ids["q2"], ids["q1"]))
+        else:
+            conn.execute(f"UPDATE messages SET {column} = ? WHERE id = ?", (value, ids["a1"]))
+    loaded = store.get("s")
+    assert {m.content for m in loaded.tree} == {"sys", "q1", "a1", "q2"}
+    assert loaded.messages[-1].id == loaded.leaf and loaded.messages[0].role == "system"
+    MessageTree.from_messages(loaded.tree, loaded.leaf).path()  # a path that ends
+
+
+def test_a_message_whose_id_was_edited_away_is_saved_once_under_a_new_one(tmp_path):
+    store = SessionStore.open(tmp_path)
+    tree, ids = tree_of(("q1", "user", None), ("a1", "assistant", "q1"))
+    store.save(snap(tree))
+    with sqlite3.connect(tmp_path / DB_NAME) as conn:
+        conn.execute("UPDATE messages SET id = NULL WHERE id = ?", (ids["a1"],))
+    loaded = store.get("s")
+    again = MessageTree.from_messages(loaded.tree, loaded.leaf)
+    for _ in range(2):
+        store.save(snap(again), base=store.get("s").revision, seen=frozenset(m.id for m in loaded.tree if m.id))
+    assert sorted(m.content for m in store.get("s").tree) == ["a1", "q1", "sys"]

@@ -1,0 +1,103 @@
+"""The tree on the command line, through the real chatapp: ask --branch-from, sessions tree and
+checkout, export --all-branches, each turn's message ids, and bad input as one line."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import records
+
+ASK = ("ask", "--temperature", "0", "--threads", "2", "--max-tokens", "12", "--session", "t", "--json")
+
+
+def tree(chatapp_exe) -> list[dict]:
+    out = chatapp_exe("sessions", "tree", "t", "--json")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@pytest.fixture
+def branched(chatapp_exe):
+    """Two turns, then a branch after the first reply: (first turn's record, branch record)."""
+    first, _ = records(chatapp_exe(*ASK, "Name a fruit.", "Name a colour."))
+    [branch] = records(chatapp_exe(*ASK, "--branch-from", first["message_id"], "Name a planet."))
+    return first, branch
+
+
+def test_turn_records_name_their_messages_and_a_branch_grows_beside_the_old_path(chatapp_exe, branched):
+    first, branch = branched
+    rows = tree(chatapp_exe)
+    by_id = {row["id"]: row for row in rows}
+    assert set(rows[0]) == {"id", "parent", "role", "content", "active", "children"}
+    assert rows[0]["parent"] is None and rows[0]["role"] == "user"
+    assert by_id[first["message_id"]]["parent"] == first["parent_id"] == rows[0]["id"]
+    questions = by_id[first["message_id"]]["children"]
+    assert len(questions) == 2 and branch["parent_id"] == questions[1]
+    assert [by_id[q]["content"] for q in questions] == ["Name a colour.", "Name a planet."]
+    active = [row["content"] for row in rows if row["active"]]
+    assert active[:2] == ["Name a fruit.", first["reply"]] and active[2] == "Name a planet."
+    assert branch["action"] == "branch" and branch["branch"] == "2/2"
+    drawn = chatapp_exe("sessions", "tree", "t")
+    assert drawn.returncode == 0 and first["message_id"] in drawn.stdout and "(2 branches)" in drawn.stdout
+
+
+def test_checkout_makes_an_old_path_active_and_the_next_ask_continues_there(chatapp_exe, branched):
+    rows = tree(chatapp_exe)
+    old_leaf = next(row for row in rows if row["content"] == "Name a colour.")["children"][0]
+    out = chatapp_exe("sessions", "checkout", "t", old_leaf[:6])
+    assert out.returncode == 0, out.stderr
+    assert [row["id"] for row in tree(chatapp_exe) if row["active"]][-1] == old_leaf
+    [after] = records(chatapp_exe(*ASK, "And a shape?"))
+    assert after["parent_id"] != old_leaf  # the parent is the new question, whose parent is the old leaf
+    rows = {row["id"]: row for row in tree(chatapp_exe)}
+    assert rows[after["parent_id"]]["parent"] == old_leaf
+    assert after["restored_tokens"] > 0  # the old leaf's own state file was restored on resume
+
+
+def test_export_has_the_active_path_by_default_and_every_branch_on_request(chatapp_exe, branched, tmp_path):
+    out = chatapp_exe("sessions", "export", "t", "--format", "json")
+    data = json.loads(out.stdout)
+    assert [m["content"] for m in data["messages"][1:]][2] == "Name a planet."
+    assert data["messages_in_other_branches"] == 2 and "tree" not in data
+    out = chatapp_exe("sessions", "export", "t", "--format", "json", "--all-branches")
+    data = json.loads(out.stdout)
+    [root] = data["tree"]
+    [reply] = root["children"]
+    assert [q["content"] for q in reply["children"]] == ["Name a colour.", "Name a planet."]
+    assert len(data["branches"]) == 2 and len(data["journal"]) == 3
+    md = chatapp_exe("sessions", "export", "t", "--all-branches").stdout
+    assert "## Branch 1" in md and "## Branch 2 (active)" in md
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("ask", "--branch-from", "abcd1234", "hi"), "--branch-from needs --session"),
+    (("sessions", "checkout", "t", "ffffffff"), "no message with id 'ffffffff'"),
+    (("sessions", "checkout", "t", "ab"), "too short"),
+    (("sessions", "checkout", "nope", "abcd"), "no session named 'nope'"),
+    (("sessions", "tree", "nope"), "no session named 'nope'"),
+])
+def test_bad_tree_input_is_one_line_exit_2(chatapp_exe, branched, args, needle):
+    before = tree(chatapp_exe)
+    out = chatapp_exe(*args)
+    assert out.returncode == 2 and needle in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert tree(chatapp_exe) == before  # nothing changed
+
+
+def test_branching_from_a_question_or_an_unknown_id_changes_nothing(chatapp_exe, branched):
+    before = tree(chatapp_exe)
+    for bad, needle in ((before[0]["id"], "a branch starts after a reply"), ("99999999", "no message with id")):
+        out = chatapp_exe(*ASK, "--branch-from", bad, "Hello?")
+        assert out.returncode == 2 and needle in out.stderr and "Traceback" not in out.stderr, out.stderr
+        assert tree(chatapp_exe) == before
+
+
+def test_a_tree_from_a_newer_chatapp_is_refused_in_one_line(chatapp_exe, branched, isolated_dirs):
+    db = Path(isolated_dirs["XDG_DATA_HOME"]) / "chatapp" / "sessions" / "sessions.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA user_version = 5")
+    out = chatapp_exe("sessions", "tree", "t")
+    assert out.returncode == 2 and "newer chatapp" in out.stderr and len(out.stderr.strip().splitlines()) == 1
