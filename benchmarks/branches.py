@@ -108,7 +108,7 @@ def two_branches(engine: Engine) -> tuple[str, str]:
     tree = MessageTree()
     for tag in "ab":
         tree.switch(None, descend=False)
-        for message in pairs(tag, 13):
+        for message in pairs(tag, 24):
             tree.add(message, tree.leaf)
     first_b = tree.children(None)[1].id
     engine.load_conversation([Message("system", "You are a concise assistant."), *tree.messages()],

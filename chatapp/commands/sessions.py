@@ -101,6 +101,9 @@ def show(name: NameArg) -> None:
         if len(content) > SHOWN_CHARS:
             console.print(f"[dim]… {len(content) - SHOWN_CHARS:,} more characters not shown (chatapp sessions "
                           f"export {escape(name)} has all of it)[/dim]")
+    if hidden := data.get("messages_in_other_branches"):
+        console.print(f"\n[dim]{hidden:,} more message{'s' if hidden != 1 else ''} in other branches: "
+                      f"chatapp sessions tree {escape(name)}[/dim]")
     console.print()
     table = Table(title="Turns", title_justify="left", box=box.SIMPLE_HEAD)
     for column in ("turn", "prompt", "cached", "prefilled", "restored", "prefill tok/s", "TTFT ms", "decode",

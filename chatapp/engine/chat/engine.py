@@ -61,6 +61,8 @@ class Engine:
         self._keeper: BranchKeeper | None = None
         self._cache_leaf: str | None = None
         """The leaf whose path the cache holds, when it holds one (after its turn or a restore)."""
+        self._kept_as_is: str | None = None
+        """The leaf whose kept state in memory is the cache as it is now (no turn since)."""
         self._prefill_tps: float | None = None
         """The last long prefill's speed, for what re-prefilling a branch would cost."""
         self.state_namespace = new_id(())
@@ -113,7 +115,7 @@ class Engine:
     def _forget_branches(self) -> None:
         self._last_reuse = None
         self._last_turn = None
-        self._cache_leaf = None
+        self._cache_leaf = self._kept_as_is = None
         self._branch_states.clear()
         self._keeper = None
         self.state_namespace = new_id(())
@@ -185,15 +187,19 @@ class Engine:
         return removed
 
     def _stash(self) -> None:
-        """Keep the cache of the leaf it holds before the shown path changes."""
+        """Keep the cache of the leaf it holds before the shown path changes (unless what is
+        kept for that leaf is this very cache: a leaf restored and left without a turn)."""
         leaf = self._cache_leaf
         if leaf is None or leaf not in self._conversation.tree or not self._backend.cached_tokens():
+            return
+        if leaf == self._kept_as_is and leaf in self._branch_states:
             return
         try:
             state = self._backend.save_cache(f"{self.state_namespace}-{leaf}")
         except (ServerError, OSError):  # a server without slot files: the switch prefills instead
             return
         self._branch_states.put(leaf, state)
+        self._kept_as_is = leaf
         if self._keeper is not None:
             self._keeper.keep_branch(leaf, state)
 
@@ -212,6 +218,7 @@ class Engine:
             if keep <= current or not self._backend.restore_cache(found, keep):
                 continue
             self._cache_leaf, self._last_reuse, self._last_turn = leaf, None, None
+            self._kept_as_is = leaf if source == "memory" and keep == len(found.tokens) else None
             return keep, source
         return 0, ""
 
@@ -461,7 +468,7 @@ class Engine:
             undo()
             raise
         except BaseException:  # stopped or failed mid-turn: the cache holds no finished path
-            self._cache_leaf = None
+            self._cache_leaf = self._kept_as_is = None
             raise
         assert finished is not None, "a backend's stream ends with Generated"
         if ttft_ms is None:
@@ -472,7 +479,7 @@ class Engine:
             self._prefill_tps = prefill.prefill_tps
         reply = self._conversation.add(Message("assistant", finished.reply,
                                                stopped=finished.finish_reason == "stopped"))
-        self._cache_leaf = reply.id
+        self._cache_leaf, self._kept_as_is = reply.id, None
         record = TurnRecord(
             reply=finished.reply, prompt_tokens=len(prompt), cached_tokens=prefill.cached_tokens,
             prefill_tokens=prefill.prefill_tokens, prefill_ms=prefill.prefill_ms, ttft_ms=ttft_ms,
@@ -523,7 +530,7 @@ class Engine:
         self._backend.clear_cache()
         self._last_reuse = None
         self._last_turn = None
-        self._cache_leaf = None
+        self._cache_leaf = self._kept_as_is = None
 
     def fingerprint(self) -> dict[str, str | int | bool]:
         return self._backend.fingerprint()
@@ -537,6 +544,7 @@ class Engine:
         self._last_turn = None
         restored = self._backend.restore_cache(state, keep)
         self._cache_leaf = self._conversation.tree.leaf if restored else None
+        self._kept_as_is = None
         return restored
 
     def close(self) -> None:

@@ -354,12 +354,14 @@ class LlamaRuntime:
         """(decode, batch) threads in use."""
         return self._threads
 
-    def seq_state(self) -> bytes:
-        """The KV cache of sequence 0, serialised by llama.cpp (no logits, no scores)."""
+    def seq_state(self) -> memoryview:
+        """The KV cache of sequence 0, serialised by llama.cpp (no logits, no scores), as a view
+        of the buffer llama.cpp wrote: no copy after llama.cpp's own (a branch switch stashes one
+        on the way to a turn), and writable, so restoring it reads it in place too."""
         size = llama_cpp.llama_state_seq_get_size(self._llm.ctx, 0)
-        buf = (ctypes.c_uint8 * size)()
-        written = llama_cpp.llama_state_seq_get_data(self._llm.ctx, buf, size, 0)
-        return ctypes.string_at(buf, written)  # one copy; slicing a ctypes array builds a list of ints
+        buf = bytearray(size)
+        written = llama_cpp.llama_state_seq_get_data(self._llm.ctx, (ctypes.c_uint8 * size).from_buffer(buf), size, 0)
+        return memoryview(buf)[:written]
 
     def restore_seq_state(self, payload: bytes, tokens: list[int]) -> bool:
         """Load a seq_state() payload covering `tokens`; False leaves an empty cache."""

@@ -1,11 +1,14 @@
 """A subprocess that saves one session over and over, for the kill -9 and concurrency tests.
 
-    python session_saver.py SESSIONS_DIR NAME TAG PAIRS TIMES [SLOW_MS]
+    python session_saver.py SESSIONS_DIR NAME TAG PAIRS TIMES [SLOW_MS [branches]]
 
 It prefills a synthetic history tagged TAG, then saves it TIMES times (0: until killed),
 printing "begin N" before and "saved N" after each save, or "refused N REASON" when another
 process's turns are in the way. With SLOW_MS, the state file is
-written in 256 KiB pieces with that pause between them, so a kill lands mid-write.
+written in 256 KiB pieces with that pause between them, so a kill lands mid-write. With
+"branches", the history is a tree of two branches from the first question (TAG-left and
+TAG-right), and before each save the shown branch is switched, so each save also writes the
+state of the branch left.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
+from chatapp.engine.chat.tree import MessageTree
 from chatapp.engine.models.resolve import resolve_model
 from chatapp.engine.sessions import manager as manager_module
 from chatapp.engine.sessions import SessionManager
@@ -39,11 +43,28 @@ def main() -> None:
     if len(sys.argv) > 6:
         manager_module.encode_state = slowly(manager_module.encode_state, int(sys.argv[6]) / 1000)
     engine = open_engine(resolve_model())
-    prefill_history(engine, synthetic_history(tag, int(pairs)))
+    leaves = []
+    if sys.argv[7:8] == ["branches"]:
+        tree = MessageTree()
+        for side in ("left", "right"):
+            tree.switch(None, descend=False)
+            for message in synthetic_history(f"{tag}-{side}", int(pairs))[1:]:
+                tree.add(message, tree.leaf)
+            leaves.append(tree.leaf)
+        prefill_history(engine, [synthetic_history(tag, 0)[0], *tree.messages()])
+        engine.switch(leaves[1])
+        engine.clear_cache()
+        engine._backend.runtime.eval(engine.prompt_ids(add_generation_prompt=False))  # the right branch cached
+        print("leaves " + " ".join(leaves), flush=True)
+    else:
+        prefill_history(engine, synthetic_history(tag, int(pairs)))
     live = LiveSession(SessionManager.open(SETTINGS, Path(directory)), name, engine)
+    live.attach()
     n = 0
     while int(times) == 0 or n < int(times):
         n += 1
+        if leaves:
+            engine.switch(leaves[n % 2])  # stashes the branch left: this save writes its state too
         print(f"begin {n}", flush=True)
         try:
             report = live.save_now(force=True)  # again, though nothing changed: that is the test

@@ -21,8 +21,10 @@ from .session_helpers import SETTINGS, open_engine, synthetic_history
 SAVER = Path(__file__).with_name("session_saver.py")
 
 
-def start_saver(directory: Path, name: str, tag: str, pairs: int, times: int, slow_ms: int = 0) -> subprocess.Popen:
-    args = [str(directory), name, tag, str(pairs), str(times)] + ([str(slow_ms)] if slow_ms else [])
+def start_saver(directory: Path, name: str, tag: str, pairs: int, times: int, slow_ms: int = 0,
+                branches: bool = False) -> subprocess.Popen:
+    args = [str(directory), name, tag, str(pairs), str(times)] + ([str(slow_ms)] if slow_ms or branches else [])
+    args += ["branches"] if branches else []
     return subprocess.Popen([sys.executable, str(SAVER), *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
 
@@ -105,3 +107,32 @@ def test_two_processes_saving_one_session_do_not_corrupt_it_or_overwrite_each_ot
     live = manager.resume("shared", engine)
     assert live.report.restored, "the state belongs to the transcript's writer"
     assert engine.messages == messages
+
+
+def test_kill_9_during_a_branch_save_leaves_the_tree_and_its_states_consistent(tmp_path, engine):
+    directory = tmp_path / "sessions"
+    for delay_ms in (5, 40):
+        proc = start_saver(directory, "t", "tree", 8, 0, slow_ms=2, branches=True)
+        try:
+            leaves = wait_for_line(proc, "leaves").split()[1:]
+            wait_for_line(proc, "saved 1")
+            wait_for_line(proc, "begin 3")
+            time.sleep(delay_ms / 1000)
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            proc.stdout.close()
+            proc.stderr.close()
+        assert integrity(directory) == "ok"
+        manager = SessionManager.open(SETTINGS, directory)
+        stored = manager.store.get("t")
+        contents = [m.content for m in stored.tree[1:]]
+        assert contents == [m.content for side in ("left", "right")
+                            for m in synthetic_history(f"tree-{side}", 8)[1:]], "both branches, whole"
+        assert stored.leaf in leaves and stored.messages[-1].id == stored.leaf
+        for path in manager.state_paths(stored.state_key):  # every installed state file is whole
+            read_state(path)
+    live = manager.resume("t", engine)
+    assert live.report.restored, live.report.fallback
+    other = next(leaf for leaf in leaves if leaf != engine.leaf)
+    assert engine.switch(other).how in ("restored", "kept")
