@@ -46,8 +46,8 @@ from chatapp.ui.key_bursts import KeyBurst, with_key_bursts
 from chatapp.ui.pacing import UpdatePacer
 from chatapp.ui.messages import (
     AttachFailed, Attached, BranchChanged, ComposerTokenized, ModelInfoReady, ModelSwitched, ModelSwitchFailed,
-    PrefillFinished, PrefillProgressed, ReplyProgress, SessionFailed, SessionOpened, SessionSaved, TurnFailed, TurnFinished,
-    TreeReady, TurnRetrieved, TurnStarted, TurnTrimmed, dropped_after_exit,
+    PrefillFinished, PrefillProgressed, ReplyProgress, SessionFailed, SessionOpened, SessionSaved, TreeReady,
+    TurnFailed, TurnFinished, TurnRetrieved, TurnStarted, TurnTrimmed, dropped_after_exit,
 )
 from chatapp.ui.screens.attention import AttentionScreen
 from chatapp.ui.screens.help import HelpScreen
