@@ -17,11 +17,10 @@ from chatapp.ui.screens.tree import TreeScreen
 from chatapp.ui.widgets.composer import Composer
 from chatapp.ui.widgets.kv_panel import KVPanel
 from chatapp.ui.widgets.tokens_panel import TokensPanel
-from chatapp.ui.widgets.transcript import Reply, Transcript, UserMessage
+from chatapp.ui.widgets.transcript import Transcript, UserMessage
 from tests.ui._helpers import wait_until
-from tests.ui.test_app import TURN_TIMEOUT, WIDE, finished, make_app, send  # noqa: F401 - make_app is a fixture
-
-assert make_app
+from tests.ui.test_app import TURN_TIMEOUT, WIDE, finished, send
+from tests.ui.test_app import make_app  # noqa: F401 - the fixture
 
 
 def path_ids(app) -> list[str]:
