@@ -37,7 +37,8 @@ from chatapp.engine.sessions import SessionManager
 from chatapp.errors import ChatappError, ConfigError, ContextFullError, InputError, ServerError
 from chatapp.ui.attach_control import AttachController, command_of
 from chatapp.ui import branch_control
-from chatapp.ui.branch_control import SEND, BranchAction, BranchController, TurnHow, shown_path, start_events
+from chatapp.ui.branch_control import SEND, BranchAction, BranchController, TurnHow, start_events
+from chatapp.ui.branch_view import shown_path
 from chatapp.ui.commands import ChatCommands, ThemePicker
 from chatapp.ui.event_loop import close_loop
 from chatapp.ui.host import EngineGate

@@ -32,6 +32,7 @@ from chatapp.ui.screens.tree import TreeScreen, TreeSnapshot
 from chatapp.ui.widgets.composer import Composer
 from chatapp.ui.widgets.kv_panel import KVPanel
 from chatapp.ui.widgets.tokens_panel import TokensPanel
+from chatapp.ui.branch_view import shown_path
 from chatapp.ui.widgets.transcript import Shown, Transcript, UserMessage
 
 if TYPE_CHECKING:
@@ -100,18 +101,6 @@ def start_events(engine: Engine, text: str, how: TurnHow) -> Iterator[Event]:
     if how.action == "branch":
         return engine.send_after(how.target or "", text)
     return engine.send(text)
-
-
-def shown_path(engine: Engine) -> tuple[list[Shown], int]:
-    """The active path as the transcript draws it, and how many of its first messages are outside
-    the context window. A copy of the tree is read: call it where no turn changes it."""
-    tree = engine.tree
-    path = []
-    for message in tree.path():
-        family, index = tree.siblings(message.id)
-        path.append(Shown(message, index + 1, len(family)))
-    n_system = len(engine.messages) - len(path)
-    return path, max(engine.window_start - n_system, 0)
 
 
 UP_TO = {"edit": "up to your edit", "regenerate": "up to the question", "branch": "up to the branch point"}

@@ -19,7 +19,7 @@ from chatapp.engine.sessions.fingerprint import model_id, same_model
 from chatapp.engine.sessions.store import ModelIdentity
 from chatapp.engine.stats import TurnRecord
 from chatapp.errors import ChatappError, SessionConflict, SessionError, SessionRemoved
-from chatapp.ui.branch_control import shown_path
+from chatapp.ui.branch_view import shown_path
 from chatapp.ui.messages import SessionFailed, SessionOpened, SessionSaved
 from chatapp.ui.screens.session_changed import KEEP, RELOAD, SessionChangedScreen
 from chatapp.ui.screens.sessions import NameScreen, SessionAction, SessionsScreen
@@ -43,7 +43,7 @@ WHAT: dict[SessionWork, str] = {"open": "open a session", "new": "start a new se
 
 
 async def show_conversation(transcript: Transcript, engine: Engine) -> None:
-    """Rebuild the transcript from the engine's active path (chatapp.ui.branch_control.shown_path):
+    """Rebuild the transcript from the engine's active path (chatapp.ui.branch_view.shown_path):
     stopped replies marked, turns that left the context window greyed out, each message cut at
     SHOWN_CHARS."""
     await transcript.clear()
