@@ -374,6 +374,7 @@ class ChatApp(App[None]):
             composer.load_text(message.user_text)
             composer.move_cursor(composer.document.end)
         self.notify(message.error, severity="error", timeout=8, markup=False)
+        self.branches_ui.turn_failed(message.refused)
         self._turn_over()
 
     def _turn_over(self) -> None:

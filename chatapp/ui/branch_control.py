@@ -23,7 +23,7 @@ from chatapp.engine.chat.branch_states import BranchSwitch
 from chatapp.engine.chat.engine import Engine
 from chatapp.engine.events import Event
 from chatapp.engine.stats import TurnRecord
-from chatapp.errors import ChatappError
+from chatapp.errors import ChatappError, InputError
 from chatapp.format import count
 from chatapp.ui.host import ChatHost
 from chatapp.ui.messages import BranchChanged, TreeReady
@@ -143,6 +143,8 @@ class BranchController:
         self.sessions = sessions
         self.pending: TurnHow | None = None
         """An edit or a continue-from-here waiting for the composer's text."""
+        self.taken: TurnHow = SEND
+        """How the turn running now was asked for, until it ends."""
 
     def _transcript(self) -> Transcript:
         return self.app.query_one(Transcript)
@@ -209,10 +211,18 @@ class BranchController:
 
     def take_pending(self) -> TurnHow:
         """How the composer's text is sent: the pending branch (then forgotten), or at the end."""
-        how = self.pending or SEND
+        how = self.taken = self.pending or SEND
         if self.pending is not None:
             self._set_pending(None)
         return how
+
+    def turn_failed(self, refused: bool) -> None:
+        """A turn the engine refused gives its text back to the composer: an edit or a
+        continue-from-here it was goes back to waiting for it."""
+        if refused and self.taken.action in ("edit", "branch") and self.taken.target in self.app.engine.tree:
+            what = "editing question" if self.taken.action == "edit" else "the next question branches after reply"
+            self._set_pending(self.taken, f"{what} {self.taken.target} (Esc cancels)")
+        self.taken = SEND
 
     def regenerate(self) -> None:
         """Ctrl+R: a new reply beside the selected reply, or beside the last one; the old one stays."""
@@ -252,6 +262,8 @@ class BranchController:
 
         def switch(engine: Engine) -> tuple[str, BranchSwitch | None, int | None]:
             path = [m for m in engine.messages if m.id]
+            if index >= len(path):
+                raise InputError("the conversation changed meanwhile: select the message again")
             done = engine.sibling(path[index].id, step)  # the message now at that place, however often pressed
             return done.describe(), done, index
 
@@ -333,6 +345,9 @@ class BranchController:
         except ChatappError as exc:
             self.app.post_message(BranchChanged(*shown_path(engine), line=exc.one_line(), select=-1))
             return
+        except Exception as exc:  # noqa: BLE001 - whatever llama.cpp raises, the app says it and goes on
+            self.app.post_message(BranchChanged(*shown_path(engine), line=f"{type(exc).__name__}: {exc}", select=-1))
+            return
         self.app.post_message(BranchChanged(*shown_path(engine), line=line, switch=switch, select=select))
         if live is not None:
             self.sessions.save_after_change(live)
@@ -357,6 +372,7 @@ class BranchController:
 
     def turn_finished(self, record: TurnRecord) -> None:
         """Name the turn's question and reply, and say what a branching turn kept and prefilled."""
+        self.taken = SEND
         extra, transcript = record.extra, self._transcript()
         reply_id, question_id = extra.get("message_id"), extra.get("parent_id")
         if not reply_id:

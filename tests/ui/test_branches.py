@@ -10,7 +10,8 @@ from textual.widgets import Input, Tree
 
 from chatapp.config import Settings
 from chatapp.engine.sessions import SessionManager
-from chatapp.ui.messages import BranchChanged, SessionOpened, TurnFinished, TurnStarted
+from chatapp.ui.branch_control import TurnHow
+from chatapp.ui.messages import BranchChanged, SessionOpened, TurnFailed, TurnFinished, TurnStarted
 from chatapp.ui.screens.help import HelpScreen
 from chatapp.ui.screens.sessions import ConfirmScreen, NameScreen
 from chatapp.ui.screens.tree import TreeScreen
@@ -154,6 +155,24 @@ async def test_esc_cancels_a_pending_edit(make_app):
         assert app.branches_ui.pending is None
         record = (await send(pilot, app, seen, "Name a fruit.")).record
         assert record.extra["action"] == "send" and len(path_ids(app)) == 4
+
+
+async def test_an_edit_too_long_for_the_context_is_refused_and_waits_again(make_app):
+    app, seen = make_app()
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        await two_turns(pilot, app, seen)
+        old = path_ids(app)
+        await select(pilot, app, 2)
+        await pilot.press("alt+e")
+        too_long = "word " * 2000  # n_ctx is 1024
+        failed = await send(pilot, app, seen, too_long)
+        assert isinstance(failed, TurnFailed) and failed.refused
+        await wait_until(pilot, lambda: seen.count(BranchChanged) >= 1)
+        await pilot.pause()
+        assert path_ids(app) == old and len(app.engine.tree) == 4  # nothing added, the path as it was
+        assert_drawn_is_the_path(app)
+        assert app.query_one(Composer).text == too_long
+        assert app.branches_ui.pending == TurnHow("edit", old[2])  # Enter edits again once it is shorter
 
 
 async def test_continue_from_an_earlier_reply(make_app):
