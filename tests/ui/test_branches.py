@@ -5,12 +5,14 @@ Tokens panels say each one cost."""
 
 from __future__ import annotations
 
+from rich.console import Console
 from textual.command import CommandPalette
 from textual.widgets import Input, Tree
 
 from chatapp.config import Settings
 from chatapp.engine.sessions import SessionManager
-from chatapp.ui.branch_control import TurnHow
+from chatapp.ui.branch_control import BranchAction, TurnHow
+from chatapp.ui.commands import COMMANDS
 from chatapp.ui.messages import BranchChanged, SessionOpened, TurnFailed, TurnFinished, TurnStarted
 from chatapp.ui.screens.help import HelpScreen
 from chatapp.ui.screens.sessions import ConfirmScreen, NameScreen
@@ -298,10 +300,18 @@ async def test_every_branch_action_is_in_the_palette_and_the_help(make_app):
     async with app.run_test(size=WIDE, message_hook=seen) as pilot:
         await pilot.press("f1")
         await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen))
-        keys = "\n".join(str(row) for row in app.screen.table.columns[0]._cells)
-        for key in ("Alt+Up", "Alt+Down", "Alt+E", "Alt+C", "Alt+Left", "Alt+Right", "Alt+T", "Alt+D", "Alt+F"):
-            assert key in keys
+        console = Console(width=200, record=True)
+        console.print(app.screen.table)
+        text = console.export_text()
+        for key, what in (("Alt+Up", "Select the message before"), ("Alt+Down", "Select the message after"),
+                          ("Alt+E", "Edit the selected question"), ("Alt+C", "Continue from the selected reply"),
+                          ("Alt+Left", "Previous sibling"), ("Alt+Right", "Next sibling"),
+                          ("Alt+T", "The conversation as a tree"), ("Alt+D", "Delete the selected message"),
+                          ("Alt+F", "Fork the shown path"), ("Ctrl+R", "Regenerate the selected reply")):
+            assert any(key in line and what in line for line in text.splitlines()), key
         await pilot.press("escape")
+        palette = {action for _, _, action in COMMANDS}
+        assert {f"branch('{action}')" for action in BranchAction.__args__} | {"regenerate"} <= palette
         await pilot.press("ctrl+p")
         await wait_until(pilot, lambda: isinstance(app.screen, CommandPalette))
         await pilot.press(*"Conversation tree", "enter")
