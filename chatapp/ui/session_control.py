@@ -265,10 +265,11 @@ class SessionController:
                         notices.append(exc.message)
                 if action == "new":
                     engine.new_chat()
-                elif action == "fork":  # only the path; the cache holds its tokens and the next turn reuses them
-                    engine.load_conversation(engine.messages, engine.window_start, engine.leaf)
-                live = manager.resume(name, engine, system_prompt=system_prompt)
-                if action != "open":
+                if action == "fork":  # only the shown path, and the cache that holds it
+                    live = manager.fork(engine, name)  # its save's notices are in live.report
+                else:
+                    live = manager.resume(name, engine, system_prompt=system_prompt)
+                if action not in ("open", "fork"):
                     notices += live.save_now().notices
                 notices = live.manager.notices + notices  # what opening the database tidied, said once
                 live.manager.notices = []
