@@ -36,6 +36,9 @@ from chatapp.engine.machine.model_fit import ModelRow
 from chatapp.engine.sessions import SessionManager
 from chatapp.errors import ChatappError, ConfigError, ContextFullError, InputError, ServerError
 from chatapp.ui.attach_control import AttachController, command_of
+from chatapp.ui import branch_control
+from chatapp.ui.branch_control import SEND, BranchAction, BranchController, TurnHow, start_events
+from chatapp.ui.branch_view import shown_path
 from chatapp.ui.commands import ChatCommands, ThemePicker
 from chatapp.ui.event_loop import close_loop
 from chatapp.ui.host import EngineGate
@@ -43,9 +46,9 @@ from chatapp.ui.inside_control import InsideController, NeighboursFound
 from chatapp.ui.key_bursts import KeyBurst, with_key_bursts
 from chatapp.ui.pacing import UpdatePacer
 from chatapp.ui.messages import (
-    AttachFailed, Attached, ComposerTokenized, ModelInfoReady, ModelSwitched, ModelSwitchFailed, PrefillFinished,
-    PrefillProgressed, ReplyProgress, SessionFailed, SessionOpened, SessionSaved, TurnFailed, TurnFinished,
-    TurnRetrieved, TurnStarted, TurnTrimmed, dropped_after_exit,
+    AttachFailed, Attached, BranchChanged, ComposerTokenized, ModelInfoReady, ModelSwitched, ModelSwitchFailed,
+    PrefillFinished, PrefillProgressed, ReplyProgress, SessionFailed, SessionOpened, SessionSaved, TreeReady,
+    TurnFailed, TurnFinished, TurnRetrieved, TurnStarted, TurnTrimmed, dropped_after_exit,
 )
 from chatapp.ui.screens.attention import AttentionScreen
 from chatapp.ui.screens.help import HelpScreen
@@ -53,6 +56,7 @@ from chatapp.ui.screens.model_picker import ModelPickerScreen, ModelsFound
 from chatapp.ui.screens.sampling import Sampling, SamplingScreen
 from chatapp.ui.screens.sessions import SessionsScreen
 from chatapp.ui.screens.system_prompt import SystemPromptScreen
+from chatapp.ui.screens.tree import TreeScreen
 from chatapp.ui.session_control import SessionController
 from chatapp.ui.themes import DEFAULT_THEME, ThemeLoadResult, load_themes, register_themes
 from chatapp.ui.turns import decode_gets_the_gil, stream_turn
@@ -94,7 +98,9 @@ class ChatApp(App[None]):
                         "2 s to quit"),
         Binding("ctrl+q", "quit", "Quit", show=False, priority=True, tooltip="Quit chatapp"),
         Binding("ctrl+n", "new_chat", "New", tooltip="New chat (keeps the system prompt)"),
-        Binding("ctrl+r", "regenerate", "Regen", tooltip="Regenerate the last reply"),
+        Binding("ctrl+r", "regenerate", "Regen",
+                tooltip="Regenerate the selected reply (else the last): a new reply beside it, ‹ n/m ›; "
+                        "the old one stays"),
         Binding("ctrl+s", "system_prompt", "System", show=False, tooltip="Edit the system prompt"),
         Binding("ctrl+o", "sampling", "Sampling", show=False,
                 tooltip="Set temperature and max tokens"),
@@ -118,6 +124,7 @@ class ChatApp(App[None]):
                         "and head (the reply token selected in the Tokens panel, if any)"),
         Binding("ctrl+p", "command_palette", "Palette", show=False,
                 tooltip="Command palette: every action, and the theme picker"),
+        *branch_control.BINDINGS,
     ]
 
     generating: var[bool] = var(False, bindings=True)
@@ -161,6 +168,7 @@ class ChatApp(App[None]):
         self.sessions_ui = SessionController(self, sessions, system_prompt)
         self.attachments_ui = AttachController(self)
         self.inside_ui = InsideController(self)
+        self.branches_ui = BranchController(self, self.sessions_ui)
 
     def get_driver_class(self) -> type[Driver]:
         return with_key_bursts(super().get_driver_class())
@@ -256,12 +264,13 @@ class ChatApp(App[None]):
         if self.busy("send") or self.sessions_ui.changed_elsewhere():
             return
         message.composer.clear()
-        self._start_turn(message.text)
+        self.start_turn(message.text, self.branches_ui.take_pending())
 
-    def _start_turn(self, text: str, regenerate: bool = False) -> None:
+    def start_turn(self, text: str, how: TurnHow = SEND) -> None:
+        """Run a turn: a new question at the end, or one that branches (chatapp.ui.branch_control)."""
         self.generating = True
         self.query_one(AppHeader).status = "prefill…"
-        self.run_turn(text, regenerate)
+        self.run_turn(text, how)
 
     def busy(self, what: str) -> bool:
         """True (and say so) when a reply is being written or a model is loading."""
@@ -280,16 +289,20 @@ class ChatApp(App[None]):
         return False
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="turn")
-    def run_turn(self, text: str, regenerate: bool = False) -> None:
+    def run_turn(self, text: str, how: TurnHow = SEND) -> None:
         worker = get_current_worker()
         live = self.sessions_ui.live
         autosave = partial(self.sessions_ui.autosave, live) if live is not None else None
         with self.gate.turn() as engine:
             if engine is None:
                 return
-            self.post_message(TurnStarted(text, regenerate))
+            branching = how.action != "send"
             try:
-                events = engine.regenerate() if regenerate else engine.send(text)
+                if not branching:
+                    self.post_message(TurnStarted(text))
+                events = start_events(engine, text, how)
+                if branching:  # the path it continues, up to its question, is drawn before the reply
+                    self.post_message(TurnStarted(text, how.action == "regenerate", *shown_path(engine)))
                 with decode_gets_the_gil():
                     stream_turn(engine, events, self.post_message, cancelled=lambda: worker.is_cancelled,
                                 annotate=live.annotate if live is not None else None, finish=autosave)
@@ -297,6 +310,8 @@ class ChatApp(App[None]):
                 # A turn that never started gives its text back to the composer.
                 refused = isinstance(exc, (ContextFullError, InputError, ServerError))
                 self.post_message(TurnFailed(exc.one_line(), text, refused=refused))
+                if branching and refused:  # the engine took the branch back: draw the path as it was
+                    self.post_message(BranchChanged(*shown_path(engine)))
             except Exception as exc:  # noqa: BLE001 - whatever llama.cpp raises, the UI must not stay "generating"
                 self.post_message(TurnFailed(f"{type(exc).__name__}: {exc}", text))
 
@@ -304,8 +319,8 @@ class ChatApp(App[None]):
     async def on_turn_started(self, message: TurnStarted) -> None:
         self.reply_pacer.reset()
         transcript = self.query_one(Transcript)
-        if message.regenerate:
-            await transcript.drop_last_reply()
+        if message.path is not None:
+            await self.branches_ui.turn_started(message.path, message.dropped)
         else:
             await transcript.add_user(message.user_text)
         await transcript.start_reply()
@@ -345,6 +360,7 @@ class ChatApp(App[None]):
         self.query_one(KVPanel).show_turn(record, message.view)
         self.query_one(TokensPanel).show_turn(message.view, record.reuse_broken_at)
         self.query_one(QuantPanel).show_kv_used(record.kv_used)
+        self.branches_ui.turn_finished(record)
         if error := record.extra.get("server_error"):  # the reply so far is kept, marked stopped
             self.notify(str(error), title="Server", severity="error", timeout=10, markup=False)
         self.attachments_ui.show()  # sized again for this turn (max_tokens may have changed)
@@ -358,6 +374,7 @@ class ChatApp(App[None]):
             composer.load_text(message.user_text)
             composer.move_cursor(composer.document.end)
         self.notify(message.error, severity="error", timeout=8, markup=False)
+        self.branches_ui.turn_failed(message.refused)
         self._turn_over()
 
     def _turn_over(self) -> None:
@@ -369,7 +386,7 @@ class ChatApp(App[None]):
         if self.generating:
             self.engine.stop()
             self.query_one(AppHeader).status = "stopping…"
-        else:
+        elif not self.branches_ui.cancel():
             self.attachments_ui.stop()
 
     def action_interrupt(self) -> None:
@@ -443,7 +460,7 @@ class ChatApp(App[None]):
         if action in ("interrupt", "sessions", "detach") and isinstance(self.screen, ModalScreen):
             return False  # Ctrl+C in a dialog copies, as it does in any input; F6 is the dialog's
         if action == "stop":
-            return True if self.generating or self.attaching else None
+            return True if self.generating or self.attaching or self.branches_ui.pending else None
         return True
 
     # --- conversation actions ------------------------------------------------------------------
@@ -451,6 +468,7 @@ class ChatApp(App[None]):
         if self.busy("start a new chat"):
             return
         self.engine.new_chat()
+        self.branches_ui.cancel()
         await self.query_one(Transcript).clear()
         self.query_one(KVPanel).reset()
         self.query_one(TokensPanel).reset()
@@ -463,13 +481,20 @@ class ChatApp(App[None]):
                         timeout=5, markup=False)
 
     def action_regenerate(self) -> None:
-        if self.busy("regenerate") or self.sessions_ui.changed_elsewhere():
-            return
-        users = [m for m in self.engine.messages if m.role == "user"]
-        if not users:
-            self.notify("nothing to regenerate yet", severity="warning")
-            return
-        self._start_turn(users[-1].content, regenerate=True)
+        if not self.busy("regenerate") and not self.sessions_ui.changed_elsewhere():
+            self.branches_ui.regenerate()
+
+    def action_branch(self, action: BranchAction) -> None:
+        """The branch actions (chatapp.ui.branch_control): select, edit, continue, switch, tree, delete, fork."""
+        self.branches_ui.act(action)
+
+    @dropped_after_exit
+    async def on_branch_changed(self, message: BranchChanged) -> None:
+        await self.branches_ui.changed(message)
+
+    @dropped_after_exit
+    def on_tree_ready(self, message: TreeReady) -> None:
+        self.branches_ui.tree_ready(message)
 
     def action_system_prompt(self) -> None:
         def apply(text: str | None) -> None:
@@ -512,7 +537,8 @@ class ChatApp(App[None]):
             self.push_screen(HelpScreen([("In the composer", Composer.BINDINGS), ("Anywhere", self.BINDINGS),
                                          ("In the Tokens panel (or click a token)", TokensPanel.BINDINGS),
                                          ("In the attention view (F9)", AttentionScreen.BINDINGS),
-                                         ("In the sessions list (F6)", SessionsScreen.BINDINGS)]))
+                                         ("In the sessions list (F6)", SessionsScreen.BINDINGS),
+                                         ("In the conversation tree (Alt+T)", TreeScreen.BINDINGS)]))
 
     # --- sessions, attachments, inside the model: their controllers do the work ----------------
     def action_sessions(self) -> None:

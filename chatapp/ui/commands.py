@@ -6,9 +6,12 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from chatapp.ui import branch_control
+
 COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("New chat", "Start a new conversation (same system prompt)", "new_chat"),
-    ("Regenerate reply", "Answer the last message again", "regenerate"),
+    ("Regenerate reply", "Answer again beside the selected reply (else the last); the old one stays", "regenerate"),
+    *branch_control.COMMANDS,
     ("Stop generation", "Stop the reply being written; the partial reply is kept", "stop"),
     ("Edit system prompt", "Change the system prompt", "system_prompt"),
     ("Sampling: temperature and max tokens", "Set temperature and max tokens", "sampling"),

@@ -18,10 +18,13 @@ from chatapp.engine.stats import LiveDecode, TurnRecord
 from chatapp.engine.tokens import Token
 
 if TYPE_CHECKING:
+    from chatapp.engine.chat.branch_states import BranchSwitch
     from chatapp.engine.chat.engine import Engine
     from chatapp.engine.models.quant import ModelInfo
     from chatapp.engine.sessions import LiveSession
     from chatapp.errors import SessionConflict
+    from chatapp.ui.screens.tree import TreeSnapshot
+    from chatapp.ui.widgets.transcript import Shown
 
 
 def dropped_after_exit(handler: Callable) -> Callable:
@@ -45,10 +48,40 @@ def dropped_after_exit(handler: Callable) -> Callable:
 
 
 class TurnStarted(Message):
-    def __init__(self, user_text: str, regenerate: bool = False) -> None:
+    def __init__(self, user_text: str, regenerate: bool = False, path: "list[Shown] | None" = None,
+                 dropped: int = 0) -> None:
         super().__init__()
         self.user_text = user_text
         self.regenerate = regenerate
+        self.path = path
+        """For a turn that branches (an edit, a regenerate, a question after an earlier reply): the
+        path it continues, up to its question, which the transcript draws before the reply."""
+        self.dropped = dropped
+
+
+class BranchChanged(Message):
+    """A switch of branch, a jump from the tree or a delete changed the shown path
+    (chatapp.ui.branch_control); or a branching turn was refused and the path is the one before."""
+
+    def __init__(self, path: "list[Shown]", dropped: int, line: str = "",
+                 switch: "BranchSwitch | None" = None, select: int | None = None) -> None:
+        super().__init__()
+        self.path = path
+        self.dropped = dropped
+        """How many of the path's first messages are outside the context window."""
+        self.line = line
+        """What it did, in words (a switch: BranchSwitch.describe())."""
+        self.switch = switch
+        self.select = select
+        """The place in the path of the message to select after it (the one switched), if any."""
+
+
+class TreeReady(Message):
+    """The conversation tree, read on a worker for the tree screen (Alt+T)."""
+
+    def __init__(self, snapshot: "TreeSnapshot") -> None:
+        super().__init__()
+        self.snapshot = snapshot
 
 
 class TurnTrimmed(Message):
@@ -171,9 +204,11 @@ class SessionOpened(Message):
     """A session worker resumed, created or saved a session; from now on the app autosaves into it."""
 
     def __init__(self, live: "LiveSession", *, replaced: bool, notices: list[str] | None = None,
-                 other_model: str | None = None) -> None:
+                 other_model: str | None = None, forked: bool = False) -> None:
         super().__init__()
         self.live = live
+        self.forked = forked
+        """The shown path of the chat was forked into this new session."""
         self.replaced = replaced
         """True when the conversation was replaced (open, new): the transcript is rebuilt from the chat."""
         self.notices = notices or []

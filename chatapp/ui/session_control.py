@@ -10,72 +10,44 @@ deleting are single SQLite statements, so they run where they are asked for.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Literal
 
 from chatapp.engine.chat.engine import Engine
-from chatapp.engine.events import Message as ChatMessage
 from chatapp.engine.sessions import LiveSession, SessionManager, validate_name
 from chatapp.engine.sessions.fingerprint import model_id, same_model
 from chatapp.engine.sessions.store import ModelIdentity
 from chatapp.engine.stats import TurnRecord
 from chatapp.errors import ChatappError, SessionConflict, SessionError, SessionRemoved
+from chatapp.ui.branch_view import shown_path
 from chatapp.ui.messages import SessionFailed, SessionOpened, SessionSaved
 from chatapp.ui.screens.session_changed import KEEP, RELOAD, SessionChangedScreen
 from chatapp.ui.screens.sessions import NameScreen, SessionAction, SessionsScreen
 from chatapp.ui.widgets.header import AppHeader
 from chatapp.ui.widgets.kv_panel import KVPanel
 from chatapp.ui.widgets.tokens_panel import TokensPanel
-from chatapp.ui.widgets.transcript import FINISH_NOTES, Notice, Reply, Transcript, UserMessage, sources
+from chatapp.ui.widgets.transcript import SHOWN_CHARS, Transcript, shown  # noqa: F401 - where tests look
 
 if TYPE_CHECKING:
     from chatapp.ui.host import ChatHost
 
-SessionWork = Literal["open", "new", "save_as", "reload"]
+SessionWork = Literal["open", "new", "save_as", "reload", "fork"]
 """What the session worker does; rename and delete run in place."""
 
 STATUS: dict[SessionWork, str] = {"open": "opening session…", "new": "starting session…",
-                                  "save_as": "saving session…", "reload": "reloading session…"}
+                                  "save_as": "saving session…", "reload": "reloading session…",
+                                  "fork": "forking the path…"}
 WHAT: dict[SessionWork, str] = {"open": "open a session", "new": "start a new session",
-                                "save_as": "save this chat as a session", "reload": "reload the session"}
+                                "save_as": "save this chat as a session", "reload": "reload the session",
+                                "fork": "fork the path into a new session"}
 
 
-SHOWN_CHARS = 20_000
-"""The most of one message the transcript shows: a saved message can be megabytes (edited into
-the database), and laying it out would cost the app far more than the model ever sees of it."""
-
-
-def shown(content: str) -> str:
-    if len(content) <= SHOWN_CHARS:
-        return content
-    return (f"{content[:SHOWN_CHARS]}\n\n… {len(content) - SHOWN_CHARS:,} more characters not shown "
-            "(`chatapp sessions export` has all of it)")
-
-
-async def show_conversation(transcript: Transcript, messages: Sequence[ChatMessage], window_start: int) -> None:
-    """Rebuild the transcript from a chat's messages: stopped replies marked, turns that left the
-    context window greyed out, each message cut at SHOWN_CHARS."""
+async def show_conversation(transcript: Transcript, engine: Engine) -> None:
+    """Rebuild the transcript from the engine's active path (chatapp.ui.branch_view.shown_path):
+    stopped replies marked, turns that left the context window greyed out, each message cut at
+    SHOWN_CHARS."""
     await transcript.clear()
-    n_system = 1 if messages and messages[0].role == "system" else 0
-    widgets = []
-    for index, message in enumerate(messages[n_system:], n_system):
-        if message.role == "user":
-            widget = UserMessage(shown(message.content))
-        elif message.role == "assistant":
-            widget = Reply(shown(message.content) or "*(empty reply)*")
-            widget.set_class(message.stopped, "-stopped")
-        else:
-            continue
-        widget.set_class(index < window_start, "-dropped")
-        widgets.append(widget)
-        if message.role == "user" and message.context is not None:
-            widgets.append(Notice(sources(message.context), "sources"))
-        if message.role == "assistant" and message.stopped:
-            widgets.append(Notice(FINISH_NOTES["stopped"], "stopped"))
-    if widgets:
-        await transcript.mount_all(widgets)
-    transcript.anchor()
+    await transcript.show_path(*shown_path(engine))
 
 
 def other_model(saved: ModelIdentity | None, live: LiveSession) -> str | None:
@@ -275,7 +247,8 @@ class SessionController:
     def _work(self, action: SessionWork, name: str, system_prompt: str | None = None) -> None:
         """open: save the open session, then resume `name` into the engine (transcript and KV cache;
         `system_prompt` replaces its own when given). new: save the open session, then start
-        `name` from an empty chat. save_as: keep this chat, saved from now on as `name`. reload:
+        `name` from an empty chat. save_as: keep this chat, saved from now on as `name`. fork: save
+        the open session, then keep only the shown path and save it from now on as `name`. reload:
         resume the open session `name` again, as another process saved it, without saving this
         chat over it. Runs on a thread worker."""
         app, manager = self.app, self.manager
@@ -292,14 +265,17 @@ class SessionController:
                         notices.append(exc.message)
                 if action == "new":
                     engine.new_chat()
-                live = manager.resume(name, engine, system_prompt=system_prompt)
-                if action != "open":
+                if action == "fork":  # only the shown path, and the cache that holds it
+                    live = manager.fork(engine, name)  # its save's notices are in live.report
+                else:
+                    live = manager.resume(name, engine, system_prompt=system_prompt)
+                if action not in ("open", "fork"):
                     notices += live.save_now().notices
                 notices = live.manager.notices + notices  # what opening the database tidied, said once
                 live.manager.notices = []
                 saved_with = other_model(live.saved_model, live) if action == "open" else None
                 app.post_message(SessionOpened(live, replaced=action != "save_as", notices=notices,
-                                               other_model=saved_with))
+                                               other_model=saved_with, forked=action == "fork"))
             except ChatappError as exc:
                 app.post_message(SessionFailed(exc.one_line()))
             except Exception as exc:  # noqa: BLE001 - the app must not stay "opening session"
@@ -309,6 +285,18 @@ class SessionController:
         """On the turn's worker, right after TurnFinished: save the turn (its record annotated)."""
         try:
             saved = live.save_turn(record)
+        except (ChatappError, OSError) as exc:
+            error = exc.one_line() if isinstance(exc, ChatappError) else str(exc)
+            self.app.post_message(SessionSaved(live.name, [], f"session {live.name} not saved: {error}",
+                                               conflict=exc if isinstance(exc, SessionConflict) else None))
+            return
+        if saved.notices:
+            self.app.post_message(SessionSaved(live.name, saved.notices))
+
+    def save_after_change(self, live: LiveSession) -> None:
+        """On a branch worker, after a switch or a delete changed the active leaf: save it."""
+        try:
+            saved = live.save_now()
         except (ChatappError, OSError) as exc:
             error = exc.one_line() if isinstance(exc, ChatappError) else str(exc)
             self.app.post_message(SessionSaved(live.name, [], f"session {live.name} not saved: {error}",
@@ -339,7 +327,7 @@ class SessionController:
         report = live.report
         if message.replaced:
             engine = app.engine
-            await show_conversation(transcript, engine.messages, engine.window_start)
+            await show_conversation(transcript, engine)
             app.query_one(TokensPanel).reset()
             if report.restored:
                 app.query_one(KVPanel).show_restored(report.restored_tokens)
@@ -350,6 +338,9 @@ class SessionController:
             await transcript.add_notice(line, "session" if report.restored else "session-fallback")
             app.notify(line, title="Session", severity="information" if report.restored else "warning",
                        timeout=8, markup=False)
+        elif report.created and message.forked:
+            app.notify(f"forked the shown path into session {live.name}: saved after every turn", title="Session",
+                       timeout=4, markup=False)
         elif report.created:
             app.notify(f"{'new session' if message.replaced else 'saved this chat as'} {live.name}: "
                        "saved after every turn", title="Session", timeout=4, markup=False)

@@ -44,3 +44,11 @@ async def notified(pilot: Pilot, seen: Messages, match: Callable[[Notification],
 
     await wait_until(pilot, lambda: found() is not None, timeout)
     return found()
+
+
+def fixed_ids(monkeypatch) -> None:
+    """Message ids 00000001, 00000002, … instead of random ones, for snapshots that show them."""
+    import itertools
+
+    numbers = itertools.count(1)
+    monkeypatch.setattr("chatapp.engine.chat.tree.new_id", lambda taken: f"{next(numbers):08x}")

@@ -16,7 +16,7 @@ from chatapp.ui.screens.attention import AttentionScreen, AttentionView
 from chatapp.ui.widgets.paint import blend
 from chatapp.ui.widgets.tokens_panel import TokensPanel
 
-from ._helpers import Messages, wait_until
+from ._helpers import Messages, fixed_ids, wait_until
 from .test_snapshots import SHIPPED_THEMES, scripted_app
 
 WIDE = (140, 44)
@@ -152,6 +152,7 @@ def test_attention_screen(snap_compare, default_model_path, monkeypatch, theme):
     ticks = itertools.count()
     monkeypatch.setattr("chatapp.engine.chat.engine.time.perf_counter", lambda: next(ticks) * 0.004)
     monkeypatch.setattr("chatapp.engine.inside.attention.time.perf_counter", lambda: 0.0)
+    fixed_ids(monkeypatch)  # the transcript behind the view shows each message's id
 
     async def open_attention(pilot):
         for widget in pilot.app.query("TextArea"):

@@ -14,7 +14,7 @@ from chatapp.engine.chat.engine import Engine
 from chatapp.ui.app import ChatApp
 from chatapp.ui.themes import load_themes
 
-from ._helpers import wait_until
+from ._helpers import fixed_ids, wait_until
 from .scripted import ScriptedBackend
 
 SHIPPED_THEMES = sorted(theme.name for theme in load_themes().themes)
@@ -24,6 +24,7 @@ SHIPPED_THEMES = sorted(theme.name for theme in load_themes().themes)
 def scripted_clock(monkeypatch):
     ticks = itertools.count()
     monkeypatch.setattr("chatapp.engine.chat.engine.time.perf_counter", lambda: next(ticks) * 0.004)
+    fixed_ids(monkeypatch)  # the transcript shows each message's id
 
 
 def scripted_app(default_model_path, theme: str) -> ChatApp:
@@ -51,3 +52,40 @@ def test_main_screen_wide(snap_compare, default_model_path, scripted_clock, them
 def test_main_screen_80x24(snap_compare, default_model_path, scripted_clock):
     assert snap_compare(scripted_app(default_model_path, "chatapp-dark"), run_before=send_one_turn,
                         terminal_size=(80, 24))
+
+
+async def regenerate_and_select(pilot):
+    """A reply regenerated (‹ 2/2 ›: the first one is kept in the tree) and selected."""
+    app = pilot.app
+    await send_one_turn(pilot)
+    await pilot.press("ctrl+r")
+    await wait_until(pilot, lambda: not app.generating, timeout=10)
+    await app.workers.wait_for_complete()
+    await pilot.press("alt+up")
+    app.clear_notifications()
+    await pilot.pause()
+
+
+def test_branches_in_the_transcript(snap_compare, default_model_path, scripted_clock):
+    assert snap_compare(scripted_app(default_model_path, "chatapp-dark"), run_before=regenerate_and_select,
+                        terminal_size=(140, 44))
+
+
+def test_tree_screen(snap_compare, default_model_path, scripted_clock):
+    """After a regenerate and an edit of the question: two forks, three leaves."""
+
+    async def open_tree(pilot):
+        app = pilot.app
+        await regenerate_and_select(pilot)
+        await pilot.press("alt+up", "alt+e")
+        app.query_one("Composer").load_text("And how does decode work?")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: not app.generating, timeout=10)
+        await app.workers.wait_for_complete()
+        await pilot.press("alt+t")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "TreeScreen", timeout=10)
+        app.clear_notifications()
+        await pilot.pause()
+
+    assert snap_compare(scripted_app(default_model_path, "chatapp-dark"), run_before=open_tree,
+                        terminal_size=(140, 44))

@@ -62,6 +62,10 @@ class BranchStates:
             evicted.append(gone)
         return evicted
 
+    def leaves(self) -> list[str]:
+        """The leaves with a state kept, least recently used first."""
+        return list(self._states)
+
     def get(self, leaf: str) -> CacheState | None:
         state = self._states.get(leaf)
         if state is not None:

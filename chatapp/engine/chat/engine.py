@@ -165,6 +165,15 @@ class Engine:
         family, index = self._conversation.tree.siblings(self.resolve(message_id))
         return self.switch(family[(index + step) % len(family)])
 
+    def kept_leaves(self) -> dict[str, str]:
+        """The leaves a switch would restore instead of prefilling, and where their cache is:
+        "cache" (the one the cache holds now) or "memory" (a stashed state). A saved session may
+        keep more as state files (its BranchKeeper)."""
+        kept = dict.fromkeys(self._branch_states.leaves(), "memory")
+        if self._cache_leaf is not None:
+            kept[self._cache_leaf] = "cache"
+        return kept
+
     def delete_branch(self, message_id: str) -> list[Message]:
         """Remove a message and everything after it (and their kept states); the shown path
         moves to a sibling's branch, or ends before the message."""

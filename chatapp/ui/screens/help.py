@@ -18,10 +18,15 @@ NOTES = (
     "Ctrl+P opens the command palette: every action here is there too, and “Switch theme” "
     "previews each theme as you move through the list (Esc puts the old one back).\n"
     "In the composer, /attach PATH attaches a file or folder (Tab completes the path; /attach alone "
-    "opens the picker) and /detach NAME removes one; the header lists what is attached."
+    "opens the picker) and /detach NAME removes one; the header lists what is attached.\n"
+    "Conversations are trees: each message is titled with its id, and ‹ n/m › when it has siblings. "
+    "Alt+Up/Alt+Down (or a click) selects a message for the branch keys; Alt+Left/Alt+Right switch "
+    "between siblings, restoring the branch's KV cache when it is kept (the KV and Tokens panels say "
+    "what a switch or an edit cost)."
 )
 NAMES = {"question_mark": "?", "escape": "Esc", "enter": "Enter", "ctrl": "Ctrl", "shift": "Shift", "alt": "Alt",
-         "up": "Up", "left_square_bracket": "[", "right_square_bracket": "]"}
+         "up": "Up", "down": "Down", "left": "Left", "right": "Right", "left_square_bracket": "[",
+         "right_square_bracket": "]"}
 
 
 def key_label(keys: str) -> str:

@@ -51,6 +51,8 @@ class KVPanel(ThemedPanel):
         self.growths: deque[int] = deque(maxlen=FORECAST_WINDOW)
         self.restored = 0
         """Cells a session resume loaded, until the next turn splits them by role."""
+        self.note = ""
+        """What the last switch of branch, or branching turn, cost the cache (chatapp.ui.branch_control)."""
 
     # --- what the shell calls ---------------------------------------------------------
     def set_capacity(self, n_ctx: int, bytes_per_token: int | None, kv_type: str | None) -> None:
@@ -67,8 +69,13 @@ class KVPanel(ThemedPanel):
         self.kv_used = self.restored = kv_used
         self._changed()
 
+    def show_note(self, line: str) -> None:
+        """What a switch of branch or a branching turn cost, until the next turn or switch."""
+        self.note = line
+        self._changed()
+
     def show_turn(self, record: TurnRecord, view: list[PromptToken]) -> None:
-        self.record, self.live, self.restored = record, False, 0
+        self.record, self.live, self.restored, self.note = record, False, 0, ""
         self.kv_used = record.kv_used
         self.n_ctx, self.bytes_per_token = record.n_ctx, record.kv_bytes_per_token or None
         self.roles = role_counts(view)
@@ -79,7 +86,7 @@ class KVPanel(ThemedPanel):
     def reset(self) -> None:
         """A new conversation: forget the turns seen so far (capacity stays)."""
         self.record, self.kv_used, self.live, self.roles, self.restored = None, 0, False, {}, 0
-        self.retrieved_now = 0
+        self.retrieved_now, self.note = 0, ""
         self.growths.clear()
         self._changed()
 
@@ -123,6 +130,8 @@ class KVPanel(ThemedPanel):
             lines.append(self._forecast_line(width))
         elif self.restored:
             lines.append(Text(f"restored from the session: {count(self.restored)} cells"))
+        if self.note and not self.live:
+            lines.append(Text(f"⑂ {self.note}", style=fg(self, "accent")))
         warning = self._warning_line()
         if warning is not None:
             lines.append(warning)

@@ -70,6 +70,10 @@ class Reply(Widget):
     Reply { height: auto; }
     """
 
+    message_id = ""
+    """Its id in the conversation tree ("" while it is being written); see chatapp.ui.widgets.transcript."""
+    position = siblings = 1
+
     def __init__(self, text: str = "") -> None:
         super().__init__(classes="message")
         self.border_title = "assistant"

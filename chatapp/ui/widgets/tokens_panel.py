@@ -81,6 +81,8 @@ class TokensPanel(VerticalScroll):
         self.reuse_broken_at: int | None = None
         self.selected: int | None = None
         """Index of the selected token among the tokens shown, or None."""
+        self.note = ""
+        """What the last switch of branch, or branching turn, cost (chatapp.ui.branch_control)."""
         self.neighbours: tuple[int, list[Neighbour] | None, str | None] | None = None
         """(token id, its neighbours or None while they are looked up, a problem) for the selection."""
 
@@ -103,14 +105,19 @@ class TokensPanel(VerticalScroll):
         elif self.mode == "composer":
             self._paint()
 
+    def show_note(self, line: str) -> None:
+        """What a switch of branch or a branching turn cost, until the next turn or switch."""
+        self.note = line
+        self._paint()
+
     def show_turn(self, view: list[PromptToken], reuse_broken_at: int | None) -> None:
-        self.turn_view, self.reuse_broken_at = view, reuse_broken_at
+        self.turn_view, self.reuse_broken_at, self.note = view, reuse_broken_at, ""
         self._unselect()
         self.mode = "turn"
 
     def reset(self) -> None:
         """A different conversation: the last turn's view no longer describes the cache."""
-        self.turn_view, self.reuse_broken_at = [], None
+        self.turn_view, self.reuse_broken_at, self.note = [], None, ""
         self._unselect()
         self.mode = "composer"
         self._paint()
@@ -203,9 +210,11 @@ class TokensPanel(VerticalScroll):
             chars = sum(len(t.piece) for t in tokens)
             lines = [Text(f"composer · {_plural(len(tokens), 'token')} · {_plural(chars, 'char')}")]
         elif not self.turn_view:
-            return Text("no turn yet", style="italic")
+            lines = [Text("no turn yet", style="italic")]
         else:
             lines = self._turn_summary(width)
+        if self.note:
+            lines.append(Text(f"⑂ {self.note}", style=fg(self, "accent")))
         shown = len(self.composer_tokens if self.mode == "composer" else self.turn_view)
         if shown > WINDOW:
             lines.append(Text(f"showing the last {count(WINDOW)}", style="italic"))

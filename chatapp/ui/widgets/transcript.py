@@ -1,11 +1,22 @@
-"""The conversation: user messages as plain text, replies as streaming Markdown, notices."""
+"""The conversation: user messages as plain text, replies as streaming Markdown, notices.
+
+It draws the active path of the conversation tree only (each message titled with its short id,
+and ‹ n/m › when it has siblings), never the whole tree: a switch of branch keeps the widgets
+of the messages both paths share and mounts the rest (`show_path`). One message can be
+selected (Alt+Up/Alt+Down or a click), for the branch actions (chatapp.ui.branch_control).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from textual import events
 from textual.containers import VerticalScroll
+from textual.widget import Widget
 from textual.widgets import Static
 
-from chatapp.engine.events import ContextTrimmed
+from chatapp.engine.events import ContextTrimmed, Message as ChatMessage
 from chatapp.engine.retrieval.context import RetrievedContext
 from chatapp.engine.stats import TurnRecord
 from chatapp.ui.widgets.reply import Reply
@@ -15,6 +26,44 @@ FINISH_NOTES = {
     "length": "… max tokens reached",
     "context": "… context full: the reply was cut",
 }
+
+
+SHOWN_CHARS = 20_000
+"""The most of one message the transcript shows: a saved message can be megabytes (edited into
+the database), and laying it out would cost the app far more than the model ever sees of it."""
+
+
+def shown(content: str) -> str:
+    if len(content) <= SHOWN_CHARS:
+        return content
+    return (f"{content[:SHOWN_CHARS]}\n\n… {len(content) - SHOWN_CHARS:,} more characters not shown "
+            "(`chatapp sessions export` has all of it)")
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A message of the active path as the transcript draws it: with its place among its siblings."""
+
+    message: ChatMessage
+    position: int = 1
+    siblings: int = 1
+
+
+def title(role: str, message_id: str, position: int = 1, siblings: int = 1) -> str:
+    """A message's title: "you · 3fa2b1c0 · ‹ 2/3 ›" (no id while it is being written)."""
+    parts = ["you" if role == "user" else "assistant"]
+    if message_id:
+        parts.append(message_id)
+    if siblings > 1:
+        parts.append(f"‹ {position}/{siblings} ›")
+    return " · ".join(parts)
+
+
+def name_message(widget: Widget, message_id: str, position: int = 1, siblings: int = 1) -> None:
+    """Give a message widget its id in the tree and its place among its siblings."""
+    widget.message_id, widget.position, widget.siblings = message_id, position, siblings
+    widget.border_title = title("user" if isinstance(widget, UserMessage) else "assistant",
+                                message_id, position, siblings)
 
 
 def quote(text: str, width: int = 32) -> str:
@@ -43,9 +92,29 @@ def sources(context: RetrievedContext) -> str:
 
 
 class UserMessage(Static):
+    message_id = ""
+    position = siblings = 1
+
     def __init__(self, text: str) -> None:
         super().__init__(text, markup=False, classes="message")
         self.border_title = "you"
+
+
+def message_widget(entry: Shown) -> list[Widget]:
+    """The widgets for one message of the path: the message, and the notes under it."""
+    message = entry.message
+    if message.role == "user":
+        widget = UserMessage(shown(message.content))
+    else:
+        widget = Reply(shown(message.content) or "*(empty reply)*")
+        widget.set_class(message.stopped, "-stopped")
+    name_message(widget, message.id, entry.position, entry.siblings)
+    widgets: list[Widget] = [widget]
+    if message.role == "user" and message.context is not None:
+        widgets.append(Notice(sources(message.context), "sources"))
+    if message.role == "assistant" and message.stopped:
+        widgets.append(Notice(FINISH_NOTES["stopped"], "stopped"))
+    return widgets
 
 
 class Notice(Static):
@@ -64,6 +133,81 @@ class Transcript(VerticalScroll):
         super().__init__(id=id, can_focus=True)
         self.reply: Reply | None = None
         """The reply streaming now, if any."""
+        self.selected: Widget | None = None
+        """The message selected for a branch action, if any."""
+
+    # --- the path ------------------------------------------------------------------------
+    def messages(self) -> list[Widget]:
+        """The message widgets, first question first: one per message of the path drawn."""
+        return [child for child in self.children if isinstance(child, (UserMessage, Reply))]
+
+    async def show_path(self, path: Sequence[Shown], dropped: int = 0) -> None:
+        """Draw this path: the widgets of the messages already drawn for it stay (their ‹ n/m ›
+        updated), the rest go and the path's other messages are mounted. The first `dropped`
+        messages are outside the context window (greyed out). Only the path is ever mounted."""
+        children = list(self.children)
+        drawn = self.messages()
+        keep = 0
+        for widget, entry in zip(drawn, path):
+            if not widget.message_id or widget.message_id != entry.message.id or widget is self.reply:
+                break
+            keep += 1
+        if keep < len(drawn):
+            await self.remove_children(children[children.index(drawn[keep]):])
+        for widget, entry in zip(drawn[:keep], path):
+            name_message(widget, entry.message.id, entry.position, entry.siblings)
+        new: list[Widget] = []
+        for entry in path[keep:]:
+            new.extend(message_widget(entry))
+        if new:
+            await self.mount_all(new)
+        for index, widget in enumerate(self.messages()):
+            widget.set_class(index < dropped, "-dropped")
+        if self.selected is not None and self.selected not in self.children:
+            self.selected = None
+        self.reply = None
+        self.anchor()
+
+    def name_last(self, role: str, message_id: str, position: int = 1, siblings: int = 1) -> None:
+        """The last message of this role gets its id (a turn's question and reply, once done)."""
+        kind = UserMessage if role == "user" else Reply
+        found = [widget for widget in self.messages() if isinstance(widget, kind)]
+        if found:
+            name_message(found[-1], message_id, position, siblings)
+
+    # --- selecting a message -----------------------------------------------------------------
+    def select(self, widget: Widget | None) -> None:
+        if self.selected is not None:
+            self.selected.remove_class("-selected")
+        self.selected = widget
+        if widget is not None:
+            widget.add_class("-selected")
+            self.scroll_to_widget(widget, animate=False)
+
+    def select_step(self, step: int) -> Widget | None:
+        """Select the message `step` places before (-1) or after (+1) the selected one; with none
+        selected, the last message. Stays at the first and last."""
+        drawn = [w for w in self.messages() if w.message_id]
+        if not drawn:
+            return None
+        if self.selected not in drawn:
+            self.select(drawn[-1])
+        else:
+            index = min(max(drawn.index(self.selected) + step, 0), len(drawn) - 1)
+            self.select(drawn[index])
+        return self.selected
+
+    def selected_index(self) -> int | None:
+        """The selected message's place in the path (0: the first question), or None."""
+        drawn = self.messages()
+        return drawn.index(self.selected) if self.selected in drawn else None
+
+    def on_click(self, event: events.Click) -> None:
+        widget = event.widget
+        while widget is not None and widget is not self and not isinstance(widget, (UserMessage, Reply)):
+            widget = widget.parent
+        if isinstance(widget, (UserMessage, Reply)) and widget.message_id:
+            self.select(None if widget is self.selected else widget)
 
     # --- turns ---------------------------------------------------------------------------
     async def add_user(self, text: str) -> UserMessage:
@@ -106,12 +250,6 @@ class Transcript(VerticalScroll):
                 await users.last().remove()
         await self.add_notice(error, "error")
 
-    async def drop_last_reply(self) -> None:
-        """Regenerate: the last reply (and its notes) go; the last user message stays."""
-        children = list(self.children)
-        while children and not isinstance(children[-1], UserMessage):
-            await children.pop().remove()
-
     # --- notices ---------------------------------------------------------------------------
     async def show_sources(self, context: RetrievedContext) -> None:
         """Under the last user message: the attachment text its turn placed before it."""
@@ -141,7 +279,7 @@ class Transcript(VerticalScroll):
         self.anchor()
 
     async def clear(self) -> None:
-        self.reply = None
+        self.reply = self.selected = None
         await self.remove_children()
 
     # --- reading back (the last reply, tests) --------------------------------------------

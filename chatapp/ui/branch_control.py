@@ -1,0 +1,391 @@
+"""The app's side of conversation trees: selecting a message, editing a question, regenerating a
+reply or continuing after it, switching between siblings, the tree screen, deleting a branch
+and forking the path into a new session.
+
+The engine owns the tree and decides what each change costs (chatapp.engine.chat.engine): this
+controller only asks. A switch, a jump or a delete runs in a thread worker holding the turn
+lock, posts `BranchChanged` with the path to draw, then saves the session (the active leaf
+changed). An edit, a regenerate and a question after an earlier reply are turns: the app's
+turn worker runs them (`TurnHow`), and `turn_finished` names the new messages and says in the
+KV and Tokens panels what the turn kept and prefilled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Literal, Protocol
+
+from textual.binding import Binding
+
+from chatapp.engine.chat.branch_states import BranchSwitch
+from chatapp.engine.chat.engine import Engine
+from chatapp.engine.events import Event
+from chatapp.engine.stats import TurnRecord
+from chatapp.errors import ChatappError, InputError
+from chatapp.format import count
+from chatapp.ui.host import ChatHost
+from chatapp.ui.messages import BranchChanged, TreeReady
+from chatapp.ui.screens.sessions import ConfirmScreen, NameScreen
+from chatapp.ui.screens.tree import TreeScreen, TreeSnapshot
+from chatapp.ui.widgets.composer import Composer
+from chatapp.ui.widgets.kv_panel import KVPanel
+from chatapp.ui.widgets.tokens_panel import TokensPanel
+from chatapp.ui.branch_view import shown_path
+from chatapp.ui.widgets.transcript import Shown, Transcript, UserMessage
+
+if TYPE_CHECKING:
+    from chatapp.ui.session_control import SessionController
+
+TurnAction = Literal["send", "regenerate", "edit", "branch"]
+BranchAction = Literal["select_previous", "select_next", "edit", "continue_here", "previous_sibling",
+                       "next_sibling", "tree", "delete", "fork"]
+
+BINDINGS = [
+    Binding("alt+up", "branch('select_previous')", "Select ↑", show=False,
+            tooltip="Select the message before (the last one when none is selected); a click selects too"),
+    Binding("alt+down", "branch('select_next')", "Select ↓", show=False, tooltip="Select the message after"),
+    Binding("alt+e", "branch('edit')", "Edit", show=False,
+            tooltip="Edit the selected question: its text goes to the composer; sending asks it anew "
+                    "beside the old one (Esc cancels)"),
+    Binding("alt+c", "branch('continue_here')", "Continue here", show=False,
+            tooltip="Continue from the selected reply: the next question branches after it (Esc cancels)"),
+    Binding("alt+left", "branch('previous_sibling')", "‹ Branch", show=False,
+            tooltip="Previous sibling ‹ n/m › of the selected message (else of the last that has any)"),
+    Binding("alt+right", "branch('next_sibling')", "Branch ›", show=False,
+            tooltip="Next sibling ‹ n/m › of the selected message (else of the last that has any)"),
+    Binding("alt+t", "branch('tree')", "Tree", show=False,
+            tooltip="The conversation as a tree: every branch, its tokens and whether its KV state is kept; "
+                    "Enter jumps there"),
+    Binding("alt+d", "branch('delete')", "Delete branch", show=False,
+            tooltip="Delete the selected message and everything after it (asks first)"),
+    Binding("alt+f", "branch('fork')", "Fork", show=False,
+            tooltip="Fork the shown path into a new session (only this path; saved after every turn)"),
+]
+"""The app's branch keys (alt+ so that they work while the composer has focus)."""
+
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("Select previous message", "Select a message for the branch actions (Alt+Up)", "branch('select_previous')"),
+    ("Select next message", "Alt+Down", "branch('select_next')"),
+    ("Edit selected question", "Ask it again in other words; the old branch stays (Alt+E)", "branch('edit')"),
+    ("Continue from selected reply", "The next question branches after it (Alt+C)", "branch('continue_here')"),
+    ("Previous branch ‹", "Show the previous sibling of the selected message (Alt+Left)",
+     "branch('previous_sibling')"),
+    ("Next branch ›", "Show the next sibling of the selected message (Alt+Right)", "branch('next_sibling')"),
+    ("Conversation tree", "Every branch, its tokens and kept KV state; jump to any (Alt+T)", "branch('tree')"),
+    ("Delete branch", "Delete the selected message and everything after it (Alt+D)", "branch('delete')"),
+    ("Fork path into a new session", "Only the shown path, saved under a new name (Alt+F)", "branch('fork')"),
+)
+"""(title, help, app action) for the command palette."""
+
+
+@dataclass(frozen=True)
+class TurnHow:
+    """How a turn starts: a new question at the end, or one that branches."""
+
+    action: TurnAction = "send"
+    target: str | None = None
+    """edit: the question edited; branch: the reply it follows; regenerate: the reply (None: the last)."""
+
+
+SEND = TurnHow()
+
+
+def start_events(engine: Engine, text: str, how: TurnHow) -> Iterator[Event]:
+    """The engine's turn for `how` (on the turn worker: the tree changes here)."""
+    if how.action == "regenerate":
+        return engine.regenerate(how.target)
+    if how.action == "edit":
+        return engine.edit(how.target or "", text)
+    if how.action == "branch":
+        return engine.send_after(how.target or "", text)
+    return engine.send(text)
+
+
+UP_TO = {"edit": "up to your edit", "regenerate": "up to the question", "branch": "up to the branch point"}
+
+
+def turn_cost(record: TurnRecord) -> str | None:
+    """What a branching turn kept and prefilled: "kept 1,204 tokens up to your edit; prefilled 38"."""
+    action = record.extra.get("action")
+    if action not in UP_TO:
+        return None
+    branch = record.extra.get("branch")
+    where = f" (branch {branch})" if branch else ""
+    return (f"kept {count(record.cached_tokens)} tokens {UP_TO[action]}; "
+            f"prefilled {count(record.prefill_tokens)}{where}")
+
+
+def tree_snapshot(engine: Engine, on_disk: Callable[[str], bool] | None = None) -> TreeSnapshot:
+    """The tree for the tree screen, with each leaf's tokens (its path's prompt, tokenized here,
+    on the worker) and where its KV state is kept. `on_disk(leaf)`: the session keeps a file."""
+    tree = engine.tree
+    system = engine.messages[:len(engine.messages) - len(tree.path())]
+    kept = engine.kept_leaves()
+    tokens = {}
+    for leaf in tree.leaves():
+        tokens[leaf] = len(engine.prompt_ids(system + tree.path_to(leaf), add_generation_prompt=False))
+        if leaf not in kept and on_disk is not None and on_disk(leaf):
+            kept[leaf] = "disk"
+    return TreeSnapshot(tree, tokens, kept)
+
+
+class BranchHost(ChatHost, Protocol):
+    """What the branch controller needs of the app beyond ChatHost: starting a turn."""
+
+    def start_turn(self, text: str, how: TurnHow = SEND) -> None: ...
+
+
+class BranchController:
+    def __init__(self, app: BranchHost, sessions: "SessionController") -> None:
+        self.app = app
+        self.sessions = sessions
+        self.pending: TurnHow | None = None
+        """An edit or a continue-from-here waiting for the composer's text."""
+        self.taken: TurnHow = SEND
+        """How the turn running now was asked for, until it ends."""
+
+    def _transcript(self) -> Transcript:
+        return self.app.query_one(Transcript)
+
+    def _selected(self, role: str | None = None, what: str = "") -> tuple[int, str] | None:
+        """(place in the path, id) of the selected message; None, and say why, when there is none
+        or it is not of `role`."""
+        transcript = self._transcript()
+        index, widget = transcript.selected_index(), transcript.selected
+        if index is None or widget is None or not widget.message_id:
+            self.app.notify(f"select a message to {what} first (Alt+Up, or click it)", severity="warning")
+            return None
+        if role is not None and (role == "user") != isinstance(widget, UserMessage):
+            kind = "question" if role == "user" else "reply"
+            self.app.notify(f"only a {kind} can be chosen to {what}", severity="warning")
+            return None
+        return index, widget.message_id
+
+    # --- the actions -----------------------------------------------------------------------------
+    def act(self, action: BranchAction) -> None:
+        getattr(self, action)()
+
+    def select_previous(self) -> None:
+        self._transcript().select_step(-1)
+
+    def select_next(self) -> None:
+        self._transcript().select_step(+1)
+
+    def edit(self) -> None:
+        chosen = self._selected("user", "edit")
+        if chosen is None or self.app.busy("edit a question"):
+            return
+        text = next(m.content for m in self.app.engine.messages if m.id == chosen[1])
+        composer = self.app.query_one(Composer)
+        composer.load_text(text)
+        composer.move_cursor(composer.document.end)
+        composer.focus()
+        self._set_pending(TurnHow("edit", chosen[1]), f"editing question {chosen[1]}: Enter asks it anew "
+                                                      "beside the old one (Esc cancels)")
+
+    def continue_here(self) -> None:
+        chosen = self._selected("assistant", "continue from")
+        if chosen is None:
+            return
+        self.app.query_one(Composer).focus()
+        self._set_pending(TurnHow("branch", chosen[1]), f"the next question branches after reply {chosen[1]} "
+                                                        "(Esc cancels)")
+
+    def _set_pending(self, how: TurnHow | None, line: str = "") -> None:
+        self.pending = how
+        composer = self.app.query_one(Composer)
+        composer.border_title = line or None
+        composer.set_class(how is not None, "-branching")
+        if line:
+            self.app.notify(line, timeout=4, markup=False)
+
+    def cancel(self) -> bool:
+        """Esc: forget a pending edit or continue-from-here. True when there was one."""
+        if self.pending is None:
+            return False
+        self._set_pending(None)
+        self.app.notify("branch cancelled: Enter sends after the shown path again", timeout=3)
+        return True
+
+    def take_pending(self) -> TurnHow:
+        """How the composer's text is sent: the pending branch (then forgotten), or at the end."""
+        how = self.taken = self.pending or SEND
+        if self.pending is not None:
+            self._set_pending(None)
+        return how
+
+    def turn_failed(self, refused: bool) -> None:
+        """A turn the engine refused gives its text back to the composer: an edit or a
+        continue-from-here it was goes back to waiting for it."""
+        if refused and self.taken.action in ("edit", "branch") and self.taken.target in self.app.engine.tree:
+            what = "editing question" if self.taken.action == "edit" else "the next question branches after reply"
+            self._set_pending(self.taken, f"{what} {self.taken.target} (Esc cancels)")
+        self.taken = SEND
+
+    def regenerate(self) -> None:
+        """Ctrl+R: a new reply beside the selected reply, or beside the last one; the old one stays."""
+        if self.app.busy("regenerate"):
+            return
+        transcript = self._transcript()
+        widget = transcript.selected
+        target = widget.message_id if widget is not None and not isinstance(widget, UserMessage) else None
+        messages = self.app.engine.messages
+        if not any(m.role == "user" for m in messages):
+            self.app.notify("nothing to regenerate yet", severity="warning")
+            return
+        if target is not None:
+            index = next(i for i, m in enumerate(messages) if m.id == target)
+            question = next(m.content for m in reversed(messages[:index]) if m.role == "user")
+        else:
+            question = next(m.content for m in reversed(messages) if m.role == "user")
+        self.app.start_turn(question, TurnHow("regenerate", target))
+
+    def previous_sibling(self) -> None:
+        self._sibling(-1)
+
+    def next_sibling(self) -> None:
+        self._sibling(+1)
+
+    def _sibling(self, step: int) -> None:
+        transcript = self._transcript()
+        index = transcript.selected_index()
+        if index is None:  # the last message that has siblings
+            drawn = transcript.messages()
+            index = next((i for i in range(len(drawn) - 1, -1, -1) if drawn[i].siblings > 1), None)
+            if index is None:
+                self.app.notify("no message on this path has another branch", severity="warning")
+                return
+        if self.app.busy("switch branches"):
+            return
+
+        def switch(engine: Engine) -> tuple[str, BranchSwitch | None, int | None]:
+            path = [m for m in engine.messages if m.id]
+            if index >= len(path):
+                raise InputError("the conversation changed meanwhile: select the message again")
+            done = engine.sibling(path[index].id, step)  # the message now at that place, however often pressed
+            return done.describe(), done, index
+
+        self._run(switch)
+
+    def tree(self) -> None:
+        if self.app.busy("show the tree"):
+            return
+        live = self.sessions.live
+
+        def snapshot(engine: Engine) -> None:
+            on_disk = None
+            if live is not None and live.state_key:
+                on_disk = lambda leaf: live.manager.state_path(live.state_key, leaf).exists()  # noqa: E731
+            self.app.post_message(TreeReady(tree_snapshot(engine, on_disk)))
+
+        self.app.run_worker(partial(self._locked, snapshot), name="branch tree", group="branch", thread=True,
+                            exit_on_error=False)
+
+    def tree_ready(self, message: TreeReady) -> None:
+        if not isinstance(self.app.screen, TreeScreen):
+            self.app.push_screen(TreeScreen(message.snapshot), self._jump)
+
+    def _jump(self, message_id: str | None) -> None:
+        if message_id is None or self.app.busy("switch branches"):
+            return
+
+        def jump(engine: Engine) -> tuple[str, BranchSwitch | None, int | None]:
+            done = engine.switch(message_id)
+            return done.describe(), done, None
+
+        self._run(jump)
+
+    def delete(self) -> None:
+        chosen = self._selected(None, "delete")
+        if chosen is None or self.app.busy("delete a branch"):
+            return
+        index, message_id = chosen
+        after = len(self._transcript().messages()) - index - 1
+
+        def confirmed(yes: bool | None) -> None:
+            if yes and not self.app.busy("delete a branch"):
+                self._run(partial(self._delete, message_id))
+
+        self.app.push_screen(ConfirmScreen(f"Delete message {message_id} and everything after it in the tree "
+                                           f"({after} more on this path, and any branches below it)?"), confirmed)
+
+    @staticmethod
+    def _delete(message_id: str, engine: Engine) -> tuple[str, BranchSwitch | None, int | None]:
+        removed = engine.delete_branch(message_id)
+        return f"deleted {len(removed)} message{'s' if len(removed) != 1 else ''} from {message_id} on", None, None
+
+    def fork(self) -> None:
+        if not any(m.id for m in self.app.engine.messages):
+            self.app.notify("nothing to fork yet", severity="warning")
+            return
+
+        def chosen(name: str | None) -> None:
+            if name:
+                self.sessions.request("fork", name)
+
+        self.app.push_screen(NameScreen("Fork", "Fork the shown path into a new session named:"), chosen)
+
+    # --- the worker ----------------------------------------------------------------------------------
+    def _run(self, job: Callable[[Engine], tuple[str, BranchSwitch | None, int | None]]) -> None:
+        self.app.run_worker(partial(self._locked, partial(self._change, job)), name="branch", group="branch",
+                            thread=True, exit_on_error=False)
+
+    def _locked(self, job: Callable[[Engine], object]) -> None:
+        with self.app.gate.turn() as engine:
+            if engine is not None:
+                job(engine)
+
+    def _change(self, job: Callable[[Engine], tuple[str, BranchSwitch | None, int | None]], engine: Engine) -> None:
+        """On the worker, with the turn lock: change the path, post it, then save the session."""
+        live = self.sessions.live
+        try:
+            line, switch, select = job(engine)
+        except ChatappError as exc:
+            self.app.post_message(BranchChanged(*shown_path(engine), line=exc.one_line(), select=-1))
+            return
+        except Exception as exc:  # noqa: BLE001 - whatever llama.cpp raises, the app says it and goes on
+            self.app.post_message(BranchChanged(*shown_path(engine), line=f"{type(exc).__name__}: {exc}", select=-1))
+            return
+        self.app.post_message(BranchChanged(*shown_path(engine), line=line, switch=switch, select=select))
+        if live is not None:
+            self.sessions.save_after_change(live)
+
+    # --- what the workers posted -----------------------------------------------------------------
+    async def changed(self, message: BranchChanged) -> None:
+        transcript = self._transcript()
+        await transcript.show_path(message.path, message.dropped)
+        if message.select == -1:  # refused: the path is as it was
+            self.app.notify(message.line, severity="error", timeout=8, markup=False)
+            return
+        if message.select is not None and message.select < len(transcript.messages()):
+            transcript.select(transcript.messages()[message.select])
+        if message.switch is not None:
+            self.app.query_one(KVPanel).show_note(message.line)
+            self.app.query_one(TokensPanel).show_note(message.line)
+        if message.line:
+            self.app.notify(message.line, title="Branch", timeout=5, markup=False)
+
+    async def turn_started(self, path: list[Shown], dropped: int) -> None:
+        await self._transcript().show_path(path, dropped)
+
+    def turn_finished(self, record: TurnRecord) -> None:
+        """Name the turn's question and reply, and say what a branching turn kept and prefilled."""
+        self.taken = SEND
+        extra, transcript = record.extra, self._transcript()
+        reply_id, question_id = extra.get("message_id"), extra.get("parent_id")
+        if not reply_id:
+            return
+        position, siblings = 1, 1
+        if branch := extra.get("branch"):
+            position, siblings = (int(n) for n in str(branch).split("/"))
+        if extra.get("action") == "regenerate":
+            transcript.name_last("assistant", reply_id, position, siblings)
+        else:
+            transcript.name_last("assistant", reply_id)
+            transcript.name_last("user", question_id or "", position, siblings)
+        line = turn_cost(record)
+        if line:
+            self.app.query_one(KVPanel).show_note(line)
+            self.app.query_one(TokensPanel).show_note(line)
