@@ -35,34 +35,48 @@ class SavePlan:
     deletes: set[str] = field(default_factory=set)
     appended: bool = False
     """Another process had saved in between and this writer's messages went in beside its."""
+    remap: dict[str, str] = field(default_factory=dict)
+    """The writer's ids that are stored under another (the same message, written apart)."""
 
 
 def _same(a: Message, b: Message) -> bool:
     return a == b and a.parent == b.parent
 
 
-def adopt_ids(stored: Sequence[Message], mine: Sequence[Message]) -> list[Message]:
-    """`mine` with an id on every message but the system prompt: its own, or, for one without,
-    the stored message with the same content under the same parent, else a new one. A message
-    without an id follows the one before it."""
+def adopt_ids(stored: Sequence[Message], mine: Sequence[Message]) -> tuple[list[Message], dict[str, str]]:
+    """`mine` with the stored ids wherever it holds a stored message, and the map of its ids
+    that changed. A message of `mine` whose id is not stored, but whose content a stored message
+    under the same parent has (one no other message of `mine` claims), is that message: two
+    processes that built the same transcript apart (or one that wrote a list without ids) then
+    continue one tree instead of starting two. A message without an id follows the one before it."""
     children: dict[str | None, list[Message]] = {}
     for message in stored:
         if message.role != "system" and message.id:
             children.setdefault(message.parent, []).append(message)
-    taken = {m.id for m in stored if m.id} | {m.id for m in mine if m.id}
+    stored_ids = {m.id for m in stored if m.id}
+    claimed = {m.id for m in mine if m.id in stored_ids}
+    taken = stored_ids | {m.id for m in mine if m.id}
     out: list[Message] = []
+    remap: dict[str, str] = {}
     last: str | None = None
     for message in mine:
         if message.role == "system":
             out.append(message)
             continue
-        if not message.id:
-            match = next((m for m in children.get(last, ()) if m == message), None)
-            message = replace(message, id=match.id if match else new_id(taken), parent=last)
-            taken.add(message.id)
+        parent = remap.get(message.parent, message.parent) if message.id else last
+        if message.id not in stored_ids:
+            match = next((m for m in children.get(parent, ()) if m == message and m.id not in claimed), None)
+            new = match.id if match else (message.id or new_id(taken))
+            if match:
+                claimed.add(match.id)
+            if message.id and new != message.id:
+                remap[message.id] = new
+            taken.add(new)
+            message = replace(message, id=new)
+        message = replace(message, parent=parent)
         out.append(message)
         last = message.id
-    return out
+    return out, remap
 
 
 def plan_save(stored: Sequence[Message], mine: Sequence[Message], *, current: bool,
@@ -70,10 +84,10 @@ def plan_save(stored: Sequence[Message], mine: Sequence[Message], *, current: bo
     """`current`: nobody saved since the writer's base; `seen`: the ids the writer has held (read
     or written), so a stored message it does not hold now is one it removed. Without `seen`, a
     current writer's tree replaces the stored one, and another's removes nothing stored."""
-    mine = adopt_ids(stored, mine)
+    mine, remap = adopt_ids(stored, mine)
     stored_by_id = {m.id: m for m in stored if m.role != "system" and m.id}
     mine_by_id = {m.id: m for m in mine if m.role != "system"}
-    plan = SavePlan(mine)
+    plan = SavePlan(mine, remap=remap)
     plan.updates = [m for i, m in mine_by_id.items() if i in stored_by_id and not _same(m, stored_by_id[i])]
     new_mine = [m for i, m in mine_by_id.items() if i not in stored_by_id]
     if current and seen is None:

@@ -299,7 +299,7 @@ class SessionStore:
                                  " (id IS NULL OR length(id) != 8)", (session_id,))
                 revision += 1
                 self._write_system(conn, session_id, stored, system, now)
-            leaf = snap.leaf if snap.leaf is not None else next(
+            leaf = plan.remap.get(snap.leaf, snap.leaf) if snap.leaf is not None else next(
                 (m.id for m in reversed(plan.messages) if m.role != "system"), None)
             conn.execute(
                 "UPDATE sessions SET model = ?, model_path = ?, model_sha256 = ?, quant = ?, system_prompt = ?,"
@@ -309,7 +309,7 @@ class SessionStore:
             self._apply(conn, session_id, plan, now)
             write_attachments(conn, session_id, snap.attachments)
             if turn is not None:
-                message_id = turn.message_id or plan.messages[turn.message_idx].id
+                message_id = plan.remap.get(turn.message_id, turn.message_id) or plan.messages[turn.message_idx].id
                 idx = conn.execute("SELECT idx FROM messages WHERE session_id = ? AND id = ?",
                                    (session_id, message_id)).fetchone()
                 conn.execute(
