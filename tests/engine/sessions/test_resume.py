@@ -250,6 +250,7 @@ def test_a_state_from_gemma_falls_back(manager, engine, saved, gemma_path):
 def test_a_state_write_failure_keeps_the_transcript(manager, engine, saved, monkeypatch):
     write_state(manager, saved["state"])
     live = manager.resume("s", engine)
+    previous = state_path(manager)  # the state of the leaf the turn continues from
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -259,7 +260,7 @@ def test_a_state_write_failure_keeps_the_transcript(manager, engine, saved, monk
     assert report.notices == ["KV state not saved (No space left on device); the transcript is saved"]
     assert manager.store.get("s").messages == engine.messages
     assert len(manager.store.turn_records("s")) == 2
-    assert state_path(manager).read_bytes() == saved["state"]  # the previous state is untouched
+    assert previous.read_bytes() == saved["state"]  # the previous state is untouched
 
 
 def test_cap_evicts_least_recently_used_states(engine, tmp_path):
@@ -297,13 +298,15 @@ def test_a_state_is_not_put_over_a_newer_transcript_from_another_process(manager
     session in between, this process's state (of the older transcript) is not put in place."""
     live = manager.resume("s", engine)
     record = live.annotate(run_turn(engine, P2))
-    before = state_path(manager).read_bytes()
+    previous = state_path(manager)
+    before = previous.read_bytes()
     ours = manager.store.save(Snapshot("s", manager.store.get("s").model, list(engine.messages),
                                        engine.window_start, 0), base=live.revision)
     others = manager.store.get("s").messages + [Message("user", "Elsewhere?"), Message("assistant", "Yes.")]
     manager.store.save(Snapshot("s", manager.store.get("s").model, others, 1, 0), base=ours.revision)
     report = manager.write_state(ours, engine, engine.fingerprint())
     assert report.notices == ["KV state not saved: another process saved the session meanwhile"]
-    assert report.state_bytes == 0 and state_path(manager).read_bytes() == before
+    assert report.state_bytes == 0 and previous.read_bytes() == before
+    assert not manager.state_path(ours.state_key, engine.leaf).exists()
     assert record.reply
     assert not [p for p in state_path(manager).parent.iterdir() if p.name.startswith(".")]  # no temp left
