@@ -92,6 +92,8 @@ class ThreadPolicy:
         self._load = load or OtherLoad(clock)
         self._clock = clock
         self._free = self.cores
+        self.others = 0.0
+        """Cores other programs used at the last look."""
         self._looked = clock()
         self._candidates = sorted({1, max(1, self.cores - 1), self.cores})
         self._steps: dict[int, list[float]] = {n: [] for n in self._candidates}
@@ -105,7 +107,7 @@ class ThreadPolicy:
         if not force and now - self._looked < LOAD_EVERY_S:
             return
         self._looked = now
-        others = self._load.sample()
+        others = self.others = self._load.sample()
         self._free = max(1, self.cores - int(others + (1 - BUSY_SHARE)))
 
     @property
