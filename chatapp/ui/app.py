@@ -665,7 +665,7 @@ class ChatApp(App[None]):
 
     @dropped_after_exit
     def on_typing_prefilled(self, message: TypingPrefilled) -> None:
-        if message.text == self.query_one(Composer).text and not self.generating:
+        if message.text.strip() and message.text == self.query_one(Composer).text and not self.generating:
             self.query_one(SpeedPanel).show_typing(message.state)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="tokenize")
