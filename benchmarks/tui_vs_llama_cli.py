@@ -141,8 +141,11 @@ def chatapp_env(home: Path, model: Path, max_tokens: int) -> dict[str, str]:
     config = home / "config" / "chatapp" / "config.toml"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(f"temperature = 0.0\nmax_tokens = {max_tokens}\n")  # greedy; all else default
-    return {"XDG_CONFIG_HOME": str(home / "config"), "XDG_DATA_HOME": str(home / "data"),
-            "XDG_CACHE_HOME": str(home / "cache"), "CHATAPP_MODEL": str(model), "TERM": "xterm-256color"}
+    env = {"XDG_CONFIG_HOME": str(home / "config"), "XDG_DATA_HOME": str(home / "data"),
+           "XDG_CACHE_HOME": str(home / "cache"), "CHATAPP_MODEL": str(model), "TERM": "xterm-256color"}
+    if os.environ.get("PYTHONPATH"):  # this checkout's chatapp: a shared tmux server has its own environment
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
 
 
 def seed_session(home: Path, messages: list[Message]) -> None:

@@ -68,6 +68,10 @@ class Settings:
     draft_max: int = 8
     """The most draft tokens one decode step verifies (1 to 32); the engine verifies fewer when
     its measured costs say more would not pay."""
+    prefill_while_typing: bool = True
+    """Prefill the next prompt while its question is typed, so Enter leaves only the last few
+    tokens to prefill; replies are the same either way (chatapp.engine.chat.typeahead). Over
+    a llama-server it fills the server's prompt cache (requests with n_predict 0)."""
     temperature: float = 0.7
     top_p: float = 0.95
     """0 to 1; 1 turns it off."""

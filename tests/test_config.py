@@ -174,3 +174,10 @@ def test_the_stream_timeout_is_read_and_reaches_each_turn(tmp_path):
     settings = load_settings(write(tmp_path, "stream_timeout = 30\n"))
     assert settings.stream_timeout == 30.0 and Settings().stream_timeout == 120.0
     assert GenerationSettings.from_settings(settings).stream_timeout == 30.0
+
+
+def test_prefill_while_typing_is_on_by_default_and_can_be_turned_off(tmp_path):
+    assert Settings().prefill_while_typing is True
+    assert load_settings(write(tmp_path, "prefill_while_typing = false\n")).prefill_while_typing is False
+    with pytest.raises(ConfigError, match="prefill_while_typing"):
+        load_settings(write(tmp_path, 'prefill_while_typing = "no"\n'))

@@ -25,6 +25,43 @@ BACKEND_KINDS: tuple[str, ...] = get_args(BackendKind)
 _DEFAULTS = Settings()
 
 
+TILE_ROWS = 64
+"""llama.cpp's CPU flash attention computes a batch of this many rows or more (GGML_FA_TILE_Q)
+another way than a smaller batch: tiled, as matrix products, where a small batch takes one row at
+a time. A token's keys and values then differ in their last bits, and so can a greedy reply.
+Within each way a row comes out the same whatever batch it is in (measured on the default
+model: batches of 64, 128 and 256 agree bit for bit, and so do 8 to 63)."""
+TAIL_MARGIN = 24
+"""The fewest prompt tokens, at its end, that a turn prefills in small batches (below
+TILE_ROWS): the last tokens of a question being typed, which may still change, are among them."""
+PREFILL_CHUNK = 256
+"""The most prompt tokens per prefill batch."""
+
+
+def split_evenly(n: int, most: int) -> list[int]:
+    """n tokens in as few batches of at most `most` as will do, as even as can be."""
+    if n <= 0:
+        return []
+    k = -(-n // most)
+    return [n // k + (1 if i < n % k else 0) for i in range(k)]
+
+
+def tiled_end(origin: int, end: int) -> int:
+    """Where the batches of TILE_ROWS or more end when prefill of a prompt of `end` tokens
+    starts at `origin`: a whole number of TILE_ROWS after it, at least TAIL_MARGIN before the end."""
+    return origin + TILE_ROWS * (max(0, end - origin - TAIL_MARGIN) // TILE_ROWS)
+
+
+def prefill_batches(start: int, end: int) -> list[int]:
+    """The sizes of the batches that prefill positions start..end (the prompt's end) in: up to
+    `tiled_end` in batches of TILE_ROWS or more (up to PREFILL_CHUNK), the rest in small ones.
+    So a position's keys and values depend only on where a plain turn's prefill would start.
+    Prefill that starts later (prefill while typing, chatapp.engine.chat.typeahead) keeps to
+    the same rule: a turn's `reuse_limit` makes it start where the batches agree."""
+    tiled = tiled_end(start, end)
+    return split_evenly(tiled - start, PREFILL_CHUNK) + split_evenly(end - tiled, TILE_ROWS - 1)
+
+
 @dataclass(frozen=True)
 class GenerationSettings:
     """Sampling for one turn. Defaults come from `Settings`, the one place they are written."""
@@ -141,6 +178,14 @@ class Backend(Protocol):
 
     def interrupt(self) -> None:
         """Called from another thread after `stop` is set, to cut a blocking call short."""
+
+    def prefill(self, tokens: Sequence[int], stop: threading.Event, *, batch: int) -> Iterator[int]:
+        """Make the cache hold `tokens` from position 0: keep what it shares with them, drop the
+        rest (a server's slot drops it at its next request), and compute the others in as few
+        batches of at most `batch` tokens as will do, as even as can be (`split_evenly`).
+        Yields the tokens cached after each batch. `stop` may be
+        set from another thread at any time: what is cached then is still a prefix of `tokens`
+        (prefill while typing, chatapp.engine.chat.typeahead)."""
 
     def set_drafting(self, mode: DraftMode, draft_max: int) -> Drafting:
         """Speculative decoding from the next turn on. A backend that cannot draft says why in

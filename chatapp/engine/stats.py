@@ -84,10 +84,13 @@ class TurnRecord:
     prompt_tokens: int
     """The whole templated prompt, as the model saw it this turn."""
     cached_tokens: int
-    """Prompt tokens whose KV entries were reused from the previous turn."""
+    """Prompt tokens whose KV entries were in the cache when the turn started (at Enter): from
+    the turns before, and those prefilled while the question was typed."""
     prefill_tokens: int
+    """Prompt tokens prefilled after the turn started."""
     prefill_ms: float
     ttft_ms: float
+    """From when the question was sent (Enter in the TUI) to the first text of the reply."""
     decode_tokens: int
     decode_ms: float
     generated_tokens: int
@@ -101,6 +104,9 @@ class TurnRecord:
     """First prompt position that differed from what was cached, when reuse fell short."""
     restored_tokens: int = 0
     restore_ms: float = 0.0
+    prefilled_while_typing: int = 0
+    """Of `cached_tokens`, those prefilled while the question was being typed
+    (chatapp.engine.chat.typeahead)."""
     extra: dict = field(default_factory=dict)
 
     @property

@@ -60,6 +60,7 @@ from chatapp.ui.screens.tree import TreeScreen
 from chatapp.ui.session_control import SessionController
 from chatapp.ui.themes import DEFAULT_THEME, ThemeLoadResult, load_themes, register_themes
 from chatapp.ui.turns import decode_gets_the_gil, stream_turn
+from chatapp.ui.typing_prefill import TypingPrefill, TypingPrefilled
 from chatapp.ui.widgets.composer import Composer
 from chatapp.ui.widgets.header import AppHeader
 from chatapp.ui.widgets.kv_panel import KVPanel
@@ -169,6 +170,8 @@ class ChatApp(App[None]):
         self.attachments_ui = AttachController(self)
         self.inside_ui = InsideController(self)
         self.branches_ui = BranchController(self, self.sessions_ui)
+        self.typing_prefill = TypingPrefill(self)
+        """Prefills the next prompt while it is typed (chatapp.ui.typing_prefill)."""
 
     def get_driver_class(self) -> type[Driver]:
         return with_key_bursts(super().get_driver_class())
@@ -257,6 +260,8 @@ class ChatApp(App[None]):
     # --- sending ---------------------------------------------------------------------------
     @on(Composer.Submitted)
     def _submit(self, message: Composer.Submitted) -> None:
+        sent = time.perf_counter()  # the record's ttft_ms counts from here
+        self.typing_prefill.stop()
         if command_of(message.text) is not None:
             if self.attachments_ui.composer_command(message.text):
                 message.composer.clear()
@@ -264,13 +269,15 @@ class ChatApp(App[None]):
         if self.busy("send") or self.sessions_ui.changed_elsewhere():
             return
         message.composer.clear()
-        self.start_turn(message.text, self.branches_ui.take_pending())
+        self.start_turn(message.text, self.branches_ui.take_pending(), since=sent)
 
-    def start_turn(self, text: str, how: TurnHow = SEND) -> None:
-        """Run a turn: a new question at the end, or one that branches (chatapp.ui.branch_control)."""
+    def start_turn(self, text: str, how: TurnHow = SEND, since: float | None = None) -> None:
+        """Run a turn: a new question at the end, or one that branches (chatapp.ui.branch_control).
+        `since`: when Enter was pressed (time.perf_counter()), for the record's ttft_ms."""
+        self.typing_prefill.stop()
         self.generating = True
         self.query_one(AppHeader).status = "prefill…"
-        self.run_turn(text, how)
+        self.run_turn(text, how, since)
 
     def busy(self, what: str) -> bool:
         """True (and say so) when a reply is being written or a model is loading."""
@@ -289,7 +296,7 @@ class ChatApp(App[None]):
         return False
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="turn")
-    def run_turn(self, text: str, how: TurnHow = SEND) -> None:
+    def run_turn(self, text: str, how: TurnHow = SEND, since: float | None = None) -> None:
         worker = get_current_worker()
         live = self.sessions_ui.live
         autosave = partial(self.sessions_ui.autosave, live) if live is not None else None
@@ -300,7 +307,7 @@ class ChatApp(App[None]):
             try:
                 if not branching:
                     self.post_message(TurnStarted(text))
-                events = start_events(engine, text, how)
+                events = start_events(engine, text, how, since)
                 if branching:  # the path it continues, up to its question, is drawn before the reply
                     self.post_message(TurnStarted(text, how.action == "regenerate", *shown_path(engine)))
                 with decode_gets_the_gil():
@@ -318,6 +325,7 @@ class ChatApp(App[None]):
     @dropped_after_exit
     async def on_turn_started(self, message: TurnStarted) -> None:
         self.reply_pacer.reset()
+        self.query_one(SpeedPanel).show_typing(None)
         transcript = self.query_one(Transcript)
         if message.path is not None:
             await self.branches_ui.turn_started(message.path, message.dropped)
@@ -380,9 +388,11 @@ class ChatApp(App[None]):
     def _turn_over(self) -> None:
         self.generating = False
         self.query_one(AppHeader).status = ""
+        self._prefill_ahead()  # what was typed while the reply was written
 
     # --- stopping and quitting ---------------------------------------------------------------
     def action_stop(self) -> None:
+        self.typing_prefill.stop()
         if self.generating:
             self.engine.stop()
             self.query_one(AppHeader).status = "stopping…"
@@ -408,6 +418,7 @@ class ChatApp(App[None]):
 
     async def action_quit(self) -> None:
         self._quit_at = time.monotonic()
+        self.typing_prefill.stop()
         self.engine.stop()
         self.attachments_ui.stop()
         self.exit()
@@ -435,6 +446,7 @@ class ChatApp(App[None]):
         if timeout is None:
             spent = 0.0 if self._quit_at is None else time.monotonic() - self._quit_at
             timeout = max(QUIT_WAIT - spent, MIN_QUIT_WAIT)
+        self.typing_prefill.stop()
         problems = self.gate.release(lambda engine: self.sessions_ui.save_on_quit(), timeout)
         if self.gate.abandoned:
             live = self.sessions_ui.live
@@ -467,12 +479,14 @@ class ChatApp(App[None]):
     async def action_new_chat(self) -> None:
         if self.busy("start a new chat"):
             return
+        self.typing_prefill.stop()
         self.engine.new_chat()
         self.branches_ui.cancel()
         await self.query_one(Transcript).clear()
         self.query_one(KVPanel).reset()
         self.query_one(TokensPanel).reset()
         self.attachments_ui.show()  # a new chat starts without attachments
+        self._prefill_ahead()  # for the new conversation
         left = self.sessions_ui.detach()
         if left is None:
             self.notify("New chat", timeout=2)
@@ -549,11 +563,13 @@ class ChatApp(App[None]):
 
     def on_sessions_screen_request(self, message: SessionsScreen.Request) -> None:
         message.stop()
+        self.typing_prefill.stop()
         self.sessions_ui.request(message.action, message.session, message.new_name, message.origin)
 
     @dropped_after_exit
     async def on_session_opened(self, message: SessionOpened) -> None:
         await self.sessions_ui.opened(message)
+        self._prefill_ahead()  # for the conversation just opened
 
     @dropped_after_exit
     def on_session_failed(self, message: SessionFailed) -> None:
@@ -635,6 +651,22 @@ class ChatApp(App[None]):
             self.tokenize(text)
         else:
             self.query_one(TokensPanel).show_composer([])
+        self._prefill_ahead(edited=True)
+
+    def _prefill_ahead(self, edited: bool = False) -> None:
+        """Prefill the next prompt for the composer's text. When an edit emptied the composer,
+        what was prefilled for its text goes (the cache keeps the conversation)."""
+        text = self.query_one(Composer).text
+        if not text:
+            self.query_one(SpeedPanel).show_typing(None)
+            if not edited:
+                return
+        self.typing_prefill.start(text)
+
+    @dropped_after_exit
+    def on_typing_prefilled(self, message: TypingPrefilled) -> None:
+        if message.text.strip() and message.text == self.query_one(Composer).text and not self.generating:
+            self.query_one(SpeedPanel).show_typing(message.state)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="tokenize")
     def tokenize(self, text: str) -> None:
@@ -708,6 +740,7 @@ class ChatApp(App[None]):
     def _model_chosen(self, spec: str | None) -> None:
         if spec is None or self.busy("switch model"):
             return
+        self.typing_prefill.stop()
         if Path(spec).resolve() == Path(self.engine.summary.path).resolve():
             self.notify("that model is already loaded", timeout=3)
             return

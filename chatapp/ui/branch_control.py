@@ -92,15 +92,16 @@ class TurnHow:
 SEND = TurnHow()
 
 
-def start_events(engine: Engine, text: str, how: TurnHow) -> Iterator[Event]:
-    """The engine's turn for `how` (on the turn worker: the tree changes here)."""
+def start_events(engine: Engine, text: str, how: TurnHow, since: float | None = None) -> Iterator[Event]:
+    """The engine's turn for `how` (on the turn worker: the tree changes here); `since`: when the
+    user sent it (time.perf_counter()), for a new question's ttft_ms."""
     if how.action == "regenerate":
         return engine.regenerate(how.target)
     if how.action == "edit":
         return engine.edit(how.target or "", text)
     if how.action == "branch":
         return engine.send_after(how.target or "", text)
-    return engine.send(text)
+    return engine.send(text, since=since)
 
 
 UP_TO = {"edit": "up to your edit", "regenerate": "up to the question", "branch": "up to the branch point"}

@@ -5,7 +5,7 @@ narrow protocol of what they really use, instead of `ChatApp`: they never import
 and a test can run one on a small host App. `ChatApp` satisfies it.
 
 `EngineGate` owns the engine's two locks and the "released" flag. A turn, a session or
-attachment worker and the attention capture hold the turn lock; tokenizing the composer and
+attachment worker, the attention capture and prefill while typing hold the turn lock; tokenizing the composer and
 the neighbours lookup hold the tokenize lock (they run alongside a turn). Once the app has
 exited and released the engine, each context manager yields None instead of the engine, so a
 late worker does nothing. Closing waits a bounded time (`release`): a worker stuck in a call
@@ -49,6 +49,18 @@ class EngineGate:
         """The engine for a turn or another cache-changing job, or None once released."""
         with self._turn:
             yield None if self.released else self.engine
+
+    @contextmanager
+    def typing(self, timeout: float) -> Iterator[Engine | None]:
+        """The engine for prefill while typing, as `turn`; None also when another job keeps it
+        longer than `timeout` seconds (a turn: nothing to prefill ahead of then)."""
+        if not self._turn.acquire(timeout=timeout):
+            yield None
+            return
+        try:
+            yield None if self.released else self.engine
+        finally:
+            self._turn.release()
 
     @contextmanager
     def tokenizing(self) -> Iterator[Engine | None]:
@@ -101,6 +113,10 @@ class ChatHost(Protocol):
     """A session worker runs: the header says so and other session actions wait."""
     attaching: bool
     """An attach worker runs."""
+    generating: bool
+    """A turn's worker runs."""
+    loading_model: bool
+    """A model switch is loading the next model."""
 
     @property
     def engine(self) -> Engine: ...

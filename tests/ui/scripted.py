@@ -18,7 +18,7 @@ import numpy as np
 
 from chatapp.config import DraftMode
 from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable, SoftMaxCollector, capture
-from chatapp.engine.backend import CacheState, Drafting, GenerationSettings, ModelSummary
+from chatapp.engine.backend import CacheState, Drafting, GenerationSettings, ModelSummary, split_evenly
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
 from chatapp.engine.stats import LiveDecode
 from chatapp.engine.tokens import Token, common_prefix
@@ -92,6 +92,15 @@ class ScriptedBackend:
 
     def interrupt(self) -> None:
         pass
+
+    def prefill(self, tokens: Sequence[int], stop: threading.Event, *, batch: int) -> Iterator[int]:
+        tokens = list(tokens)
+        self._kv = self._kv[:common_prefix(self._kv, tokens)]
+        for size in split_evenly(len(tokens) - len(self._kv), batch):
+            if stop.is_set():
+                return
+            self._kv = tokens[:len(self._kv) + size]
+            yield len(self._kv)
 
     # --- attention (scripted weights) ---------------------------------------------------------
     N_HEAD = 3

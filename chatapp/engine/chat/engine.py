@@ -28,6 +28,7 @@ from chatapp.engine.backend import Backend, CacheState, Drafting, GenerationSett
 from chatapp.engine.chat.branch_states import BranchKeeper, BranchStates, BranchSwitch
 from chatapp.engine.chat.conversation import Conversation
 from chatapp.engine.chat.tree import ROOT, MessageTree, new_id
+from chatapp.engine.chat.typeahead import TypeAhead, TypeAheadState, next_question
 from chatapp.engine.events import (
     ContextRetrieved, ContextTrimmed, Event, Generated, Message, PrefillDone, TextDelta, TurnDone)
 from chatapp.engine.retrieval.attachments import AttachmentSet, AttachReport, Planned
@@ -67,6 +68,7 @@ class Engine:
         """The last long prefill's speed, for what re-prefilling a branch would cost."""
         self.state_namespace = new_id(())
         """Names this conversation's branch states on a server (a saved session sets its state key)."""
+        self._typeahead = TypeAheadState()
         drafting = backend.set_drafting(settings.draft, settings.draft_max)
         if drafting.off_because:
             self.load_notices.append(drafting.describe())
@@ -226,6 +228,7 @@ class Engine:
             current = common_prefix(self._backend.cached_tokens(), expected)
             if keep <= current or not self._backend.restore_cache(found, keep):
                 continue
+            self._typeahead.forget()
             self._cache_leaf, self._last_reuse, self._last_turn = leaf, None, None
             self._kept_as_is = leaf if source == "memory" and keep == len(found.tokens) else None
             return keep, source
@@ -345,16 +348,30 @@ class Engine:
             return None
         return self._attachment_set().retrieve(question, placed_keys(earlier))
 
+    # --- prefill while typing (chatapp.engine.chat.typeahead) ----------------------------------
+    def type_ahead(self, text: str, stop: threading.Event) -> Iterator[TypeAhead]:
+        """Prefill the next turn's prompt for `text`, the question being typed after the shown
+        path, as far as it is certain, in short batches until done or `stop` is set; one
+        `TypeAhead` after each. Nothing when `prefill_while_typing` is off; for an empty text
+        only what the cache holds past the conversation and the next question's opening goes.
+        The caller holds the same lock as for a turn: this changes the cache."""
+        if not self.settings.prefill_while_typing:
+            return iter(())
+        return self._typeahead.run(
+            self._backend, lambda typed: self.prompt_ids(next_question(self.context_messages(), typed)), text,
+            fits=lambda n: n + self._reserve() <= self.n_ctx, question_stable=not self.attachments, stop=stop)
+
     # --- turns -------------------------------------------------------------------------------
-    def send(self, text: str) -> Iterator[Event]:
-        """A new question after the shown path's last message."""
+    def send(self, text: str, *, since: float | None = None) -> Iterator[Event]:
+        """A new question after the shown path's last message. `since`: when the user sent it
+        (time.perf_counter()), for the record's ttft_ms; by default when the turn starts."""
         if not text.strip():
             raise InputError("the prompt is empty")
         tree = self._conversation.tree
         undo_leaf = tree.leaf
         context = self._retrieve(text, self.context_messages())
         question = self._conversation.add(Message("user", text, context=context))
-        return self._turn(lambda: self._undo(undo_leaf, question.id), "send")
+        return self._turn(lambda: self._undo(undo_leaf, question.id), "send", since=since)
 
     def send_after(self, message_id: str, text: str) -> Iterator[Event]:
         """A new question branching after reply `message_id` (tree.ROOT: a new first question);
@@ -453,8 +470,9 @@ class Engine:
         return prompt, ContextTrimmed(trimmed.dropped + more.dropped, trimmed.dropped_turns + more.dropped_turns,
                                       trimmed.prompt_tokens_before, more.prompt_tokens_after)
 
-    def _turn(self, undo, action: str, reuse_limit: int | None = None) -> Iterator[Event]:
-        started = time.perf_counter()
+    def _turn(self, undo, action: str, reuse_limit: int | None = None,
+              since: float | None = None) -> Iterator[Event]:
+        started = time.perf_counter() if since is None else since
         self._stop.clear()
         regenerating = action == "regenerate"
         prompt, trimmed = self._fit_turn(undo, regenerating)
@@ -464,6 +482,10 @@ class Engine:
         question = prompt_messages[-1]
         if question.context is not None and not regenerating:
             yield ContextRetrieved(question.context)
+        if self.summary.kind == "in-process":  # a server batches as it will: nothing to keep to
+            typed = self._typeahead.reuse_limit(self._backend.cached_tokens(), prompt)
+            if typed is not None:
+                reuse_limit = typed if reuse_limit is None else min(reuse_limit, typed)
         generation, ttft_ms, finished = self.generation, None, None
         try:
             for event in self._backend.stream(prompt, generation, self._stop, reuse_limit=reuse_limit):
@@ -484,6 +506,8 @@ class Engine:
             ttft_ms = (time.perf_counter() - started) * 1000
         prefill = finished.prefill or PrefillDone(len(prompt), 0, 0, 0.0, None)
         self._last_reuse = prefill.cached_tokens
+        typed = self._typeahead.prefilled(prefill.cached_tokens)
+        self._typeahead.forget()
         if prefill.prefill_tokens >= 64 and prefill.prefill_ms > 0:
             self._prefill_tps = prefill.prefill_tps
         reply = self._conversation.add(Message("assistant", finished.reply,
@@ -496,7 +520,7 @@ class Engine:
             generated_tokens=finished.generated_tokens, kv_used=finished.kv_used, n_ctx=self.n_ctx,
             kv_bytes_per_token=self.summary.kv_bytes_per_token or 0,
             dropped_turns=trimmed.dropped_turns if trimmed else 0, finish_reason=finished.finish_reason,
-            reuse_broken_at=prefill.reuse_broken_at, extra=dict(finished.extra),
+            reuse_broken_at=prefill.reuse_broken_at, prefilled_while_typing=typed, extra=dict(finished.extra),
         )
         record.extra.update(message_id=reply.id, parent_id=reply.parent, action=action)
         if action != "send":
@@ -537,6 +561,7 @@ class Engine:
 
     def clear_cache(self) -> None:
         self._backend.clear_cache()
+        self._typeahead.forget()
         self._last_reuse = None
         self._last_turn = None
         self._cache_leaf = self._kept_as_is = None
@@ -552,6 +577,7 @@ class Engine:
         self._last_reuse = None
         self._last_turn = None
         restored = self._backend.restore_cache(state, keep)
+        self._typeahead.forget()
         self._cache_leaf = self._conversation.tree.leaf if restored else None
         self._kept_as_is = None
         return restored

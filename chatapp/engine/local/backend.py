@@ -20,7 +20,7 @@ from pathlib import Path
 from chatapp.config import DraftMode, Settings
 from chatapp.engine import tokens as token_views
 from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable, capture
-from chatapp.engine.backend import CacheState, Drafting, GenerationSettings, ModelSummary
+from chatapp.engine.backend import CacheState, Drafting, GenerationSettings, ModelSummary, prefill_batches, split_evenly
 from chatapp.engine.drafting.policy import DraftPolicy
 from chatapp.engine.local.drafting import LocalDrafting
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
@@ -32,9 +32,6 @@ from chatapp.engine.stats import DraftFigures, LiveDecode, rate
 from chatapp.engine.local.threads import ThreadPolicy
 from chatapp.engine.tokens import Token, Utf8Stream, common_prefix
 
-PREFILL_CHUNK = 256
-"""Prompt tokens per prefill batch: a progress event after each (the Speed panel's live
-prefill figures). A stop does not wait for a chunk to end: llama.cpp abandons it mid-way."""
 
 
 def display_name(path: Path) -> str:
@@ -125,6 +122,27 @@ class LocalBackend:
     def interrupt(self) -> None:
         """Nothing to cut short: prefill polls the stop event inside llama.cpp, decode between steps."""
 
+    def prefill(self, tokens: Sequence[int], stop: threading.Event, *, batch: int) -> Iterator[int]:
+        """Prefill while typing: on one thread, the caller's (which the UI runs at a lower
+        priority), so the UI keeps a core; llama.cpp gives the same rows on any thread count.
+        It gives way when other programs keep every
+        core busy."""
+        rt, tokens = self.runtime, list(tokens)
+        rt.keep_kv_prefix(common_prefix(rt.kv_tokens, tokens))
+        before = rt.threads
+        try:
+            for size in split_evenly(len(tokens) - rt.n_cached, min(batch, rt.n_batch)):
+                self.threads.look()
+                if stop.is_set() or self.threads.others >= self.threads.cores:
+                    return
+                self._use_threads(before[0], 1)
+                finished = rt.prefill(tokens[rt.n_cached:rt.n_cached + size], should_stop=stop.is_set)
+                yield rt.n_cached
+                if not finished:
+                    return
+        finally:
+            self._use_threads(*before)
+
     def stream(self, prompt: Sequence[int], generation: GenerationSettings, stop: threading.Event, *,
                reuse_limit: int | None = None) -> Iterator[BackendEvent]:
         rt = self.runtime
@@ -142,9 +160,13 @@ class LocalBackend:
         todo = prompt[cached:]
         done, started = 0, time.perf_counter()
         self.threads.look(force=True)
-        while done < len(todo) and not stop.is_set():
+        # A progress event after each batch (the Speed panel's live prefill figures); a stop does
+        # not wait for a batch to end: llama.cpp abandons it mid-way.
+        for size in prefill_batches(cached, len(prompt)):
+            if stop.is_set():
+                break
             self._use_threads(rt.threads[0], self.threads.prefill_threads())
-            chunk = todo[done:done + min(PREFILL_CHUNK, rt.n_batch)]
+            chunk = todo[done:done + size]
             finished = rt.prefill(chunk, should_stop=stop.is_set)
             done = rt.n_cached - cached
             yield PrefillProgress(done, len(todo), (time.perf_counter() - started) * 1000, rt.threads[1])

@@ -31,7 +31,7 @@ import msgspec
 from chatapp.engine import tokens as token_views
 from chatapp.config import DraftMode, Settings
 from chatapp.engine.inside.attention import AttentionUnavailable
-from chatapp.engine.backend import CacheState, Drafting, GenerationSettings
+from chatapp.engine.backend import CacheState, Drafting, GenerationSettings, split_evenly
 from chatapp.engine.events import BackendEvent, Generated, Message
 from chatapp.engine.server import answers
 from chatapp.engine.server.http import ServerClient, StreamBroken, Timeouts
@@ -235,6 +235,25 @@ class ServerBackend:
                 return ids, False
             ids.extend(found)
         return ids, True
+
+    def prefill(self, tokens: Sequence[int], stop: threading.Event, *, batch: int) -> Iterator[int]:
+        """Prefill while typing through the server's prompt cache: each batch is a /completion
+        of the prompt so far with n_predict 0 and cache_prompt, which the server answers after
+        computing what its slot lacks; the turn's request then finds it there. What the slot
+        holds past `tokens` is replaced by the next request that differs there."""
+        tokens = list(tokens)
+        done = common_prefix(self._tokens, tokens)
+        greedy = sampling(GenerationSettings(temperature=0.0))
+        for size in split_evenly(len(tokens) - done, batch):
+            if stop.is_set():
+                return
+            end = done + size
+            self._client.post("/completion", {"prompt": tokens[:end], "n_predict": 0, "cache_prompt": True,
+                                              "id_slot": SLOT, **greedy},
+                              answers.Anything, timeout=self._client.timeouts.slot)
+            self._tokens = tokens[:end]
+            done = end
+            yield done
 
     def _keep_only(self, prompt: list[int], keep: int, timeout: float) -> None:
         """Make the slot hold exactly prompt[:keep] in front, so the rest is prefilled as one

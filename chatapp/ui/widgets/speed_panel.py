@@ -12,6 +12,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Sparkline, Static
 
+from chatapp.engine.chat.typeahead import TypeAhead
 from chatapp.engine.events import PrefillDone, PrefillProgress
 from chatapp.engine.machine.roofline import decode_line, prefill_line
 from chatapp.engine.stats import DraftFigures, LiveDecode, TurnRecord, draft_figures
@@ -40,6 +41,16 @@ def draft_lines(draft: DraftFigures) -> dict[str, str]:
 def roofline_text(bytes_per_token: int, decode_tps: float, bandwidth_gbps: float | None, backend: str) -> str:
     """decode_line, one part a line."""
     return decode_line(bytes_per_token, decode_tps, bandwidth_gbps, backend).replace("; ", "\n  ")
+
+
+def typing_line(state: TypeAhead, backend: str) -> str:
+    """E.g. "ready: 412 of 415 tokens prefilled while typing", and what held it back if anything."""
+    line = f"ready: {count(state.ready)} of {count(state.total)} tokens prefilled while typing"
+    if backend == "llama-server":
+        line += " (in llama-server's prompt cache: requests with n_predict 0)"
+    if state.prefilled:
+        line += f"\n  {count(state.prefilled)} computed while typing, the rest cached from earlier turns"
+    return line + (f"\n  {state.note}" if state.note else "")
 
 
 def threads_line(threads: int, reason: str) -> str:
@@ -82,6 +93,8 @@ class SpeedPanel(Vertical):
         """The running turn's prefill while it runs (chunk by chunk)."""
         self.live: LiveDecode | None = None
         self.history: deque[TurnRecord] = deque(maxlen=HISTORY)
+        self.typing: TypeAhead | None = None
+        """Prefill while typing, while the composer holds the next question (chatapp.engine.chat.typeahead)."""
         self.backend = "CPU"
         """Where decode runs (the model summary's backend): named when its bandwidth is not measured."""
 
@@ -95,6 +108,10 @@ class SpeedPanel(Vertical):
         yield Sparkline([], id="decode-history", classes="history")
 
     # --- what the shell calls ---------------------------------------------------------
+    def show_typing(self, state: TypeAhead | None) -> None:
+        self.typing = state
+        self._paint()
+
     def show_prefill_progress(self, event: PrefillProgress) -> None:
         self.progress = event
         self._paint()
@@ -145,6 +162,8 @@ class SpeedPanel(Vertical):
                  "prefill_ms": ms(r.prefill_ms), "prefill_tps": tps(r.prefill_tps), "ttft_ms": ms(r.ttft_ms),
                  "decode_tokens": count(r.decode_tokens), "decode_ms": ms(r.decode_ms),
                  "decode_tps": tps(r.decode_tps), "finish_reason": r.finish_reason}
+        if r.prefilled_while_typing:
+            shown |= {"prefilled_while_typing": count(r.prefilled_while_typing)}
         if r.restored_tokens:  # the first turn after a session resume
             shown |= {"restored_tokens": count(r.restored_tokens), "restore_ms": ms(r.restore_ms)}
         if isinstance(r.extra.get("threads"), int):
@@ -173,10 +192,17 @@ class SpeedPanel(Vertical):
     def _figures_text(self) -> Text:
         if self.progress is not None and self.prefill is None:
             return self._progress_text(self.progress)
+        text = self._record_text()
+        if self.typing is not None and not self.streaming:
+            return Text("\n").join([Text(typing_line(self.typing, self.backend)), text])
+        return text
+
+    def _record_text(self) -> Text:
         f = self.figures
         if not f:
             return Text("no turn yet", style="italic")
-        lines = [f"prefill {f['prefill_tokens']} tok, {f['cached_tokens']} cached",
+        typed = f" ({f['prefilled_while_typing']} while typing)" if "prefilled_while_typing" in f else ""
+        lines = [f"prefill {f['prefill_tokens']} tok, {f['cached_tokens']} cached{typed}",
                  f"  {f['prefill_ms']} · {f['prefill_tps']}"]
         if "prefill_compute" in f:
             lines.append(f"  {f['prefill_compute']}")

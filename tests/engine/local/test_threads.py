@@ -11,7 +11,7 @@ import pytest
 from chatapp.config import Settings
 from chatapp.engine.opening import open_engine
 from chatapp.engine.machine.hardware import physical_cores
-from chatapp.engine.local.threads import OtherLoad, ThreadPolicy, cached_choice
+from chatapp.engine.local.threads import RECHECK_S, OtherLoad, ThreadPolicy, cached_choice
 
 BUSY = [sys.executable, "-c", "import time\nend = time.time() + 60\nwhile time.time() < end: pass"]
 
@@ -69,6 +69,65 @@ def test_the_first_steps_measure_and_the_fastest_count_is_kept():
     assert cached_choice("test-machine|model") == 1
     again = ThreadPolicy(2, load=Load(), key="test-machine|model")
     assert not again.measuring and again.decode_threads() == 1
+
+
+def measured_fastest(cores: int, fast: int, load: Load, now: list[float]) -> ThreadPolicy:
+    """A policy whose first measurement, on a quiet machine, found `fast` threads fastest."""
+    policy = ThreadPolicy(cores, load=load, clock=lambda: now[0])
+    while policy.measuring:
+        threads = policy.decode_threads()
+        policy.observe(threads, 0.010 if threads == fast else 0.016)
+    return policy
+
+
+def finish_trial(policy: ThreadPolicy, step_s: dict[int, float]) -> set[int]:
+    tried = set()
+    while policy.measuring:
+        threads = policy.decode_threads()
+        tried.add(threads)
+        policy.observe(threads, step_s[threads])
+    return tried
+
+
+def test_under_part_of_a_core_of_load_both_counts_are_timed_and_the_faster_kept():
+    load, now = Load(), [0.0]
+    policy = measured_fastest(2, 2, load, now)
+    load.cores = 0.6  # e.g. the terminal drawing chatapp: more than half a core, less than a whole one
+    policy.look(force=True)
+    assert policy.measuring and "measuring 1 and 2 threads under the load" in policy.reason(policy.decode_threads())
+    assert finish_trial(policy, {1: 0.015, 2: 0.012}) == {1, 2}
+    assert policy.decode_threads() == 2
+    assert "fastest measured under the load here" in policy.reason(2) and "2: 12.0 ms" in policy.reason(2)
+    now[0] += 5
+    policy.look(force=True)
+    assert not policy.measuring and policy.decode_threads() == 2  # the same load: kept
+    now[0] += RECHECK_S
+    policy.look(force=True)
+    assert policy.measuring  # measured again after a while
+    finish_trial(policy, {1: 0.011, 2: 0.016})
+    assert policy.decode_threads() == 1
+
+
+def test_a_count_that_waits_on_the_load_is_given_up_after_one_slow_step():
+    load, now = Load(), [0.0]
+    policy = measured_fastest(2, 2, load, now)
+    load.cores = 0.8
+    policy.look(force=True)
+    steps = []
+    while policy.measuring:
+        threads = policy.decode_threads()
+        steps.append(threads)
+        policy.observe(threads, 0.010 if threads == 1 else 1.0)
+    assert steps.count(2) == 1 and policy.decode_threads() == 1
+
+
+def test_a_whole_busy_core_is_taken_without_measuring():
+    load, now = Load(), [0.0]
+    policy = measured_fastest(2, 2, load, now)
+    load.cores = 1.0
+    policy.look(force=True)
+    assert not policy.measuring and policy.decode_threads() == 1
+    assert "other programs keep 1 of 2 cores busy" in policy.reason(1)
 
 
 def test_threads_set_in_the_config_are_used_as_they_are():
