@@ -143,3 +143,33 @@ def test_draws_follow_the_reported_after_chain_distribution(runtime):
     colder.close()
     stat, df = _chi_square(counts, dict(zip(ids.tolist(), probs.tolist())), draws)
     assert stat > _wilson_hilferty(df)
+
+
+def test_accepted_drafts_report_their_verify_rows(default_model_path):
+    """With drafting, each token's step comes from its row of the verify batch: the figures equal
+    the plain loop's (the drafting tests' exactness check guards the rows being a single step's).
+    A q8_0 cache, as the drafting tests run: with f16 drafting turns itself off on 2 threads."""
+    from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
+    from tests.engine.local.test_speculative_engine import PROMPTS, drafting_engine
+
+    runtime = LlamaRuntime(default_model_path, LoadOptions(n_ctx=1024, kv_type="q8_0"))
+    try:
+        _drafts_and_plain(runtime, PROMPTS["copy"], drafting_engine)
+    finally:
+        runtime.close()
+
+
+def _drafts_and_plain(runtime, prompt, drafting_engine) -> None:
+    engine = drafting_engine(runtime, max_tokens=48)
+    engine.set_generation(logprobs=4)
+    drafted = list(engine.send(prompt))[-1].record
+    if not drafted.extra.get("draft_accepted"):
+        pytest.skip(f"no draft was accepted on this machine: {drafted.extra.get('draft_off_because', '')}")
+    plain = make_engine(runtime, "", GenerationSettings(temperature=0.0, max_tokens=48, logprobs=4))
+    plain.clear_cache()
+    reference = list(plain.send(prompt))[-1].record
+    assert drafted.reply == reference.reply and len(drafted.probs) == len(reference.probs) == 48
+    for a, b in zip(drafted.probs, reference.probs):
+        assert a.id == b.id and a.rank == b.rank == 1
+        assert [c.id for c in a.top] == [c.id for c in b.top]
+        assert a.logprob == pytest.approx(b.logprob, abs=1e-4)
