@@ -285,7 +285,10 @@ class LocalBackend:
         if not isinstance(sampler, ProbingSampler):
             return ()
         rt = self.runtime
-        return sampler.steps(lambda t: rt.token_bytes(t).decode("utf-8", "replace"), generated)
+        reply = [step.token for step in sampler.taken[:generated]]
+        # A character split over tokens shows on the token that completes it, as in the Tokens panel.
+        chosen = ["" if t.special else t.piece for t in token_views.describe(rt, reply)]
+        return sampler.steps(lambda t: rt.token_bytes(t).decode("utf-8", "replace"), chosen)
 
     def _use_threads(self, decode: int, batch: int) -> None:
         if self.runtime.threads != (decode, batch):

@@ -18,7 +18,7 @@ The hot path keeps numbers only; `steps(piece)` names the tokens once the turn i
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,14 +86,14 @@ class ProbingSampler:
                                 shown.copy(), top_logits[:n].astype(np.float64) - log_total, sampled))
         return token
 
-    def steps(self, piece: Callable[[int], str], count: int | None = None) -> tuple[TokenProbs, ...]:
-        """The first `count` steps (all by default) as TokenProbs, tokens named by `piece`."""
-        taken = self.taken if count is None else self.taken[:count]
+    def steps(self, piece: Callable[[int], str], chosen: Sequence[str]) -> tuple[TokenProbs, ...]:
+        """The first len(chosen) steps as TokenProbs: the chosen tokens named by `chosen` (the
+        reply's pieces, which join into its text), the candidates by `piece`."""
         return tuple(
-            TokenProbs(s.token, piece(s.token), s.logprob, s.p_sampled, s.rank, s.rank_sampled, s.entropy,
+            TokenProbs(s.token, name, s.logprob, s.p_sampled, s.rank, s.rank_sampled, s.entropy,
                        tuple(Candidate(int(i), piece(int(i)), float(lp), float(ps))
                              for i, lp, ps in zip(s.top_ids, s.top_logprobs, s.top_sampled)))
-            for s in taken)
+            for s, name in zip(self.taken, chosen))
 
     def close(self) -> None:
         self._sampler.close()
