@@ -98,18 +98,6 @@ class TokenProbs:
                 "entropy": None if self.entropy is None else _round(self.entropy),
                 "top": [c.to_json() for c in self.top]}
 
-    @classmethod
-    def from_json(cls, data: dict) -> "TokenProbs":
-        """Read back what `to_json` wrote (a saved turn record); KeyError/TypeError/ValueError if not."""
-        top = tuple(Candidate(int(c["id"]), str(c["token"]), float(c["logprob"]), _maybe(c["p_sampled"]))
-                    for c in data["top"])
-        rank, p_sampled = data["rank"], _maybe(data["p_sampled"])
-        # The JSON keeps the raw rank only; the chain keeps the raw order, so the top list tells.
-        rank_sampled = None if p_sampled is None else 1 + sum(
-            1 for c in top if c.p_sampled is not None and c.p_sampled > p_sampled)
-        return cls(int(data["id"]), str(data["token"]), float(data["logprob"]), p_sampled,
-                   None if rank is None else int(rank), rank_sampled, _maybe(data["entropy"]), top)
-
 
 @dataclass(frozen=True)
 class Confidence:
@@ -139,7 +127,3 @@ def confidence(probs: Sequence[TokenProbs]) -> Confidence | None:
 
 def _round(x: float) -> float:
     return round(float(x), 6)
-
-
-def _maybe(x) -> float | None:
-    return None if x is None else float(x)
