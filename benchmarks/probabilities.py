@@ -90,7 +90,6 @@ def main() -> None:
 
 
 def server(args, settings: Settings) -> None:
-    from chatapp.engine.opening import connect_engine
     from chatapp.llama_tools import built
 
     with contextlib.ExitStack() as stack:

@@ -35,7 +35,8 @@ def test_without_logprobs_the_record_has_none(chatapp_exe):
 def test_out_of_range_is_one_line_and_exit_2(chatapp_exe, n):
     out = chatapp_exe("ask", "Hi", "--logprobs", n, "--json")
     assert out.returncode == 2
-    assert out.stderr.strip().splitlines() == [f"chatapp: Input: --logprobs takes 0 to 20 candidates per token, not {n}"]
+    expected = f"chatapp: Input: --logprobs takes 0 to 20 candidates per token, not {n}"
+    assert out.stderr.strip().splitlines() == [expected]
     assert out.stdout == ""
 
 
