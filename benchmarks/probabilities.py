@@ -60,6 +60,7 @@ def pairs(engine: Engine, runs: int, tokens: int, logprobs: int) -> tuple[list[f
         wall.append(on[0] / off[0])
         own.append(on[1] / off[1])
         cost.append((on[3] - off[3]) / on[2] * 1e6)
+        print(f"  pair {i + 1}: {off[0]:.1f} and {on[0]:.1f} tok/s, {wall[-1]:.3f}x", flush=True)
     return wall, own, cost
 
 
