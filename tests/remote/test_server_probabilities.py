@@ -140,7 +140,7 @@ def test_a_branch_over_the_server_prefills_only_the_chosen_token(llama_server):
         first = list(remote.send(QUESTION))[-1].record
         reply = remote.last_reply_ids()
         forced = reply[:4] + [first.probs[4].top[1].id]
-        record = list(remote.regenerate_from(forced))[-1].record
+        record = list(remote.regenerate(forced=forced))[-1].record
         assert remote.last_reply_ids()[:5] == forced
     finally:
         remote.close()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from chatapp.engine.backend import GenerationSettings
-from chatapp.errors import InputError
 from tests.engine.conftest import make_engine
 
 QUESTION = "Write one sentence about the sea."
@@ -22,7 +21,7 @@ def test_a_branch_starts_with_k_tokens_and_the_chosen_one_and_prefills_only_it(r
     other = first.probs[k].top[1].id  # the runner-up at position k
     assert other != reply[k]
     forced = reply[:k] + [other]
-    events = list(engine.regenerate_from(forced))
+    events = list(engine.regenerate(forced=forced))
     record = events[-1].record
     branch = engine.last_reply_ids()
     assert branch[: k + 1] == forced
@@ -47,7 +46,7 @@ def test_a_branch_decodes_on_as_the_model_would_after_those_tokens(runtime):
     reply = engine.last_reply_ids()
     prompt_tokens = len(engine.cached_tokens()) - len(reply)
     forced = reply[:3] + [reply[3] + 1]
-    list(engine.regenerate_from(forced))
+    list(engine.regenerate(forced=forced))
     branched = engine.last_reply_ids()
     prompt = engine.cached_tokens()[:prompt_tokens]
     runtime.clear_kv()
@@ -63,9 +62,3 @@ def test_a_branch_decodes_on_as_the_model_would_after_those_tokens(runtime):
     sampler.close()
     assert branched == forced + fresh
 
-
-def test_a_branch_needs_a_token(runtime):
-    engine = make_engine(runtime)
-    list(engine.send(QUESTION))
-    with pytest.raises(InputError):
-        engine.regenerate_from([])
