@@ -64,6 +64,36 @@ def pairs(engine: Engine, runs: int, tokens: int, logprobs: int) -> tuple[list[f
     return wall, own, cost
 
 
+def step_cost(model: str | None, logprobs: int, settings: Settings, calls: int = 2000) -> tuple[float, float]:
+    """The sampling step alone, on one fixed logits row: microseconds per call of the turn's
+    sampler (llama_sampler_sample over the whole vocabulary) and of the probing one. Medians of
+    5 blocks; a loaded machine moves them less than whole decode steps."""
+    from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
+    from chatapp.engine.local.probing import ProbingSampler
+    from chatapp.engine.models.resolve import resolve_model
+
+    runtime = LlamaRuntime(resolve_model(model), LoadOptions(n_ctx=512))
+    try:
+        runtime.eval(runtime.tokenize("<|im_start|>user\n" + PROMPT + "<|im_end|>\n<|im_start|>assistant\n",
+                                      special=True))
+        chain = dict(temperature=settings.temperature, top_k=settings.top_k, top_p=settings.top_p,
+                     min_p=settings.min_p, seed=1)
+        plain, probing = runtime.sampler(**chain), ProbingSampler(runtime.sampler(**chain), logprobs)
+        blocks = {"plain": [], "probing": []}
+        for _ in range(5):
+            for name, sampler in (("plain", plain), ("probing", probing)):
+                start = time.perf_counter()
+                for _ in range(calls):
+                    sampler.sample()
+                blocks[name].append((time.perf_counter() - start) / calls * 1e6)
+            probing.taken.clear()
+        plain.close()
+        probing.close()
+        return statistics.median(blocks["plain"]), statistics.median(blocks["probing"])
+    finally:
+        runtime.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None)
@@ -75,6 +105,9 @@ def main() -> None:
     args = parser.parse_args()
 
     settings = Settings(n_ctx=args.ctx, max_tokens=args.tokens, threads=physical_cores())
+    plain_us, probing_us = step_cost(args.model, args.logprobs, settings)
+    print(f"sampling step alone: {plain_us:.0f} us plain, {probing_us:.0f} us with {args.logprobs} candidates "
+          f"(+{probing_us - plain_us:.0f} us a token)", flush=True)
     engine = open_engine(settings, args.model)
     try:
         wall, _own, cost = pairs(engine, args.runs, args.tokens, args.logprobs)
@@ -85,7 +118,7 @@ def main() -> None:
           f"min_p {g.min_p} · logprobs {args.logprobs} · {args.tokens} tokens · {args.runs} pairs")
     print(f"  decode with probabilities / without: median {statistics.median(wall):.3f}x "
           f"(min {min(wall):.3f}, max {max(wall):.3f}; target >= 0.97)")
-    print(f"  cost per token: median {statistics.median(cost):.0f} us")
+    print(f"  cost per token (wall, on - off): median {statistics.median(cost):.0f} us")
     if args.server != "none":
         server(args, settings)
 

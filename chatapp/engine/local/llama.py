@@ -112,6 +112,8 @@ class Sampler:
         self.top_k = top_k
         self.n_vocab = n_vocab
         self._data = np.zeros(0, dtype=_TOKEN_DATA)
+        self._pointer = self._array = None
+        self._rows: dict[int, np.ndarray] = {}
         params = llama_cpp.llama_sampler_chain_default_params()
         params.no_perf = True
         self._chain = llama_cpp.llama_sampler_chain_init(params)
@@ -130,10 +132,14 @@ class Sampler:
 
     def logits(self, row: int = -1) -> np.ndarray:
         """Logits row `row` of the last decode, in place (valid until the next decode)."""
-        logits = llama_cpp.llama_get_logits_ith(self._ctx, row)
-        if not logits:
+        address = ctypes.cast(llama_cpp.llama_get_logits_ith(self._ctx, row), ctypes.c_void_p).value
+        if not address:
             raise ModelError(f"llama.cpp has no logits at row {row}")
-        return np.ctypeslib.as_array(logits, shape=(self.n_vocab,))
+        view = self._rows.get(address)
+        if view is None:  # a row's place in llama.cpp's buffer repeats: one numpy view each
+            view = self._rows[address] = np.frombuffer((ctypes.c_float * self.n_vocab).from_address(address),
+                                                       dtype=np.float32)
+        return view
 
     def draw(self, ids: np.ndarray, logits: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
         """What `sample` does, on these candidates instead of the whole vocabulary: the chain is
@@ -142,17 +148,20 @@ class Sampler:
         mass on the draw when greedy). Equal to `sample` when the candidates include the top_k
         (the chain's first sampler keeps only those), or are every token."""
         n = len(ids)
-        if len(self._data) < n:
+        if len(self._data) < n:  # one array struct per buffer: building them costs more than the chain
             self._data = np.zeros(n, dtype=_TOKEN_DATA)
-        data = self._data[:n]
+            self._pointer = self._data.ctypes.data_as(llama_cpp.llama_token_data_p)
+            self._array = llama_cpp.llama_token_data_array(data=self._pointer, size=n, selected=-1, sorted=False)
+        data, array = self._data[:n], self._array
         data["id"], data["logit"], data["p"] = ids, logits, 0.0
-        array = llama_cpp.llama_token_data_array(
-            data=data.ctypes.data_as(llama_cpp.llama_token_data_p), size=n, selected=-1, sorted=False)
+        array.data, array.size, array.selected, array.sorted = self._pointer, n, -1, False
         llama_cpp.llama_sampler_apply(self._chain, ctypes.byref(array))
         if not 0 <= array.selected < array.size:
             raise ModelError("llama.cpp's sampler chain selected no token")
-        # Samplers may point `data` elsewhere (the binding's header says so); read where it points.
-        kept = np.ctypeslib.as_array(array.data, shape=(array.size,)).view(_TOKEN_DATA)
+        if ctypes.cast(array.data, ctypes.c_void_p).value == self._data.ctypes.data:
+            kept = self._data[:array.size]
+        else:  # samplers may point `data` elsewhere (the binding's header says so): read where it points
+            kept = np.ctypeslib.as_array(array.data, shape=(array.size,)).view(_TOKEN_DATA)
         token = int(kept["id"][array.selected])
         llama_cpp.llama_sampler_accept(self._chain, token)
         if self.greedy:
