@@ -19,7 +19,7 @@ from chatapp.engine.events import ContextRetrieved, ContextTrimmed, TextDelta, T
 from chatapp.engine.retrieval.context import RetrievedContext
 from chatapp.engine.retrieval.loading import Loaded
 from chatapp.engine.stats import DRAFT_KEYS, ROOFLINE_KEYS, TurnRecord
-from chatapp.errors import OutputError, ServerError
+from chatapp.errors import InputError, OutputError, ServerError
 
 if TYPE_CHECKING:  # both are imported where they are first needed, after the arguments are checked
     from chatapp.engine.chat.engine import Engine
@@ -104,9 +104,10 @@ def sources_line(context: RetrievedContext) -> str:
 
 def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_json: bool,
             session: str | None = None, attachments: list[Loaded] | None = None, system: str | None = None,
-            branch_from: str | None = None) -> None:
+            branch_from: str | None = None, logprobs: int = 0) -> None:
     """`system`: the --system given, which replaces a resumed session's system prompt;
-    `branch_from`: the message (of `session`) the first prompt branches after."""
+    `branch_from`: the message (of `session`) the first prompt branches after;
+    `logprobs`: candidates per reply token for the JSON records (0: none)."""
     from chatapp.commands.opening import open_engine
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -122,6 +123,7 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
     engine = open_engine(settings, model, err)
     for notice in engine.load_notices:
         err.print(f"[yellow]{escape(notice)}[/]")
+    engine.set_generation(logprobs=logprobs)
     try:
         with ctrl_c_stops(engine) as stopped:
             _ask(engine, manager, session, prompts, as_json, err, out, attachments or [], system, stopped,
@@ -212,6 +214,9 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
                     said_drafting = why
         if record is not None and record.extra.get("server_error"):
             raise ServerError(str(record.extra["server_error"]))  # what was said is kept (and saved)
+        if record is not None and engine.generation.logprobs and record.generated_tokens and not record.probs:
+            raise InputError(f"--logprobs: {summary.location} gave no token probabilities for the reply "
+                             "(a llama-server gives them as n_probs); the turn is kept")
         if record is not None and record.finish_reason == "stopped":
             if number < len(prompts):
                 err.print(f"[yellow]stopped; skipped the remaining {len(prompts) - number} prompt(s)[/]")

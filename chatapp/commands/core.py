@@ -15,6 +15,7 @@ from rich.text import Text
 
 from chatapp.commands.opening import open_engine, settings_with
 from chatapp.config import DRAFT_MODES
+from chatapp.engine.sampling import MAX_LOGPROBS, check_logprobs
 from chatapp.errors import InputError
 
 FLAG = ""
@@ -106,12 +107,16 @@ def ask(
         "--branch-from", help="With --session: the first prompt becomes a new question after this reply's id "
                               "(see chatapp sessions tree; 'root' for a new first question), and the run "
                               "continues on that branch.")] = None,
+    logprobs: Annotated[int, typer.Option(
+        "--logprobs", help=f"With --json: each reply token's probability, rank and entropy, and its top N "
+                           f"alternatives before and after the sampler chain (0 to {MAX_LOGPROBS}).")] = 0,
 ) -> None:
     """Ask one or more questions in one conversation; print replies and per-turn stats."""
     if not prompts or any(not p.strip() for p in prompts):
         raise InputError("the prompt is empty")
     if branch_from is not None and session is None:
         raise InputError("--branch-from needs --session: it names a message of a saved session")
+    check_logprobs(logprobs)
     from chatapp.engine.retrieval.loading import load_paths
 
     loaded = load_paths(list(attach or ()))  # a bad file fails here, before the model loads
@@ -122,7 +127,7 @@ def ask(
     from chatapp.commands.ask_output import run_ask
 
     run_ask(settings, model, prompts, as_json=as_json, session=session, attachments=loaded, system=system,
-            branch_from=branch_from)
+            branch_from=branch_from, logprobs=logprobs)
 
 
 def tokenize(

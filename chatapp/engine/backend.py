@@ -75,6 +75,9 @@ class GenerationSettings:
     stream_timeout: float = _DEFAULTS.stream_timeout
     """Seconds a reply may go without progress; a backend that streams over a network (the
     llama-server one) gives up past it. In-process decoding cannot stall, so it ignores it."""
+    logprobs: int = 0
+    """Candidates to report per generated token (chatapp.engine.sampling, up to MAX_LOGPROBS);
+    0 computes nothing extra."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "GenerationSettings":
@@ -171,10 +174,15 @@ class Backend(Protocol):
         """The token ids whose keys and values the cache holds now, in position order."""
 
     def stream(self, prompt: Sequence[int], generation: GenerationSettings, stop: threading.Event, *,
-               reuse_limit: int | None = None) -> Iterator[BackendEvent]:
+               reuse_limit: int | None = None, forced: Sequence[int] = ()) -> Iterator[BackendEvent]:
         """Run one turn: reuse what the cache shares with `prompt` (at most `reuse_limit`
         tokens), prefill the rest, decode the reply. Ends with a `Generated`. `stop` may be set
-        from another thread at any time, prefill included."""
+        from another thread at any time, prefill included.
+
+        `forced`: the reply's first tokens, given rather than sampled (a branch from a token of
+        an earlier reply). They follow `prompt` in the cache like prompt tokens, the cached ones
+        reused and the rest prefilled, their text starts the reply, and decoding goes on after
+        them. `Generated.forced_prefilled` says how many of them were computed."""
 
     def interrupt(self) -> None:
         """Called from another thread after `stop` is set, to cut a blocking call short."""

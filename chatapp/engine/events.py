@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from chatapp.engine.retrieval.context import RetrievedContext, message_content
+from chatapp.engine.sampling import TokenProbs
 from chatapp.engine.stats import LiveDecode, TurnRecord
 from chatapp.engine.tokens import Token
 
@@ -125,6 +126,13 @@ class Generated:
     """Backend-specific figures for the record (threads, the server's timings, ...)."""
     drafted: tuple[int, ...] = ()
     """Indexes of the reply's tokens (0: its first) that were accepted drafts."""
+    probs: tuple[TokenProbs, ...] = ()
+    """Each sampled reply token's sampling step, in order, when the turn asked for them
+    (GenerationSettings.logprobs); forced tokens have none."""
+    forced: int = 0
+    """Reply tokens given rather than sampled (Backend.stream's `forced`); they start the reply."""
+    forced_prefilled: int = 0
+    """How many of those the turn computed (the rest were in the cache)."""
 
 
 class TurnDone:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+
+from chatapp.engine.sampling import TokenProbs
 
 
 def rate(tokens: int, ms: float) -> float:
@@ -108,6 +110,9 @@ class TurnRecord:
     """Of `cached_tokens`, those prefilled while the question was being typed
     (chatapp.engine.chat.typeahead)."""
     extra: dict = field(default_factory=dict)
+    probs: tuple[TokenProbs, ...] = ()
+    """Each sampled reply token's sampling step, when the turn asked for them; `to_json`
+    writes them as "logprobs"."""
 
     @property
     def prefill_tps(self) -> float:
@@ -122,13 +127,16 @@ class TurnRecord:
         return self.kv_used * self.kv_bytes_per_token
 
     def to_json(self) -> dict:
-        data = asdict(self)
+        data = asdict(replace(self, probs=()))
+        data.pop("probs")
         extra = data.pop("extra")
         data["prefill_tps"] = round(self.prefill_tps, 2)
         data["decode_tps"] = round(self.decode_tps, 2)
         for key in ("prefill_ms", "decode_ms", "ttft_ms", "restore_ms"):
             data[key] = round(data[key], 3)
         data.update(extra)
+        if self.probs:
+            data["logprobs"] = [p.to_json() for p in self.probs]
         return data
 
 

@@ -62,6 +62,7 @@ from chatapp.ui.themes import DEFAULT_THEME, ThemeLoadResult, load_themes, regis
 from chatapp.ui.turns import decode_gets_the_gil, stream_turn
 from chatapp.ui.typing_prefill import TypingPrefill, TypingPrefilled
 from chatapp.ui.widgets.composer import Composer
+from chatapp.ui.widgets.confidence import VIEW_CANDIDATES
 from chatapp.ui.widgets.header import AppHeader
 from chatapp.ui.widgets.kv_panel import KVPanel
 from chatapp.ui.widgets.quant_panel import QuantPanel
@@ -123,6 +124,9 @@ class ChatApp(App[None]):
         Binding("f9", "attention", "Attention", show=False, priority=True,
                 tooltip="Attention in the last turn: which earlier tokens a reply token attended to, per layer "
                         "and head (the reply token selected in the Tokens panel, if any)"),
+        Binding("f10", "toggle_confidence", "Confidence", show=False,
+                tooltip="Confidence view: reply tokens shaded by their probability; a reply token selected in the "
+                        "Tokens panel shows its alternatives before and after the sampler (from the next reply)"),
         Binding("ctrl+p", "command_palette", "Palette", show=False,
                 tooltip="Command palette: every action, and the theme picker"),
         *branch_control.BINDINGS,
@@ -366,7 +370,7 @@ class ChatApp(App[None]):
         await self.query_one(Transcript).finish_reply(record)
         self.query_one(SpeedPanel).show_turn(record)
         self.query_one(KVPanel).show_turn(record, message.view)
-        self.query_one(TokensPanel).show_turn(message.view, record.reuse_broken_at)
+        self.query_one(TokensPanel).show_turn(message.view, record.reuse_broken_at, record.probs)
         self.query_one(QuantPanel).show_kv_used(record.kv_used)
         self.branches_ui.turn_finished(record)
         if error := record.extra.get("server_error"):  # the reply so far is kept, marked stopped
@@ -636,6 +640,16 @@ class ChatApp(App[None]):
 
     def action_toggle_token_ids(self) -> None:
         self.query_one(TokensPanel).toggle_ids()
+
+    def action_toggle_confidence(self) -> None:
+        """The engine computes each reply token's probabilities only while the view is on."""
+        tokens = self.query_one(TokensPanel)
+        on = not tokens.confidence
+        self.engine.set_generation(logprobs=VIEW_CANDIDATES if on else 0)
+        tokens.confidence = on
+        self.query_one(Transcript).show_confidence(on)
+        self.notify("confidence view on: replies from now on are shaded by probability; select a reply token in "
+                    "the Tokens panel for its alternatives" if on else "confidence view off", timeout=4)
 
     # --- composer tokens ---------------------------------------------------------------------
     @on(TextArea.Changed, "#composer")

@@ -32,6 +32,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Toggle panels", "Show or hide the Tokens / KV / Speed / Quant panels", "toggle_panels"),
     ("Next panel", "Show the next panel", "next_panel"),
     ("Toggle token ids", "Show token ids in the Tokens panel", "toggle_token_ids"),
+    ("Toggle confidence view", "Reply tokens shaded by probability; a selected reply token's alternatives "
+     "before and after the sampler (F10)", "toggle_confidence"),
     ("Switch theme", "Pick a theme; the app previews it as you move", "change_theme"),
     ("Help: keys", "Every key binding", "help"),
 )

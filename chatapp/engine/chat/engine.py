@@ -396,9 +396,15 @@ class Engine:
             raise InputError("the prompt is empty")
         return self._branch_turn(tree[target].parent, lambda: Message("user", text), "edit")
 
-    def regenerate(self, message_id: str | None = None) -> Iterator[Event]:
+    def regenerate(self, message_id: str | None = None, *, forced: Sequence[int] = ()) -> Iterator[Event]:
         """Answer a question again: a new sibling of reply `message_id` (the shown path's last
-        reply by default). The old reply stays in the tree."""
+        reply by default). The old reply stays in the tree.
+
+        `forced`: token ids the new reply starts with, given rather than sampled, decoding on from
+        there: a branch from a token, as `last_reply_ids()[:k] + [other]`. The cache keeps the
+        conversation and whatever of `forced` it holds, so only the rest is prefilled; the
+        record's extra says "forced_tokens" and "forced_prefilled", and its probs cover the
+        sampled tokens only."""
         tree = self._conversation.tree
         undo_leaf = tree.leaf
         if message_id is None:
@@ -413,9 +419,10 @@ class Engine:
         else:
             tree.switch(tree[reply].parent, descend=False)
             self._conversation.place_window(self._conversation.window_start)
-        # The last turn's own reply answered again: prefill as that turn did, so a greedy reply repeats.
-        reuse_limit = self._last_reuse if reply == self._cache_leaf else None
-        return self._turn(lambda: self._undo(undo_leaf, None), "regenerate", reuse_limit)
+        # The last turn's own reply answered again: prefill as that turn did, so a greedy reply
+        # repeats; a branch from a token reuses all it can.
+        reuse_limit = self._last_reuse if reply == self._cache_leaf and not forced else None
+        return self._turn(lambda: self._undo(undo_leaf, None), "regenerate", reuse_limit, forced=tuple(forced))
 
     def _branch_turn(self, parent: str | None, question, action: str) -> Iterator[Event]:
         tree = self._conversation.tree
@@ -437,6 +444,14 @@ class Engine:
         if leaf is None or leaf in tree:
             tree.switch(leaf, descend=False)
         self._conversation.place_window(self._conversation.window_start)
+
+    def last_reply_ids(self) -> list[int]:
+        """The token ids of the last turn's reply as the cache holds them ([] when the
+        conversation or the cache changed since)."""
+        if self._last_turn is None:
+            return []
+        tokens, reply_start = self._last_turn
+        return list(tokens[reply_start:])
 
     def stop(self) -> None:
         self._stop.set()
@@ -471,7 +486,7 @@ class Engine:
                                       trimmed.prompt_tokens_before, more.prompt_tokens_after)
 
     def _turn(self, undo, action: str, reuse_limit: int | None = None,
-              since: float | None = None) -> Iterator[Event]:
+              since: float | None = None, forced: tuple[int, ...] = ()) -> Iterator[Event]:
         started = time.perf_counter() if since is None else since
         self._stop.clear()
         regenerating = action == "regenerate"
@@ -488,7 +503,8 @@ class Engine:
                 reuse_limit = typed if reuse_limit is None else min(reuse_limit, typed)
         generation, ttft_ms, finished = self.generation, None, None
         try:
-            for event in self._backend.stream(prompt, generation, self._stop, reuse_limit=reuse_limit):
+            for event in self._backend.stream(prompt, generation, self._stop, reuse_limit=reuse_limit,
+                                              forced=forced):
                 if isinstance(event, Generated):
                     finished = event
                     continue
@@ -521,11 +537,14 @@ class Engine:
             kv_bytes_per_token=self.summary.kv_bytes_per_token or 0,
             dropped_turns=trimmed.dropped_turns if trimmed else 0, finish_reason=finished.finish_reason,
             reuse_broken_at=prefill.reuse_broken_at, prefilled_while_typing=typed, extra=dict(finished.extra),
+            probs=finished.probs,
         )
         record.extra.update(message_id=reply.id, parent_id=reply.parent, action=action)
         if action != "send":
             family, index = self._conversation.tree.siblings(reply.id if regenerating else reply.parent)
             record.extra["branch"] = f"{index + 1}/{len(family)}"
+        if forced:
+            record.extra.update(forced_tokens=finished.forced, forced_prefilled=finished.forced_prefilled)
         if question.context is not None or self.attachments:
             record.extra["retrieved"] = question.context.to_json() if question.context else []
         cache_ids, drafted = self._backend.cached_tokens(), finished.drafted

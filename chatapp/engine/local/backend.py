@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable, 
 from chatapp.engine.backend import CacheState, Drafting, GenerationSettings, ModelSummary, prefill_batches, split_evenly
 from chatapp.engine.drafting.policy import DraftPolicy
 from chatapp.engine.local.drafting import LocalDrafting
+from chatapp.engine.local.probing import ProbingSampler
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
 from chatapp.engine.machine.hardware import cpu_name, physical_cores
 from chatapp.engine.local.llama import (
@@ -144,10 +146,12 @@ class LocalBackend:
             self._use_threads(*before)
 
     def stream(self, prompt: Sequence[int], generation: GenerationSettings, stop: threading.Event, *,
-               reuse_limit: int | None = None) -> Iterator[BackendEvent]:
+               reuse_limit: int | None = None, forced: Sequence[int] = ()) -> Iterator[BackendEvent]:
         rt = self.runtime
         self.bandwidth_gbps  # measured here, at the first turn, if never before
-        prompt = list(prompt)
+        forced = list(forced)
+        n_prompt = len(prompt)
+        prompt = list(prompt) + forced  # forced reply tokens go in as the prompt's tail
         cached_before = rt.kv_tokens
         shared = common_prefix(cached_before, prompt)
         reuse_broken_at = shared if shared < len(cached_before) and shared < len(prompt) - 1 else None
@@ -176,20 +180,34 @@ class LocalBackend:
         after_prefill = rt.perf()
         prefill = PrefillDone(len(prompt), cached, done, after_prefill.prompt_ms + after_prefill.eval_ms,
                               reuse_broken_at, prefill_flops_per_token(self._facts))
+        utf8 = Utf8Stream()  # forced text may end inside a character that decoding completes
+        forced_text = self._forced_text(forced, utf8)
         if done < len(todo):  # stopped while the prompt was being read: nothing was generated
             yield Generated("stopped", "", 0, 0, 0.0, rt.n_cached, prefill, self._extra())
             return
         yield prefill
+        if forced_text:
+            yield TextDelta(forced_text, self._live(after_prefill, rt.n_cached))
         if drafting.active:
-            yield from self._decode_drafting(generation, stop, prefill, drafting)
+            finished = self._decode_drafting(generation, stop, prefill, drafting, utf8)
         else:
-            yield from self._decode(generation, stop, after_prefill, prefill, drafting.off_because)
+            finished = self._decode(generation, stop, after_prefill, prefill, drafting.off_because, utf8)
+        for event in finished:
+            if isinstance(event, Generated) and forced:  # the reply (and its indexes) start with the forced
+                event = replace(event, reply=forced_text + event.reply, forced=len(forced),
+                                forced_prefilled=len(forced) - max(0, cached - n_prompt),
+                                drafted=tuple(i + len(forced) for i in event.drafted))
+            yield event
+
+    def _forced_text(self, forced: list[int], utf8: Utf8Stream) -> str:
+        rt = self.runtime
+        return utf8.feed(b"".join(rt.token_bytes(t) for t in forced if not rt.is_special(t)))
 
     def _decode(self, generation: GenerationSettings, stop: threading.Event, after_prefill: PerfCounters,
-                prefill: PrefillDone, draft_off_because: str = "") -> Iterator[BackendEvent]:
+                prefill: PrefillDone, draft_off_because: str, stream: Utf8Stream) -> Iterator[BackendEvent]:
         rt, policy = self.runtime, self.threads
         sampler = self._sampler(generation)
-        stream, parts, generated, finish = Utf8Stream(), [], 0, "length"
+        parts, generated, finish = [], 0, "length"
         try:
             while generated < generation.max_tokens:
                 if stop.is_set():
@@ -226,17 +244,17 @@ class LocalBackend:
         if draft_off_because:  # asked for, and why it did not run
             plain["draft_off_because"] = draft_off_because
         yield Generated(finish, "".join(parts), generated, live.decode_tokens, live.decode_ms, live.kv_used,
-                        prefill, self._turn_extra(prefill, live, plain))
+                        prefill, self._turn_extra(prefill, live, plain), probs=self._probs(sampler, generated))
 
     def _decode_drafting(self, generation: GenerationSettings, stop: threading.Event, prefill: PrefillDone,
-                         drafting: Drafting) -> Iterator[BackendEvent]:
+                         drafting: Drafting, stream: Utf8Stream) -> Iterator[BackendEvent]:
         """The decode loop with speculative steps: each step decodes the next token and the drafts
         the policy chose in one batch and emits what the model agrees with (see SpeculativeDecoder
         for why the reply is what plain decoding gives). The cache ends as the plain loop leaves it."""
         rt, threads = self.runtime, self.threads
         sampler = self._sampler(generation)
         decoder, target = self._drafting.decoder(sampler, drafting)
-        stream, parts, generated, finish, drafted = Utf8Stream(), [], 0, "length", []
+        parts, generated, finish, drafted = [], 0, "length", []
         try:
             while generated < generation.max_tokens:
                 if stop.is_set():
@@ -275,11 +293,24 @@ class LocalBackend:
         figures = decoder.stats.figures()
         live = self._live_drafting(figures, rt.kv_cells_used())
         yield Generated(finish, "".join(parts), generated, live.decode_tokens, live.decode_ms, live.kv_used,
-                        prefill, self._turn_extra(prefill, live, figures.record()), drafted=tuple(drafted))
+                        prefill, self._turn_extra(prefill, live, figures.record()), drafted=tuple(drafted),
+                        probs=self._probs(sampler, generated))
 
-    def _sampler(self, generation: GenerationSettings) -> Sampler:
-        return self.runtime.sampler(temperature=generation.temperature, top_k=generation.top_k,
-                                    top_p=generation.top_p, min_p=generation.min_p, seed=generation.seed)
+    def _sampler(self, generation: GenerationSettings) -> Sampler | ProbingSampler:
+        """The turn's chain; one that reports each step when the turn asks for probabilities."""
+        sampler = self.runtime.sampler(temperature=generation.temperature, top_k=generation.top_k,
+                                       top_p=generation.top_p, min_p=generation.min_p, seed=generation.seed)
+        return ProbingSampler(sampler, generation.logprobs) if generation.logprobs > 0 else sampler
+
+    def _probs(self, sampler: Sampler | ProbingSampler, generated: int) -> tuple:
+        """The reply's steps (the end-of-generation token's draw, when there was one, left out)."""
+        if not isinstance(sampler, ProbingSampler):
+            return ()
+        rt = self.runtime
+        reply = [step.token for step in sampler.taken[:generated]]
+        # A character split over tokens shows on the token that completes it, as in the Tokens panel.
+        chosen = ["" if t.special else t.piece for t in token_views.describe(rt, reply)]
+        return sampler.steps(lambda t: rt.token_bytes(t).decode("utf-8", "replace"), chosen)
 
     def _use_threads(self, decode: int, batch: int) -> None:
         if self.runtime.threads != (decode, batch):

@@ -102,8 +102,18 @@ class PerfCounters:
 
 
 class Sampler:
-    def __init__(self, ctx, *, temperature: float, top_k: int, top_p: float, min_p: float, seed: int):
+    """The turn's llama.cpp sampler chain. `sample` is llama_sampler_sample; `draw` applies the
+    same chain to candidates the caller gives and says what it drew from (see local.probing)."""
+
+    def __init__(self, ctx, *, temperature: float, top_k: int, top_p: float, min_p: float, seed: int,
+                 n_vocab: int = 0):
         self._ctx = ctx
+        self.greedy = temperature <= 0
+        self.top_k = top_k
+        self.n_vocab = n_vocab
+        self._data = np.zeros(0, dtype=_TOKEN_DATA)
+        self._pointer = self._array = None
+        self._rows: dict[int, np.ndarray] = {}
         params = llama_cpp.llama_sampler_chain_default_params()
         params.no_perf = True
         self._chain = llama_cpp.llama_sampler_chain_init(params)
@@ -117,8 +127,46 @@ class Sampler:
             add(llama_cpp.llama_sampler_init_temp(temperature))
             add(llama_cpp.llama_sampler_init_dist(llama_cpp.LLAMA_DEFAULT_SEED if seed < 0 else seed))
 
-    def sample(self) -> int:
-        return llama_cpp.llama_sampler_sample(self._chain, self._ctx, -1)
+    def sample(self, row: int = -1) -> int:
+        return llama_cpp.llama_sampler_sample(self._chain, self._ctx, row)
+
+    def logits(self, row: int = -1) -> np.ndarray:
+        """Logits row `row` of the last decode, in place (valid until the next decode)."""
+        address = ctypes.cast(llama_cpp.llama_get_logits_ith(self._ctx, row), ctypes.c_void_p).value
+        if not address:
+            raise ModelError(f"llama.cpp has no logits at row {row}")
+        view = self._rows.get(address)
+        if view is None:  # a row's place in llama.cpp's buffer repeats: one numpy view each
+            view = self._rows[address] = np.frombuffer((ctypes.c_float * self.n_vocab).from_address(address),
+                                                       dtype=np.float32)
+        return view
+
+    def draw(self, ids: np.ndarray, logits: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+        """What `sample` does, on these candidates instead of the whole vocabulary: the chain is
+        applied to them, the selected one drawn and accepted. Returns it, with the ids and
+        probabilities of the candidates the chain kept: the distribution it drew from (a point
+        mass on the draw when greedy). Equal to `sample` when the candidates include the top_k
+        (the chain's first sampler keeps only those), or are every token."""
+        n = len(ids)
+        if len(self._data) < n:  # one array struct per buffer: building them costs more than the chain
+            self._data = np.zeros(n, dtype=_TOKEN_DATA)
+            self._pointer = self._data.ctypes.data_as(llama_cpp.llama_token_data_p)
+            self._array = llama_cpp.llama_token_data_array(data=self._pointer, size=n, selected=-1, sorted=False)
+        data, array = self._data[:n], self._array
+        data["id"], data["logit"], data["p"] = ids, logits, 0.0
+        array.data, array.size, array.selected, array.sorted = self._pointer, n, -1, False
+        llama_cpp.llama_sampler_apply(self._chain, ctypes.byref(array))
+        if not 0 <= array.selected < array.size:
+            raise ModelError("llama.cpp's sampler chain selected no token")
+        if ctypes.cast(array.data, ctypes.c_void_p).value == self._data.ctypes.data:
+            kept = self._data[:array.size]
+        else:  # samplers may point `data` elsewhere (the binding's header says so): read where it points
+            kept = np.ctypeslib.as_array(array.data, shape=(array.size,)).view(_TOKEN_DATA)
+        token = int(kept["id"][array.selected])
+        llama_cpp.llama_sampler_accept(self._chain, token)
+        if self.greedy:
+            return token, np.array([token], dtype=np.int32), np.ones(1)
+        return token, kept["id"].copy(), kept["p"].astype(np.float64)
 
     def close(self) -> None:
         if self._chain is not None:
@@ -383,7 +431,12 @@ class LlamaRuntime:
     # --- sampling and counters -----------------------------------------------------
     def sampler(self, *, temperature: float, top_k: int = 40, top_p: float = 0.95,
                 min_p: float = 0.05, seed: int = -1) -> Sampler:
-        return Sampler(self._llm.ctx, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed)
+        return Sampler(self._llm.ctx, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed,
+                       n_vocab=self.n_vocab)
+
+    @property
+    def n_vocab(self) -> int:
+        return int(llama_cpp.llama_vocab_n_tokens(self._vocab))
 
     def perf(self) -> PerfCounters:
         data = llama_cpp.llama_perf_context(self._llm.ctx)
@@ -488,7 +541,7 @@ class VerifyTarget:
         llama_cpp.llama_synchronize(rt._llm.ctx)
 
     def sample(self, row: int) -> int:
-        return llama_cpp.llama_sampler_sample(self._sampler._chain, self._runtime._llm.ctx, row)
+        return self._sampler.sample(row)  # the turn's sampler: a probing one reports each row's step
 
     def row_logits(self, row: int) -> np.ndarray:
         """A copy of logits row `row` of the last decode (-1: its last), before any sampler."""

@@ -155,6 +155,22 @@ class Timings(Answer):
     predicted_per_second: Millis = 0.0
 
 
+class TopLogprob(Answer):
+    id: TokenId
+    token: str = ""
+    logprob: float = 0.0
+    """Natural log of the raw probability (llama-server's n_probs without post_sampling_probs)."""
+
+
+class TokenLogprobs(Answer):
+    """One generated token's entry of `completion_probabilities`."""
+
+    id: TokenId
+    token: str = ""
+    logprob: float = 0.0
+    top_logprobs: list[TopLogprob] = msgspec.field(default_factory=list)
+
+
 class Event(Answer):
     """One server-sent event of a streamed /completion: prompt progress, a piece of the reply,
     the final one (stop), or an error that ends the stream."""
@@ -169,6 +185,8 @@ class Event(Answer):
     truncated: bool = False
     tokens_cached: Count | None = None
     error: ErrorDetail | None = None
+    completion_probabilities: list[TokenLogprobs] = msgspec.field(default_factory=list)
+    """With n_probs: each token of this piece's raw top candidates."""
 
 
 # --- decoding ---------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
+from dataclasses import replace
 
 import msgspec
 
@@ -32,8 +33,9 @@ from chatapp.engine import tokens as token_views
 from chatapp.config import DraftMode, Settings
 from chatapp.engine.inside.attention import AttentionUnavailable
 from chatapp.engine.backend import CacheState, Drafting, GenerationSettings, split_evenly
-from chatapp.engine.events import BackendEvent, Generated, Message
-from chatapp.engine.server import answers
+from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, TextDelta
+from chatapp.engine.stats import LiveDecode
+from chatapp.engine.server import answers, probs
 from chatapp.engine.server.http import ServerClient, StreamBroken, Timeouts
 from chatapp.engine.server.reply import ReplyRun
 from chatapp.engine.server.summary import SERVER_KIND, summarize, template_sha256
@@ -63,7 +65,8 @@ def sampling(generation: GenerationSettings) -> dict:
         "min_p": generation.min_p, "min_keep": 1, "seed": generation.seed if generation.seed >= 0 else -1,
         "dynatemp_range": 0.0, "typical_p": 1.0, "top_n_sigma": -1.0, "xtc_probability": 0.0, "mirostat": 0,
         "repeat_penalty": 1.0, "repeat_last_n": 0, "presence_penalty": 0.0, "frequency_penalty": 0.0,
-        "dry_multiplier": 0.0, "n_probs": 0, "ignore_eos": False,
+        "dry_multiplier": 0.0, "n_probs": probs.n_probs(generation), "post_sampling_probs": False,
+        "ignore_eos": False,
     }
 
 
@@ -152,8 +155,10 @@ class ServerBackend:
         self._client.abort()
 
     def stream(self, prompt: Sequence[int], generation: GenerationSettings, stop: threading.Event, *,
-               reuse_limit: int | None = None) -> Iterator[BackendEvent]:
-        prompt = list(prompt)
+               reuse_limit: int | None = None, forced: Sequence[int] = ()) -> Iterator[BackendEvent]:
+        forced = list(forced)
+        n_prompt = len(prompt)
+        prompt = list(prompt) + forced  # forced reply tokens go in as the prompt's tail
         before = self._tokens
         shared = common_prefix(before, prompt)
         reuse_broken_at = shared if shared < len(before) and shared < len(prompt) - 1 else None
@@ -163,6 +168,7 @@ class ServerBackend:
         body = {"prompt": prompt, "stream": True, "cache_prompt": True, "id_slot": SLOT,
                 "n_predict": generation.max_tokens, "timings_per_token": True, "return_tokens": True,
                 "return_progress": True, **sampling(generation)}
+        forced_text = self._forced_text(forced)
         try:
             if reuse_limit is not None and reuse_limit < min(shared, len(prompt) - 1):
                 self._keep_only(prompt, reuse_limit, generation.stream_timeout)
@@ -171,7 +177,11 @@ class ServerBackend:
             with closing(self._client.stream("/completion", body, generation.stream_timeout,
                                              cancelled=stop.is_set)) as events:
                 for event in events:
-                    yield from run.take(event)
+                    for said in run.take(event):
+                        if forced_text and isinstance(said, PrefillDone):
+                            yield said
+                            said = TextDelta(forced_text, LiveDecode(0, 0.0, len(prompt)))
+                        yield said
                     if stop.is_set():
                         break
             if run.final is None and not stop.is_set():
@@ -188,9 +198,19 @@ class ServerBackend:
                 error = str(exc)
         except KeyboardInterrupt:  # Ctrl+C in `chatapp ask`: a stop, as in-process
             stop.set()
-        yield self._finish(run, prompt, min(shared, len(prompt) - 1), error)
+        finished = self._finish(run, prompt, min(shared, len(prompt) - 1), error, generation)
+        if forced:
+            cached = finished.prefill.cached_tokens if finished.prefill is not None else 0
+            finished = replace(finished, reply=forced_text + finished.reply, forced=len(forced),
+                               forced_prefilled=len(forced) - max(0, cached - n_prompt))
+        yield finished
 
-    def _finish(self, run: ReplyRun, prompt: list[int], reusable: int, error: str | None) -> Generated:
+    def _forced_text(self, forced: list[int]) -> str:
+        return b"".join(t.raw for t in self.describe(forced) if not t.special).decode("utf-8", "replace") \
+            if forced else ""
+
+    def _finish(self, run: ReplyRun, prompt: list[int], reusable: int, error: str | None,
+                generation: GenerationSettings) -> Generated:
         generated, _exact = self._generated_ids(run.segments)
         final = run.final
         eos = final is not None and final.stop_type == "eos"
@@ -210,11 +230,14 @@ class ServerBackend:
         if error is not None:
             extra["server_error"] = f"{error}; the partial reply is kept" if run.segments else error
         predicted = run.predicted
+        n_generated = max(predicted - (1 if eos else 0), 0)
         return Generated(
-            finish, "".join(texts), max(predicted - (1 if eos else 0), 0), max(predicted - 1, 0),
+            finish, "".join(texts), n_generated, max(predicted - 1, 0),
             run.timings.predicted_ms if predicted else 0.0,
             final.tokens_cached if final is not None and final.tokens_cached is not None else len(held),
-            run.prefill_done() if final is not None or run.prefill is None else run.prefill, extra)
+            run.prefill_done() if final is not None or run.prefill is None else run.prefill, extra,
+            probs=tuple(probs.token_probs(entry, generation, generation.logprobs)
+                        for entry in run.probabilities[:n_generated]))
 
     def _generated_ids(self, segments: list[tuple[str, int | None, int]]) -> tuple[list[int], bool]:
         """The reply's token ids, and whether all of them are known (see the module's docstring)."""

@@ -49,6 +49,8 @@ class ReplyRun:
     segments: list[tuple[str, int | None, int]] = field(default_factory=list)
     """(text, last token id, tokens) per streamed piece of the reply."""
     final: answers.Event | None = None
+    probabilities: list[answers.TokenLogprobs] = field(default_factory=list)
+    """Each streamed token's raw top candidates, when the request asked for them (n_probs)."""
 
     def take(self, event: answers.Event) -> Iterator[BackendEvent]:
         self.events += 1
@@ -78,6 +80,7 @@ class ReplyRun:
         if self.n_prompt + predicted > self.n_ctx:
             raise Overrun(f"{self.server} went on past its context of {self.n_ctx:,} tokens")
         self.segments.append((event.content, event.tokens[-1] if event.tokens else None, predicted - self.predicted))
+        self.probabilities.extend(event.completion_probabilities)
         self.predicted = predicted
         if event.content:
             yield TextDelta(event.content, LiveDecode(max(predicted - 1, 0), self.timings.predicted_ms,

@@ -29,6 +29,8 @@ def journal_entry(turn: int, message_index: int, record: dict) -> dict:
     prompt, cached = record.get("prompt_tokens"), record.get("cached_tokens")
     ok = isinstance(prompt, int) and isinstance(cached, int) and prompt > 0
     entry["cache_reuse"] = round(cached / prompt, 4) if ok else None
+    if "logprobs" in record:  # a turn run with --logprobs or the confidence view: its tokens' probabilities
+        entry["logprobs"] = record["logprobs"]
     return entry
 
 

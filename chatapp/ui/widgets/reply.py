@@ -20,6 +20,8 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
+from chatapp.engine.sampling import TokenProbs
+from chatapp.ui.widgets.confidence import shaded_reply
 from chatapp.ui.widgets.paint import theme_colour
 
 STREAM_STEP = 6
@@ -86,6 +88,10 @@ class Reply(Widget):
         self._key: tuple | None = None
         self._finished: tuple[tuple, list[Strip], bool] | None = None
         """(key, lines, ends with a rule) of the finished blocks while streaming."""
+        self.probs: tuple[TokenProbs, ...] = ()
+        """The finished reply's tokens with their probabilities, when the turn computed them."""
+        self.confidence = False
+        """Show the reply as its tokens shaded by probability (the confidence view) when it can."""
 
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self._restyle())
@@ -115,10 +121,16 @@ class Reply(Widget):
 
     def _lines_for(self, width: int) -> list[Strip]:
         width = max(width, 1)
-        key = (self.source, width, self.app.theme, self.streaming)
+        key = (self.source, width, self.app.theme, self.streaming, self.confidence and bool(self.probs))
         if key == self._key:
             return self._lines
-        if not self.streaming:
+        shaded = shaded_reply(self, self.source, self.probs) if self.confidence and not self.streaming else None
+        if shaded is not None:
+            options = self.app.console.options.update(width=width, height=None)
+            self._lines = [Strip(line, width) for line in self.app.console.render_lines(
+                shaded, options, style=self.rich_style, pad=True)]
+            self._finished = None
+        elif not self.streaming:
             self._lines, _ = self._render_markdown(self.source, width)
             self._finished = None
         else:
@@ -150,6 +162,12 @@ class Reply(Widget):
         return Strip.blank(self.size.width, self.rich_style)
 
     # --- updates -----------------------------------------------------------------------------
+    def show_confidence(self, on: bool) -> None:
+        """The confidence view on or off for this reply (it shades only a reply with probabilities)."""
+        if on != self.confidence:
+            self.confidence = on
+            self.refresh(layout=True)
+
     def show(self, text: str, *, streaming: bool | None = None) -> None:
         """Show `text`, the reply so far while it streams or the whole reply at the end."""
         streaming = self.streaming if streaming is None else streaming

@@ -20,8 +20,10 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from chatapp.engine.events import PromptToken
+from chatapp.engine.sampling import TokenProbs, band
 from chatapp.engine.tokens import Token
 from chatapp.format import count
+from chatapp.ui.widgets.confidence import alternatives, band_styles, legend_line, summary
 from chatapp.ui.widgets.paint import Sketch, bg, fg, legend, shown_piece, swatch
 
 if TYPE_CHECKING:
@@ -52,6 +54,8 @@ class TokensPanel(VerticalScroll):
     TokensPanel #tokens-pieces { height: auto; }
     TokensPanel #tokens-neighbours { height: auto; margin-top: 1; display: none; }
     TokensPanel.-selecting #tokens-neighbours { display: block; }
+    TokensPanel #tokens-alternatives { height: auto; margin-top: 1; display: none; }
+    TokensPanel.-alternatives #tokens-alternatives { display: block; }
     """
 
     BINDINGS = [
@@ -72,6 +76,8 @@ class TokensPanel(VerticalScroll):
     """"composer" (the text being typed) or "turn" (the last turn's prompt)."""
     show_ids: reactive[bool] = reactive(False)
     """Show each token's id after its piece."""
+    confidence: reactive[bool] = reactive(False)
+    """The confidence view: reply tokens shaded by their probability, a selected one's alternatives."""
 
     def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
@@ -79,6 +85,8 @@ class TokensPanel(VerticalScroll):
         self.composer_tokens: list[Token] = []
         self.turn_view: list[PromptToken] = []
         self.reuse_broken_at: int | None = None
+        self.probs: tuple[TokenProbs, ...] = ()
+        """The last turn's sampled reply tokens with their probabilities (the view's last generated ones)."""
         self.selected: int | None = None
         """Index of the selected token among the tokens shown, or None."""
         self.note = ""
@@ -90,6 +98,7 @@ class TokensPanel(VerticalScroll):
         yield Sketch(self._summary, id="tokens-summary")
         yield Static(id="tokens-pieces")
         yield Sketch(self._neighbours_text, id="tokens-neighbours")
+        yield Sketch(self._alternatives_text, id="tokens-alternatives")
 
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self._paint())
@@ -110,14 +119,15 @@ class TokensPanel(VerticalScroll):
         self.note = line
         self._paint()
 
-    def show_turn(self, view: list[PromptToken], reuse_broken_at: int | None) -> None:
-        self.turn_view, self.reuse_broken_at, self.note = view, reuse_broken_at, ""
+    def show_turn(self, view: list[PromptToken], reuse_broken_at: int | None,
+                  probs: tuple[TokenProbs, ...] = ()) -> None:
+        self.turn_view, self.reuse_broken_at, self.note, self.probs = view, reuse_broken_at, "", probs
         self._unselect()
         self.mode = "turn"
 
     def reset(self) -> None:
         """A different conversation: the last turn's view no longer describes the cache."""
-        self.turn_view, self.reuse_broken_at, self.note = [], None, ""
+        self.turn_view, self.reuse_broken_at, self.note, self.probs = [], None, "", ()
         self._unselect()
         self.mode = "composer"
         self._paint()
@@ -157,6 +167,7 @@ class TokensPanel(VerticalScroll):
         token = tokens[self.selected]
         self.neighbours = (token.id, None, None)
         self.add_class("-selecting")
+        self.set_class(self.confidence and self.selected_probs is not None, "-alternatives")
         self._paint()
         self.post_message(self.TokenSelected(token))
 
@@ -180,7 +191,23 @@ class TokensPanel(VerticalScroll):
 
     def _unselect(self) -> None:
         self.selected, self.neighbours = None, None
-        self.remove_class("-selecting")
+        self.remove_class("-selecting", "-alternatives")
+
+    def _step_at(self) -> dict[int, TokenProbs]:
+        """Index in the turn's view -> its probabilities: the last generated tokens are the sampled ones."""
+        generated = [i for i, item in enumerate(self.turn_view) if item.origin == "generated"]
+        return dict(zip(generated[len(generated) - len(self.probs):], self.probs)) if self.probs else {}
+
+    @property
+    def selected_probs(self) -> TokenProbs | None:
+        """The selected token's sampling step, when it is a reply token of the last turn that has one."""
+        if self.mode != "turn" or self.selected is None:
+            return None
+        return self._step_at().get(self.selected + max(len(self.turn_view) - WINDOW, 0))
+
+    def watch_confidence(self) -> None:
+        self.set_class(self.confidence and self.selected_probs is not None, "-alternatives")
+        self._paint()
 
     def validate_mode(self, mode: str) -> str:
         return mode if mode in ("composer", "turn") else "composer"
@@ -203,6 +230,7 @@ class TokensPanel(VerticalScroll):
         pieces = self._composer_pieces() if self.mode == "composer" else self._turn_pieces()
         self.query_one("#tokens-pieces", Static).update(pieces)
         self.query_one("#tokens-neighbours", Sketch).redraw()
+        self.query_one("#tokens-alternatives", Sketch).redraw()
 
     def _summary(self, width: int) -> Text:
         if self.mode == "composer":
@@ -245,6 +273,10 @@ class TokensPanel(VerticalScroll):
         if drafted:  # reply tokens that came from accepted drafts (speculative decoding): a tint of their own
             entries.append(Text.assemble(("  ", bg(self, "token-drafted-a")), f" from drafts {count(drafted)}"))
         lines = [Text(f"last turn · {_plural(len(view), 'token')} in the cache"), legend(entries, width)]
+        if self.confidence:
+            lines += [Text("confidence (the chosen token's probability):", style="dim"), legend_line(self, width),
+                      Text(summary(self.probs) or "no probabilities for this turn: the next reply has them",
+                           style="" if self.probs else "italic")]
         if broken is not None and broken < len(view):
             lines.append(Text(f"▶ prefix reuse broke at token {count(broken)}: "
                               f"{shown_piece(view[broken].token.piece)!r}", style=fg(self, "warning")))
@@ -257,11 +289,15 @@ class TokensPanel(VerticalScroll):
         retrieved = [bg(self, "token-retrieved-a"), bg(self, "token-retrieved-b")]
         drafted = [bg(self, "token-drafted-a"), bg(self, "token-drafted-b")]
         special = fg(self, "token-special", bold=True)
+        steps = self._step_at() if self.confidence else {}
+        bands = band_styles(self)
         pieces = Text()
         for i in range(max(len(view) - WINDOW, 0), len(view)):
             item = view[i]
             shade = retrieved if item.role == "retrieved" else drafted if item.drafted else backgrounds
             style = shade[i % 2] + (special if item.token.special else origin[item.origin])
+            if i in steps:  # the confidence view: the token's band instead of its origin's colours
+                style = bands[band(steps[i].p)]
             if item.role == "template" and not item.token.special:
                 style += Style(italic=True)
             if i == broken:
@@ -279,6 +315,10 @@ class TokensPanel(VerticalScroll):
         pieces.append(shown_piece(token.piece) or "∅", style=style)
         if self.show_ids:
             pieces.append(str(token.id).translate(_SUBSCRIPT), style=style + Style(dim=True))
+
+    def _alternatives_text(self, width: int) -> Text:
+        step = self.selected_probs if self.confidence else None
+        return alternatives(self, step, width) if step is not None else Text("")
 
     def _neighbours_text(self, width: int) -> Text:
         token = self.selected_token

@@ -135,6 +135,8 @@ class Transcript(VerticalScroll):
         """The reply streaming now, if any."""
         self.selected: Widget | None = None
         """The message selected for a branch action, if any."""
+        self.confidence = False
+        """The confidence view is on: replies show their tokens shaded by probability."""
 
     # --- the path ------------------------------------------------------------------------
     def messages(self) -> list[Widget]:
@@ -219,6 +221,7 @@ class Transcript(VerticalScroll):
     async def start_reply(self) -> Reply:
         self.reply = Reply()
         self.reply.streaming = True
+        self.reply.confidence = self.confidence
         self.reply.add_class("-streaming")
         await self.mount(self.reply)
         self.anchor()
@@ -231,6 +234,7 @@ class Transcript(VerticalScroll):
     async def finish_reply(self, record: TurnRecord) -> None:
         reply = self.reply or await self.start_reply()
         self.reply = None
+        reply.probs = record.probs
         reply.show(record.reply or "*(empty reply)*", streaming=False)
         reply.remove_class("-streaming")
         note = FINISH_NOTES.get(record.finish_reason)
@@ -249,6 +253,12 @@ class Transcript(VerticalScroll):
             if users:
                 await users.last().remove()
         await self.add_notice(error, "error")
+
+    def show_confidence(self, on: bool) -> None:
+        """The confidence view: replies that have probabilities show their tokens shaded."""
+        self.confidence = on
+        for reply in self.query(Reply):
+            reply.show_confidence(on)
 
     # --- notices ---------------------------------------------------------------------------
     async def show_sources(self, context: RetrievedContext) -> None:

@@ -1,0 +1,118 @@
+"""Each reply token's sampling step, in process, from the last logits row only.
+
+`ProbingSampler` stands in for the turn's `Sampler`: each `sample(row)` reads the row's logits
+in place (no copy of the vocabulary, no logits_all buffer), and
+
+- finds the top candidates with numpy's argpartition: the N to report, or the chain's top_k
+  when more (top_k is the chain's first sampler, so what it keeps is among these);
+- draws the token by applying the turn's own llama.cpp chain to those candidates only
+  (`Sampler.draw`): the same draw as `llama_sampler_sample` over the whole vocabulary, and the
+  probabilities the chain wrote into the array it drew from are the after-chain distribution,
+  so the distribution shown is the one sampled from, by construction. With top_k off the chain
+  gets every token (slower, still exact);
+- computes the raw log-probabilities and the entropy with one exp over the row.
+
+The hot path keeps numbers only; `steps(piece)` names the tokens once the turn is over.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from chatapp.engine.local.llama import Sampler
+from chatapp.engine.sampling import Candidate, TokenProbs
+
+_LN2 = math.log(2.0)
+GAP = 12.0
+"""Logits this far below the best are e^-12 (6e-6) as likely: a shortlist for the top candidates."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    token: int
+    logprob: float
+    p_sampled: float
+    rank: int
+    rank_sampled: int
+    entropy: float
+    top_ids: np.ndarray
+    top_logprobs: np.ndarray
+    top_sampled: np.ndarray
+
+
+class ProbingSampler:
+    """A `Sampler` that keeps, for every token it draws, what the step looked like."""
+
+    def __init__(self, sampler: Sampler, n_top: int) -> None:
+        self._sampler = sampler
+        self.n_top = n_top
+        n_vocab = sampler.n_vocab
+        top_k = sampler.top_k
+        self._exact_subset = sampler.greedy or 0 < top_k < n_vocab
+        self._n_candidates = min(n_vocab, max(n_top, top_k if self._exact_subset and not sampler.greedy else 1))
+        self._all_ids = None if self._exact_subset else np.arange(n_vocab, dtype=np.int32)
+        self._exp = np.empty(n_vocab, dtype=np.float32)
+        self.taken: list[_Step] = []
+
+    def sample(self, row: int = -1) -> int:
+        logits = self._sampler.logits(row)
+        m = self._n_candidates
+        best = float(logits.max())
+        # The top m are among the tokens within GAP of the best when there are at least m of those:
+        # a comparison over the row, then a partition of a few hundred, costs less than one of all.
+        near = np.flatnonzero(logits >= best - GAP)
+        if len(near) >= m:
+            top = near[np.argpartition(logits[near], -m)[-m:]]
+        else:
+            top = np.argpartition(logits, -m)[-m:]
+        # Most probable first; among equal logits the lower id first, as llama.cpp's sorts leave them.
+        top = top[np.lexsort((top, -logits[top]))]
+        top_logits = logits[top]
+        if self._all_ids is None:
+            token, kept_ids, kept_p = self._sampler.draw(top, top_logits)
+        else:
+            token, kept_ids, kept_p = self._sampler.draw(self._all_ids, logits)
+        np.subtract(logits, best, out=self._exp)
+        np.exp(self._exp, out=self._exp)
+        total = float(self._exp.sum())  # float32's pairwise sum: ~1e-7 relative, at half the cost
+        log_total = best + math.log(total)
+        # H = log Z - E[logit], in nats, then bits.
+        entropy = (log_total - float(np.dot(self._exp, logits)) / total) / _LN2
+        chosen_logit = float(logits[token])
+        where = np.flatnonzero(top == token)
+        rank = int(where[0]) + 1 if where.size else 1 + int(np.count_nonzero(logits > chosen_logit))
+        n = self.n_top
+        shown = top[:n]
+        sampled = _lookup(kept_ids, kept_p, np.append(shown, token))
+        sampled, p_chosen = sampled[:-1], float(sampled[-1])
+        rank_sampled = 1 + int(np.count_nonzero(kept_p > p_chosen))
+        self.taken.append(_Step(token, chosen_logit - log_total, p_chosen, rank, rank_sampled, entropy,
+                                shown.copy(), top_logits[:n].astype(np.float64) - log_total, sampled))
+        return token
+
+    def steps(self, piece: Callable[[int], str], chosen: Sequence[str]) -> tuple[TokenProbs, ...]:
+        """The first len(chosen) steps as TokenProbs: the chosen tokens named by `chosen` (the
+        reply's pieces, which join into its text), the candidates by `piece`."""
+        return tuple(
+            TokenProbs(s.token, name, s.logprob, s.p_sampled, s.rank, s.rank_sampled, s.entropy,
+                       tuple(Candidate(int(i), piece(int(i)), float(lp), float(ps))
+                             for i, lp, ps in zip(s.top_ids, s.top_logprobs, s.top_sampled)))
+            for s, name in zip(self.taken, chosen))
+
+    def close(self) -> None:
+        self._sampler.close()
+
+
+def _lookup(ids: np.ndarray, p: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """p of each wanted id among `ids`, 0 where absent."""
+    if len(ids) <= 64:  # the usual case: a few dozen survivors
+        index = {int(i): float(x) for i, x in zip(ids, p)}
+        return np.array([index.get(int(w), 0.0) for w in wanted])
+    order = np.argsort(ids)
+    at = np.searchsorted(ids, wanted, sorter=order).clip(max=len(ids) - 1)
+    found = order[at]
+    return np.where(ids[found] == wanted, p[found], 0.0)
