@@ -35,9 +35,10 @@ DEFAULT_DRAFT: DraftMode = "off"
 benchmarks/speculative.py --engine shows drafting never loses: at least 0.97x of plain decode
 on open chat (and it should reach 1.5x on copy-heavy replies). Until a quiet machine has
 measured that, off."""
-MAX_DRAFT_TOKENS = 32
-"""The most draft tokens one step may verify (draft_max's ceiling): past a few, acceptance
-has long fallen off, and each one costs a row of logits."""
+MAX_DRAFT_TOKENS = 64
+"""The most draft tokens one step may verify (draft_max's ceiling). Long drafts pay only while a
+reply copies verbatim (llama.cpp's own n-gram drafters propose 48 to 64 tokens then), and each
+costs a row of logits; the policy sizes each step's draft from measured costs and acceptance."""
 SECRET_SETTINGS = ("api_key",)
 """Settings whose values are never shown: `config show` masks them, errors leave them out."""
 ENV_SETTINGS = {"server": "CHATAPP_SERVER", "api_key": "CHATAPP_API_KEY"}
@@ -66,7 +67,7 @@ class Settings:
     either way (greedy ones byte for byte); drafting backs off by itself when drafts miss. It
     needs flash attention, and the llama-server backend does not draft."""
     draft_max: int = 8
-    """The most draft tokens one decode step verifies (1 to 32); the engine verifies fewer when
+    """The most draft tokens one decode step verifies (1 to 64); the engine verifies fewer when
     its measured costs say more would not pay."""
     temperature: float = 0.7
     top_p: float = 0.95

@@ -55,6 +55,9 @@ class DraftPolicy:
     acceptance: dict[int, float] = field(default_factory=dict)
     """Per match length (bucketed, see `bucket`): the chance a draft token is accepted, given the
     one before it was."""
+    sizes: frozenset[int] | None = None
+    """The batch sizes (drafts + 1) a step may verify at: those the exactness check decoded and
+    found exact (chatapp.engine.local.exact_batches); None: any size up to k_max + 1."""
     lost_ms: float = 0.0
     spent_ms: float = 0.0
     _table: list[float] = field(default_factory=list, repr=False, compare=False)
@@ -118,9 +121,12 @@ class DraftPolicy:
             return 0
         best_k, best = 0, 1.0 + self.margin
         advance, gain = 1.0, 1.0  # expected advance with k drafts: 1 + a + ... + a^k
+        sizes = self.sizes
         for k in range(1, min(available, self.k_max) + 1):
             gain *= a
             advance += gain
+            if sizes is not None and k + 1 not in sizes:
+                continue
             speedup = advance / costs[k]
             if speedup > best:
                 best_k, best = k, speedup
@@ -129,10 +135,11 @@ class DraftPolicy:
     def _costs(self) -> list[float]:
         """[the cheapest t(m)/t(1) for m >= 2, then t(2)/t(1) .. t(k_max + 1)/t(1)]; index k is
         the cost of k drafts."""
-        key = (self.k_max, tuple(sorted(self.ratios.items())))
+        key = (self.k_max, self.sizes, tuple(sorted(self.ratios.items())))
         if self._table_key != key:
             table = [self.ratio(k + 1) for k in range(1, self.k_max + 1)]
-            self._table = [min(table, default=1.0), *table]
+            allowed = [c for k, c in enumerate(table, 1) if self.sizes is None or k + 1 in self.sizes]
+            self._table = [min(allowed, default=float("inf")), *table]
             self._table_key = key
         return self._table
 

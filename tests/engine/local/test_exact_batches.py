@@ -96,7 +96,7 @@ def test_a_check_is_remembered_per_model_and_settings(smollm):
     assert exact_batches.settings_key(smollm, n).endswith(f"|q8_0|flash_attn True|threads {n}")
 
 
-def test_a_full_context_leaves_no_room_to_check_and_that_turn_does_not_draft(default_model_path):
+def test_a_full_context_leaves_no_room_to_check_and_the_check_waits_for_a_later_turn(default_model_path):
     rt = LlamaRuntime(default_model_path, LoadOptions(n_ctx=256))
     try:
         ids = fill(rt, 250)
@@ -104,7 +104,10 @@ def test_a_full_context_leaves_no_room_to_check_and_that_turn_does_not_draft(def
         drafting = LocalDrafting(rt)
         assert drafting.set("ngram", 8).active  # not checked yet
         turn = drafting.for_turn()
-        assert not turn.active and "too full to check" in turn.off_because
-        assert drafting.state.active  # the next turn tries again
+        assert not turn.active and "checking after this turn" in turn.off_because
+        assert drafting.record(rt.threads[0])["draft_check"] == "after this turn"
+        drafting.after_turn()  # no room: no verdict, and nothing kept on disk
+        assert cached_check(rt, rt.threads[0]) is None
+        assert drafting.state.active and not drafting.for_turn().active  # the next turn tries again
     finally:
         rt.close()
