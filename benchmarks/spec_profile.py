@@ -20,7 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from spec_vs_llama_server import CHAT, COPY  # noqa: E402
+from spec_vs_llama_server import CHAT, COPY
 
 
 def main() -> None:

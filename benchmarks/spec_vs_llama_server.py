@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from speculative import FUNCTION, PARAGRAPH, TASKS as OLD_TASKS  # noqa: E402 - the two existing copy tasks
+from speculative import FUNCTION, PARAGRAPH, TASKS as OLD_TASKS  # the two existing copy tasks
 
 PASSAGE = ("Bees communicate the location of food through a behaviour called the waggle dance. A forager "
            "returning to the hive moves in a figure-eight pattern, and the angle of the straight run relative "
@@ -258,8 +258,8 @@ def main() -> None:
             for config in order:
                 run = bench.run(config, task, text)
                 results[task][config.name].append(run)
-                print(f"{task:10} round {r + 1} {config.name:26} {run.tps:7.1f} tok/s  {run.tokens:4d} tok  {run.detail}",
-                      flush=True)
+                print(f"{task:10} round {r + 1} {config.name:26} {run.tps:7.1f} tok/s  {run.tokens:4d} tok  "
+                      f"{run.detail}", flush=True)
         reference = results[task][chosen[0].name][0].reply
         for name, runs in results[task].items():
             for run in runs:
@@ -302,13 +302,13 @@ def summary(results: dict, args) -> None:
             continue
         servers = [n for n in runs if n.startswith("server-ngram")]
         best = max(servers, key=lambda n: statistics.median(r.tps for r in runs[n]), default=None)
+        ours = runs["chatapp-ngram"]
         parts = []
         if best:
-            parts.append(f"vs best server drafter ({best}) {statistics.median(ratios(runs['chatapp-ngram'], runs[best])):.3f}")
-        if "chatapp-plain" in runs:
-            parts.append(f"vs chatapp plain {statistics.median(ratios(runs['chatapp-ngram'], runs['chatapp-plain'])):.3f}")
-        if "server-plain" in runs:
-            parts.append(f"vs server plain {statistics.median(ratios(runs['chatapp-ngram'], runs['server-plain'])):.3f}")
+            parts.append(f"vs best server drafter ({best}) {statistics.median(ratios(ours, runs[best])):.3f}")
+        for other in ("chatapp-plain", "server-plain"):
+            if other in runs:
+                parts.append(f"vs {other} {statistics.median(ratios(ours, runs[other])):.3f}")
         print(f"  {task:10} " + "; ".join(parts))
     for group, names in (("copy", COPY), ("chat", CHAT)):
         rows = [statistics.median(ratios(runs["chatapp-ngram"], runs["chatapp-plain"]))

@@ -265,10 +265,10 @@ class LocalBackend:
         parts.append(stream.flush())
         figures = decoder.stats.figures()
         live = self._live_drafting(figures, rt.kv_cells_used())
-        wall = {"decode_wall_ms": round((time.perf_counter() - began) * 1000, 3)}
+        drafting_figures = {**figures.record(), **self._drafting.record(rt.threads[0]),
+                            "decode_wall_ms": round((time.perf_counter() - began) * 1000, 3)}
         yield Generated(finish, "".join(parts), generated, live.decode_tokens, live.decode_ms, live.kv_used,
-                        prefill, self._turn_extra(prefill, live, figures.record() | self._drafting.record(rt.threads[0]) | wall),
-                        drafted=tuple(drafted))
+                        prefill, self._turn_extra(prefill, live, drafting_figures), drafted=tuple(drafted))
 
     def _sampler(self, generation: GenerationSettings) -> Sampler:
         return self.runtime.sampler(temperature=generation.temperature, top_k=generation.top_k,
