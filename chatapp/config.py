@@ -66,9 +66,11 @@ class Settings:
     """Speculative decoding in-process: ngram (prompt lookup) or off. Replies are the same
     either way (greedy ones byte for byte); drafting backs off by itself when drafts miss. It
     needs flash attention, and the llama-server backend does not draft."""
-    draft_max: int = 8
+    draft_max: int = 32
     """The most draft tokens one decode step verifies (1 to 64); the engine verifies fewer when
-    its measured costs say more would not pay."""
+    its measured costs say more would not pay. 32: a verbatim copy pays most in long batches (a
+    batch of 24 to 33 costs a third of its tokens' single steps here), and llama.cpp's own n-gram
+    drafters propose 48 and more; past 33 the exactness check and each wrong guess cost more."""
     temperature: float = 0.7
     top_p: float = 0.95
     """0 to 1; 1 turns it off."""

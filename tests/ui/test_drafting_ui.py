@@ -163,6 +163,6 @@ async def test_the_app_shows_drafting_live_and_the_palette_turns_it_off_and_on(d
             await notified(pilot, seen, lambda n: n.message == "drafting off")
             await app.run_action("toggle_drafting")
             assert engine.drafting.active
-            await notified(pilot, seen, lambda n: n.message == "drafting on: prompt lookup, up to 8 tokens a step")
+            await notified(pilot, seen, lambda n: n.message == "drafting on: prompt lookup, up to 32 tokens a step")
     finally:
         app.release_engine()

@@ -38,7 +38,7 @@ COPY_HEAVY = ("copy", "code", "names")
 GREEDY = GenerationSettings(temperature=0.0, max_tokens=96)
 
 
-def known_exact(runtime: LlamaRuntime, draft_max: int = 8) -> None:
+def known_exact(runtime: LlamaRuntime, draft_max: int = Settings().draft_max) -> None:
     """The exactness verdict that a first drafted turn leaves on disk (LocalDrafting checks after
     a turn that had none), so that the turns of a test draft from their first."""
     batch_check(runtime, draft_max + 1, runtime.threads[0])
