@@ -134,7 +134,7 @@ class Bench:
 
         self.args = args
         self.model = resolve_model(args.model)
-        self.server_bin = ensure_tools() / "llama-server"
+        self.server_bin = Path(args.server_bin) if args.server_bin else ensure_tools() / "llama-server"
         settings = Settings(threads=args.threads, kv_type=args.kv_type, n_ctx=args.ctx, draft="off")
         engine = open_engine(settings, str(self.model))
         self.system = settings.system_prompt
@@ -143,12 +143,17 @@ class Bench:
             self.prompts[name] = engine.prompt_ids([Message("system", self.system), Message("user", text)])
         engine.close()
         self.log_dir = Path(tempfile.mkdtemp(prefix="spec-vs-server-"))
+        # The exactness verdict is kept per machine; a first drafted process checks after its
+        # turn. Do that once here, so that every timed run finds it (and say whether it did).
+        warm = self.chatapp(Config("warm-up", "chatapp", ("--draft", "ngram")), "paragraph", COPY["paragraph"],
+                            tokens=8)
+        print(f"exactness verdict before the runs: {warm.extra.get('draft_check')}")
 
-    def chatapp(self, config: Config, task: str, text: str) -> Run:
+    def chatapp(self, config: Config, task: str, text: str, tokens: int | None = None) -> Run:
         a = self.args
         command = [str(Path(sys.executable).parent / "chatapp"), "ask", "--json", "--model", str(self.model),
                    "--threads", str(a.threads), "--kv-type", a.kv_type, "--temperature", "0", "--ctx", str(a.ctx),
-                   "--max-tokens", str(a.tokens), "--draft-max", str(a.draft_max), *config.args, text]
+                   "--max-tokens", str(tokens or a.tokens), "--draft-max", str(a.draft_max), *config.args, text]
         if a.chatapp_f16:
             command[command.index("--kv-type") + 1] = "f16"
         done = subprocess.run(command, capture_output=True, text=True, env=os.environ.copy())
@@ -234,6 +239,7 @@ def main() -> None:
     parser.add_argument("--configs", default=None, help="Configuration names, comma-separated (default: all).")
     parser.add_argument("--server-arg", action="append", default=[],
                         help="An extra llama-server argument (repeatable), e.g. --server-arg=--no-repack.")
+    parser.add_argument("--server-bin", default=None, help="A llama-server to use (default: chatapp.llama_tools').")
     parser.add_argument("--chatapp-f16", action="store_true",
                         help="chatapp with an f16 cache setting (drafting then chooses its own KV type).")
     args = parser.parse_args()
