@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+PLAIN_KEPT = 5
+"""Plain steps whose median is t1."""
 PRIOR_ACCEPTANCE = 0.4
 PRIOR_SLOPE = 0.15
 """Before any verify step is timed: t(m) = t(1) * (1 + 0.15 (m - 1)). A first guess only; the
@@ -60,6 +62,7 @@ class DraftPolicy:
     found exact (chatapp.engine.local.exact_batches); None: any size up to k_max + 1."""
     lost_ms: float = 0.0
     spent_ms: float = 0.0
+    _plain: list[float] = field(default_factory=list, repr=False, compare=False)
     _table: list[float] = field(default_factory=list, repr=False, compare=False)
     _table_key: tuple | None = field(default=None, repr=False, compare=False)
 
@@ -90,7 +93,7 @@ class DraftPolicy:
         decodes); sizes already measured by this policy's own steps keep their figures."""
         for m, r in ratios.items():
             if m > 1 and r > 0:
-                self.ratios.setdefault(m, r)
+                self.ratios.setdefault(m, max(r, 1.0))
 
     @staticmethod
     def bucket(match: int) -> int:
@@ -166,9 +169,15 @@ class DraftPolicy:
     def record_step(self, m: int, advanced: int, ms: float) -> None:
         """A step decoded m tokens in `ms` of wall time and the cache kept `advanced` of them."""
         if m == 1:
-            self.t1_ms = ms if self.t1_ms is None else self.t1_ms + self.smoothing * (ms - self.t1_ms)
+            # The median of the last few plain steps: once a reply drafts on every step no plain
+            # step corrects t1, and one slow step (a first step after the prefill, a burst of
+            # other load) as the mean's first figure made every batch look cheaper than one step
+            # (profiled: a batch of 4 at 0.15 steps, chosen on every step of a verbatim copy).
+            self._plain.append(ms)
+            del self._plain[:-PLAIN_KEPT]
+            self.t1_ms = sorted(self._plain)[len(self._plain) // 2]
         elif self.t1_ms:
-            ratio = ms / self.t1_ms
+            ratio = max(ms / self.t1_ms, 1.0)  # a batch of 2 or more never costs less than one step
             old = self.ratios.get(m)
             self.ratios[m] = ratio if old is None else old + self.smoothing * (ratio - old)
         self.spent_ms = self.spent_ms * self.decay + ms
