@@ -32,9 +32,10 @@ the engine share."""
 DRAFT_MODES: tuple[str, ...] = get_args(DraftMode)
 DEFAULT_DRAFT: DraftMode = "off"
 """The default for `draft`, the one place it is set. On ("ngram") only where
-benchmarks/speculative.py --engine shows drafting never loses: at least 0.97x of plain decode
-on open chat (and it should reach 1.5x on copy-heavy replies). Until a quiet machine has
-measured that, off."""
+benchmarks/spec_vs_llama_server.py shows drafting never loses on open chat (>= 0.98x of plain
+decode) and wins on copying (>= 1.3x, and >= llama-server's best n-gram drafter). On
+2026-12-02 the machine was too loaded for its ratios to mean anything (runs swung 0.8-64
+tok/s), so off until a quiet machine has measured it."""
 MAX_DRAFT_TOKENS = 64
 """The most draft tokens one step may verify (draft_max's ceiling). Long drafts pay only while a
 reply copies verbatim (llama.cpp's own n-gram drafters propose 48 to 64 tokens then), and each
