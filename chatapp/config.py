@@ -32,12 +32,14 @@ the engine share."""
 DRAFT_MODES: tuple[str, ...] = get_args(DraftMode)
 DEFAULT_DRAFT: DraftMode = "off"
 """The default for `draft`, the one place it is set. On ("ngram") only where
-benchmarks/speculative.py --engine shows drafting never loses: at least 0.97x of plain decode
-on open chat (and it should reach 1.5x on copy-heavy replies). Until a quiet machine has
-measured that, off."""
-MAX_DRAFT_TOKENS = 32
-"""The most draft tokens one step may verify (draft_max's ceiling): past a few, acceptance
-has long fallen off, and each one costs a row of logits."""
+benchmarks/spec_vs_llama_server.py shows drafting never loses on open chat (>= 0.98x of plain
+decode) and wins on copying (>= 1.3x, and >= llama-server's best n-gram drafter). On
+2026-12-02 the machine was too loaded for its ratios to mean anything (runs swung 0.8-64
+tok/s), so off until a quiet machine has measured it."""
+MAX_DRAFT_TOKENS = 64
+"""The most draft tokens one step may verify (draft_max's ceiling). Long drafts pay only while a
+reply copies verbatim (llama.cpp's own n-gram drafters propose 48 to 64 tokens then), and each
+costs a row of logits; the policy sizes each step's draft from measured costs and acceptance."""
 SECRET_SETTINGS = ("api_key",)
 """Settings whose values are never shown: `config show` masks them, errors leave them out."""
 ENV_SETTINGS = {"server": "CHATAPP_SERVER", "api_key": "CHATAPP_API_KEY"}
@@ -65,9 +67,11 @@ class Settings:
     """Speculative decoding in-process: ngram (prompt lookup) or off. Replies are the same
     either way (greedy ones byte for byte); drafting backs off by itself when drafts miss. It
     needs flash attention, and the llama-server backend does not draft."""
-    draft_max: int = 8
-    """The most draft tokens one decode step verifies (1 to 32); the engine verifies fewer when
-    its measured costs say more would not pay."""
+    draft_max: int = 32
+    """The most draft tokens one decode step verifies (1 to 64); the engine verifies fewer when
+    its measured costs say more would not pay. 32: a verbatim copy pays most in long batches (a
+    batch of 24 to 33 costs a third of its tokens' single steps here), and llama.cpp's own n-gram
+    drafters propose 48 and more; past 33 the exactness check and each wrong guess cost more."""
     prefill_while_typing: bool = True
     """Prefill the next prompt while its question is typed, so Enter leaves only the last few
     tokens to prefill; replies are the same either way (chatapp.engine.chat.typeahead). Over

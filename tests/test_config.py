@@ -35,7 +35,7 @@ def test_values_from_the_file_override_defaults(tmp_path):
 
 def test_drafting_is_one_closed_set_with_one_default(tmp_path):
     assert DRAFT_MODES == ("ngram", "off") and DEFAULT_DRAFT in DRAFT_MODES
-    assert Settings().draft == DEFAULT_DRAFT and Settings().draft_max == 8
+    assert Settings().draft == DEFAULT_DRAFT and Settings().draft_max == 32
     settings = load_settings(write(tmp_path, 'draft = "ngram"\ndraft_max = 32\n'))
     assert (settings.draft, settings.draft_max) == ("ngram", 32)
     assert Settings().replace(draft="off", draft_max=1).draft_max == 1
@@ -61,8 +61,8 @@ def test_an_integer_is_accepted_where_a_float_is_expected(tmp_path):
         ("n_ctx = 8\n", "n_ctx must be at least 16"),
         ('draft = "medusa"\n', "draft must be one of ngram, off, got 'medusa'"),
         ("draft = true\n", "draft must be str"),
-        ("draft_max = 0\n", "draft_max must be 1 to 32, got 0"),
-        ("draft_max = 33\n", "draft_max must be 1 to 32, got 33"),
+        ("draft_max = 0\n", "draft_max must be 1 to 64, got 0"),
+        ("draft_max = 65\n", "draft_max must be 1 to 64, got 65"),
         ('draft_max = "8"\n', "draft_max must be int"),
         ("threads = -2\n", "threads must be 0"),
         ("temperature = -0.1\n", "temperature must be 0 or more"),

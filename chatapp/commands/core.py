@@ -33,7 +33,7 @@ DraftOpt = Annotated[Optional[str], typer.Option(
     "--draft", help=f"Speculative decoding: {' or '.join(DRAFT_MODES)} (ngram drafts by prompt lookup and "
                     "verifies the drafts in one batch; the replies stay the same).")]
 DraftMaxOpt = Annotated[Optional[int], typer.Option(
-    "--draft-max", help="The most draft tokens one decode step verifies (1 to 32).")]
+    "--draft-max", help="The most draft tokens one decode step verifies (1 to 64).")]
 ApiKeyOpt = Annotated[Optional[str], typer.Option(
     "--api-key", help="The key of a llama-server started with --api-key (also $CHATAPP_API_KEY).", show_default=False)]
 

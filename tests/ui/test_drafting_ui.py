@@ -27,7 +27,7 @@ from chatapp.ui.widgets.speed_panel import SpeedPanel
 from chatapp.ui.widgets.tokens_panel import TokensPanel
 from chatapp.format import visible_piece
 from tests.engine.drafting.test_speculative import AlwaysDraft
-from tests.engine.local.test_speculative_engine import PROMPTS
+from tests.engine.local.test_speculative_engine import PROMPTS, known_exact
 from tests.ui._helpers import Messages, notified, wait_until
 from tests.ui.test_panels import Host, colour_of, static_text, styles_over
 
@@ -36,6 +36,7 @@ SETTINGS = Settings(n_ctx=1024, temperature=0.0, max_tokens=64, draft="ngram")
 
 def drafting_engine(model_path) -> Engine:
     runtime = LlamaRuntime(model_path, LoadOptions(n_ctx=SETTINGS.n_ctx, n_threads=1, n_threads_batch=1))
+    known_exact(runtime)  # as an earlier turn leaves it: the first turn here drafts
     return Engine(LocalBackend(runtime, draft_policy=AlwaysDraft(k_max=8)), SETTINGS)
 
 
@@ -108,6 +109,16 @@ async def test_a_turn_that_could_not_draft_says_why(drafted_turn, themes):
         assert f"drafting off: {why}" in shown and "drafts " not in shown
 
 
+async def test_the_speed_panel_says_what_was_chosen_so_that_drafts_stay_exact(drafted_turn, themes):
+    _, record, _ = drafted_turn
+    chosen = "KV cache q8_0 instead of f16, so verify batches are exact"
+    panel = SpeedPanel()
+    async with Host(themes, panel).run_test(size=(100, 40)) as pilot:
+        panel.show_turn(replace(record, extra={**record.extra, "draft_config": chosen}))
+        await pilot.pause()
+        assert chosen in panel.query_one("#speed-figures", Sketch).plain
+
+
 async def test_the_tokens_panel_tints_the_tokens_that_came_from_drafts(drafted_turn, themes):
     _, record, view = drafted_turn
     drafted = [item for item in view if item.drafted]
@@ -152,6 +163,6 @@ async def test_the_app_shows_drafting_live_and_the_palette_turns_it_off_and_on(d
             await notified(pilot, seen, lambda n: n.message == "drafting off")
             await app.run_action("toggle_drafting")
             assert engine.drafting.active
-            await notified(pilot, seen, lambda n: n.message == "drafting on: prompt lookup, up to 8 tokens a step")
+            await notified(pilot, seen, lambda n: n.message == "drafting on: prompt lookup, up to 32 tokens a step")
     finally:
         app.release_engine()

@@ -30,6 +30,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+VERBATIM_MATCH = 16
+VERBATIM_ACCEPTANCE = 0.9
+"""A draft whose context agrees for 16 tokens or more back, in a bucket whose drafts were taken
+90% of the time or more, is a verbatim copy: see choose."""
+PLAIN_KEPT = 5
+"""Plain steps whose median is t1."""
 PRIOR_ACCEPTANCE = 0.4
 PRIOR_SLOPE = 0.15
 """Before any verify step is timed: t(m) = t(1) * (1 + 0.15 (m - 1)). A first guess only; the
@@ -55,8 +61,12 @@ class DraftPolicy:
     acceptance: dict[int, float] = field(default_factory=dict)
     """Per match length (bucketed, see `bucket`): the chance a draft token is accepted, given the
     one before it was."""
+    sizes: frozenset[int] | None = None
+    """The batch sizes (drafts + 1) a step may verify at: those the exactness check decoded and
+    found exact (chatapp.engine.local.exact_batches); None: any size up to k_max + 1."""
     lost_ms: float = 0.0
     spent_ms: float = 0.0
+    _plain: list[float] = field(default_factory=list, repr=False, compare=False)
     _table: list[float] = field(default_factory=list, repr=False, compare=False)
     _table_key: tuple | None = field(default=None, repr=False, compare=False)
 
@@ -87,7 +97,7 @@ class DraftPolicy:
         decodes); sizes already measured by this policy's own steps keep their figures."""
         for m, r in ratios.items():
             if m > 1 and r > 0:
-                self.ratios.setdefault(m, r)
+                self.ratios.setdefault(m, max(r, 1.0))
 
     @staticmethod
     def bucket(match: int) -> int:
@@ -99,7 +109,17 @@ class DraftPolicy:
         return min(1 << (match.bit_length() - 1), 32)
 
     def accept_rate(self, match: int) -> float:
-        return self.acceptance.get(self.bucket(match), PRIOR_ACCEPTANCE)
+        """The bucket's own figure; for a bucket not seen yet, the best of the prior and the
+        figures of the shorter matches below it: a copy guesses at least as well when it agrees
+        further back. Without that, a reply copying verbatim re-learned every bucket from the
+        prior as its agreement grew (4, 8, 16, 32 tokens), and a fresh process decoded ~17 plain
+        steps before its first long draft (profiled on the paragraph copy)."""
+        bucket = self.bucket(match)
+        found = self.acceptance.get(bucket)
+        if found is not None:
+            return found
+        below = [a for b, a in self.acceptance.items() if b < bucket]
+        return max([PRIOR_ACCEPTANCE, *below])
 
     # --- the decision --------------------------------------------------------------------
     def choose(self, match: int, available: int) -> int:
@@ -113,26 +133,46 @@ class DraftPolicy:
         if self.lost_ms > self.budget * self.spent_ms:
             return 0
         a = min(self.accept_rate(match), 0.999)
+        longest = self._longest(min(available, self.k_max))
+        if (match >= VERBATIM_MATCH and a >= VERBATIM_ACCEPTANCE and longest
+                and self.ratio(longest + 1) < (longest + 1) / (1.0 + self.margin)):
+            # Copying verbatim: the longest checked batch, whatever the timings say. Per token a
+            # batch costs less the longer it is on a CPU, and timings taken while other programs
+            # load the cores can make any size look cheapest (profiled under load: a batch of 4
+            # chosen on every step of a paragraph copy, 3.6 tokens a step). llama.cpp's own
+            # n-gram drafters follow the same rule (48 tokens after a 12-token match). Only where
+            # that batch costs less than its tokens' single steps, as measured.
+            return longest
         costs = self._costs()
         if 1.0 / (1.0 - a) < (1.0 + self.margin) * costs[0]:
             return 0
         best_k, best = 0, 1.0 + self.margin
         advance, gain = 1.0, 1.0  # expected advance with k drafts: 1 + a + ... + a^k
+        sizes = self.sizes
         for k in range(1, min(available, self.k_max) + 1):
             gain *= a
             advance += gain
+            if sizes is not None and k + 1 not in sizes:
+                continue
             speedup = advance / costs[k]
             if speedup > best:
                 best_k, best = k, speedup
         return best_k
 
+    def _longest(self, k: int) -> int:
+        """The most drafts, at most k, whose batch is a checked size."""
+        while k > 0 and self.sizes is not None and k + 1 not in self.sizes:
+            k -= 1
+        return k
+
     def _costs(self) -> list[float]:
         """[the cheapest t(m)/t(1) for m >= 2, then t(2)/t(1) .. t(k_max + 1)/t(1)]; index k is
         the cost of k drafts."""
-        key = (self.k_max, tuple(sorted(self.ratios.items())))
+        key = (self.k_max, self.sizes, tuple(sorted(self.ratios.items())))
         if self._table_key != key:
             table = [self.ratio(k + 1) for k in range(1, self.k_max + 1)]
-            self._table = [min(table, default=1.0), *table]
+            allowed = [c for k, c in enumerate(table, 1) if self.sizes is None or k + 1 in self.sizes]
+            self._table = [min(allowed, default=float("inf")), *table]
             self._table_key = key
         return self._table
 
@@ -149,9 +189,15 @@ class DraftPolicy:
     def record_step(self, m: int, advanced: int, ms: float) -> None:
         """A step decoded m tokens in `ms` of wall time and the cache kept `advanced` of them."""
         if m == 1:
-            self.t1_ms = ms if self.t1_ms is None else self.t1_ms + self.smoothing * (ms - self.t1_ms)
+            # The median of the last few plain steps: once a reply drafts on every step no plain
+            # step corrects t1, and one slow step (a first step after the prefill, a burst of
+            # other load) as the mean's first figure made every batch look cheaper than one step
+            # (profiled: a batch of 4 at 0.15 steps, chosen on every step of a verbatim copy).
+            self._plain.append(ms)
+            del self._plain[:-PLAIN_KEPT]
+            self.t1_ms = sorted(self._plain)[len(self._plain) // 2]
         elif self.t1_ms:
-            ratio = ms / self.t1_ms
+            ratio = max(ms / self.t1_ms, 1.0)  # a batch of 2 or more never costs less than one step
             old = self.ratios.get(m)
             self.ratios[m] = ratio if old is None else old + self.smoothing * (ratio - old)
         self.spent_ms = self.spent_ms * self.decay + ms

@@ -23,12 +23,13 @@ from chatapp.engine import tokens as token_views
 from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable, capture
 from chatapp.engine.backend import CacheState, Drafting, GenerationSettings, ModelSummary, prefill_batches, split_evenly
 from chatapp.engine.drafting.policy import DraftPolicy
-from chatapp.engine.local.drafting import LocalDrafting
+from chatapp.engine.local.drafting import LocalDrafting, kv_for_drafting
 from chatapp.engine.local.probing import ProbingSampler
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
 from chatapp.engine.machine.hardware import cpu_name, physical_cores
 from chatapp.engine.local.llama import (
-    CAPTURE_KV_TYPE, LlamaRuntime, LoadOptions, PerfCounters, Sampler, model_n_head, replay_soft_max, versions)
+    CAPTURE_KV_TYPE, LlamaRuntime, LoadOptions, PerfCounters, Sampler, gpu_offload_supported, model_n_head,
+    replay_soft_max, versions)
 from chatapp.engine.machine.roofline import prefill_flops_per_token, record_figures
 from chatapp.engine.stats import DraftFigures, LiveDecode, rate
 from chatapp.engine.local.threads import ThreadPolicy
@@ -48,7 +49,8 @@ class LocalBackend:
     """`Backend` over llama.cpp in this process."""
 
     def __init__(self, runtime: LlamaRuntime, name: str | None = None, threads: ThreadPolicy | None = None,
-                 draft_policy: DraftPolicy | None = None) -> None:
+                 draft_policy: DraftPolicy | None = None, draft_config: str = "") -> None:
+        """`draft_config`: what `load` changed so that drafts stay exact (see kv_for_drafting)."""
         from chatapp.engine.models.quant import model_info  # the GGUF scan, cached per file
 
         self.runtime = runtime
@@ -65,18 +67,21 @@ class LocalBackend:
         )
         self._facts = facts
         self._kv_bytes_per_token = runtime.kv_bytes_per_token
-        self._drafting = LocalDrafting(runtime, draft_policy, threads=self.threads.decode_threads)
+        self._drafting = LocalDrafting(runtime, draft_policy, threads=self.threads.decode_threads,
+                                       chosen=draft_config)
 
     @classmethod
     def load(cls, path: Path, settings: Settings) -> "LocalBackend":
-        """`settings.threads` 0 lets ThreadPolicy choose (measured, fewer when the machine is busy)."""
+        """`settings.threads` 0 lets ThreadPolicy choose (measured, fewer when the machine is busy).
+        With drafting asked for, an f16 cache on the CPU loads as q8_0 (see kv_for_drafting)."""
         key = f"{cpu_name()}|{physical_cores()}|{path.name}|{path.stat().st_size}"
         policy = ThreadPolicy(physical_cores(), fixed=settings.threads, key=key)
         policy.look(force=True)
+        kv_type, chosen = kv_for_drafting(settings, on_gpu=settings.gpu_layers != 0 and gpu_offload_supported())
         options = LoadOptions(n_ctx=settings.n_ctx, n_threads=policy.decode_threads(),
                               n_threads_batch=policy.prefill_threads(), n_gpu_layers=settings.gpu_layers,
-                              kv_type=settings.kv_type, flash_attn=settings.flash_attn)
-        return cls(LlamaRuntime(path, options), threads=policy)
+                              kv_type=kv_type, flash_attn=settings.flash_attn)
+        return cls(LlamaRuntime(path, options), threads=policy, draft_config=chosen)
 
     # --- template and tokens -------------------------------------------------------------
     def render(self, messages: Sequence[Message], *, add_generation_prompt: bool) -> str:
@@ -202,10 +207,13 @@ class LocalBackend:
     def _forced_text(self, forced: list[int], utf8: Utf8Stream) -> str:
         rt = self.runtime
         return utf8.feed(b"".join(rt.token_bytes(t) for t in forced if not rt.is_special(t)))
+        # After the reply (its first token never waits for it): a drafting check left pending.
+        self._drafting.after_turn()
 
     def _decode(self, generation: GenerationSettings, stop: threading.Event, after_prefill: PerfCounters,
                 prefill: PrefillDone, draft_off_because: str, stream: Utf8Stream) -> Iterator[BackendEvent]:
         rt, policy = self.runtime, self.threads
+        began = time.perf_counter()
         sampler = self._sampler(generation)
         parts, generated, finish = [], 0, "length"
         try:
@@ -240,9 +248,10 @@ class LocalBackend:
             sampler.close()
         parts.append(stream.flush())
         live = self._live(after_prefill, rt.kv_cells_used())
-        plain = {"draft": "off", "draft_tokens": 0, "draft_accepted": 0, "decode_steps": live.decode_tokens}
+        plain = {"draft": "off", "draft_tokens": 0, "draft_accepted": 0, "decode_steps": live.decode_tokens,
+                 "decode_wall_ms": round((time.perf_counter() - began) * 1000, 3)}
         if draft_off_because:  # asked for, and why it did not run
-            plain["draft_off_because"] = draft_off_because
+            plain |= {"draft_off_because": draft_off_because, **self._drafting.record(rt.threads[0])}
         yield Generated(finish, "".join(parts), generated, live.decode_tokens, live.decode_ms, live.kv_used,
                         prefill, self._turn_extra(prefill, live, plain), probs=self._probs(sampler, generated))
 
@@ -252,6 +261,7 @@ class LocalBackend:
         the policy chose in one batch and emits what the model agrees with (see SpeculativeDecoder
         for why the reply is what plain decoding gives). The cache ends as the plain loop leaves it."""
         rt, threads = self.runtime, self.threads
+        began = time.perf_counter()
         sampler = self._sampler(generation)
         decoder, target = self._drafting.decoder(sampler, drafting)
         parts, generated, finish, drafted = [], 0, "length", []
@@ -270,16 +280,19 @@ class LocalBackend:
                     threads.observe(n, step.ms / 1000)
                 threads.look()
                 live = self._live_drafting(decoder.stats.figures(), rt.n_cached)
+                texts = []
                 for token, from_draft in zip(step.tokens, step.from_draft):
                     if rt.is_end_of_generation(token):
                         break
                     if from_draft:
                         drafted.append(generated)
                     generated += 1
-                    text = "" if rt.is_special(token) else stream.feed(rt.token_bytes(token))
-                    if text:
-                        parts.append(text)
-                        yield TextDelta(text, live)
+                    if not rt.is_special(token) and (text := stream.feed(rt.token_bytes(token))):
+                        texts.append(text)
+                if texts:  # one event a step: a step that accepted 40 drafts is one update, not 40
+                    text = "".join(texts)
+                    parts.append(text)
+                    yield TextDelta(text, live)
                 if step.ended or step.full:
                     finish = "stop" if step.ended else "context"
                     break
@@ -292,8 +305,10 @@ class LocalBackend:
         parts.append(stream.flush())
         figures = decoder.stats.figures()
         live = self._live_drafting(figures, rt.kv_cells_used())
+        drafting_figures = {**figures.record(), **self._drafting.record(rt.threads[0]),
+                            "decode_wall_ms": round((time.perf_counter() - began) * 1000, 3)}
         yield Generated(finish, "".join(parts), generated, live.decode_tokens, live.decode_ms, live.kv_used,
-                        prefill, self._turn_extra(prefill, live, figures.record()), drafted=tuple(drafted),
+                        prefill, self._turn_extra(prefill, live, drafting_figures), drafted=tuple(drafted),
                         probs=self._probs(sampler, generated))
 
     def _sampler(self, generation: GenerationSettings) -> Sampler | ProbingSampler:

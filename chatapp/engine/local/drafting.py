@@ -5,11 +5,18 @@ Drafting runs only where a verify batch gives exactly what single steps give, so
 do not change: flash attention must be on (without it llama.cpp's CPU attention gives a batch's
 rows other logits), the cache must be able to drop rejected drafts (not a recurrent model), and
 llama.cpp's kernels must give a batch's rows single steps' logits bit for bit on this model and
-machine and decode thread count, which chatapp.engine.local.exact_batches checks once per count, at
-the first drafted turn on it, on the turn's thread. Where batches differ at any size checked,
-no step on that thread count drafts: where they differ moves with the text (see
-exact_batches), so no smaller size can be trusted either. A step on a count not yet checked
-(the thread policy backed off mid-turn) decodes plainly.
+machine and decode thread count, which chatapp.engine.local.exact_batches checks once per count.
+The check takes seconds, so it never runs before a first token: a turn on a count with no
+verdict yet decodes plainly and the check runs right after it, on the turn's thread, and is
+kept on disk for every later process. Where batches differ at any size checked, no step on that
+thread count drafts: where they differ moves with the text (see exact_batches), so no smaller
+size can be trusted either. A step on a count not yet checked (the thread policy backed off
+mid-turn) decodes plainly.
+
+With an f16 cache on the CPU, llama.cpp's single steps past 256 cells split the attention over
+the threads and batches do not (exact_batches), so on two or more threads nothing would draft.
+A backend loaded for drafting therefore takes a q8_0 cache instead (`kv_for_drafting`), which is
+exact at every fill and thread count found, and says so in every drafted turn's record.
 """
 
 from __future__ import annotations
@@ -24,13 +31,28 @@ from chatapp.engine.local.llama import LlamaRuntime, Sampler, VerifyTarget, can_
 from chatapp.engine.drafting.lookup import NgramDrafter
 from chatapp.engine.drafting.speculative import SpeculativeDecoder
 
+DRAFTING_KV_TYPE = "q8_0"
+CHECK_PENDING = ("not yet checked on this model, build, KV type and thread count that drafts keep replies the "
+                 "same; checking after this turn (once: the verdict is kept on disk)")
+
+
+def kv_for_drafting(settings: Settings, on_gpu: bool) -> tuple[str, str]:
+    """The KV type to load and, when it is not the one asked for, why (one line for the record
+    and the Speed panel). Only an f16 cache on the CPU with drafting asked for is changed."""
+    if settings.draft == "off" or settings.kv_type != "f16" or on_gpu or not settings.flash_attn:
+        return settings.kv_type, ""
+    return DRAFTING_KV_TYPE, (f"KV cache {DRAFTING_KV_TYPE} instead of f16, so verify batches are exact (f16 single "
+                              "steps past 256 cells split attention over threads)")
+
 
 class LocalDrafting:
     def __init__(self, runtime: LlamaRuntime, policy: DraftPolicy | None = None,
-                 threads: Callable[[], int] | None = None) -> None:
-        """`threads`: the decode thread count a step would run on now (the backend's policy)."""
+                 threads: Callable[[], int] | None = None, chosen: str = "") -> None:
+        """`threads`: the decode thread count a step would run on now (the backend's policy).
+        `chosen`: what was changed at load so that drafts stay exact (see kv_for_drafting)."""
         self.runtime = runtime
         self.state = Drafting("off", Settings().draft_max)
+        self.chosen = chosen
         # One drafter and one policy for the backend's life: the step costs and acceptance they
         # measure carry from turn to turn, and the drafter's index grows with the cache.
         self.drafter = NgramDrafter()
@@ -38,13 +60,17 @@ class LocalDrafting:
         self._threads = threads or (lambda: runtime.threads[0])
         self._checks: dict[int, BatchCheck] = {}
         """The batch checks by decode thread count (exactness can change with it)."""
+        self._sources: dict[int, str] = {}
+        """Where each count's check came from: "cache" (an earlier process) or "run" (this one)."""
+        self._pending: int | None = None
+        """The thread count whose check runs after the current turn."""
 
     @property
     def _check(self) -> BatchCheck | None:
         """The check for the thread count a step would run on now, if one was made."""
         n = self._threads()
         if n not in self._checks and (found := cached_check(self.runtime, n)) is not None:
-            self._checks[n] = found
+            self._checks[n], self._sources[n] = found, "cache"
         return self._checks.get(n)
 
     @_check.setter
@@ -73,7 +99,7 @@ class LocalDrafting:
             return Drafting(mode, draft_max, "this model's cache is recurrent and cannot drop rejected drafts")
         check = self._check
         if check is None or not check.covers(draft_max + 1):
-            return Drafting(mode, draft_max)  # checked at the start of the next turn
+            return Drafting(mode, draft_max)  # checked after the next turn
         if not check.passed:
             why = (f"llama.cpp computes a batch's rows differently from single steps for this model here (by up to "
                    f"{check.worst:.2g} in a logit, {check.checked} tokens after {check.fill} cells), so drafts "
@@ -85,24 +111,42 @@ class LocalDrafting:
         return Drafting(mode, draft_max)
 
     def for_turn(self) -> Drafting:
-        """The drafting a turn starting now runs. Checks batches first when that was never done
-        for this many drafts (on the turn's thread, after what the cache holds; see
-        exact_batches). When the context has no room left for the check, this turn does not draft."""
+        """The drafting a turn starting now runs. Where no check covers this many drafts on the
+        turn's thread count, the turn decodes plainly and `after_turn` checks (see the module)."""
         state = self.state
+        self._pending = None
         if not state.active or (self._check is not None and self._check.covers(state.draft_max + 1)):
             return state
-        check = batch_check(self.runtime, state.draft_max + 1, self._threads(), self._check)
-        if check is None:
-            return Drafting(state.mode, state.draft_max, "the context is too full to check, before the first "
-                                                         "drafted turn, that drafts keep replies the same")
-        self._check = check
-        return self.set(state.mode, state.draft_max)
+        self._pending = self._threads()
+        return Drafting(state.mode, state.draft_max, CHECK_PENDING)
+
+    def after_turn(self) -> None:
+        """The check a turn left pending, on that turn's thread count; remembered on disk. A
+        context with no room left for it leaves it pending for the next turn."""
+        threads, self._pending = self._pending, None
+        if threads is None or not self.state.active:
+            return
+        check = batch_check(self.runtime, self.state.draft_max + 1, threads, self._checks.get(threads))
+        if check is not None:
+            self._checks[threads], self._sources[threads] = check, "run"
+            self.set(self.state.mode, self.state.draft_max)
+
+    def record(self, threads: int) -> dict:
+        """The record's account of how drafting was made possible: where the exactness verdict
+        for `threads` came from ("cache": an earlier process; "run": this one; "after this
+        turn": checking now), and what was chosen at load for it."""
+        source = "after this turn" if self._pending is not None else self._sources.get(threads)
+        extra: dict = {"draft_check": source} if source else {}
+        if self.chosen:
+            extra["draft_config"] = self.chosen
+        return extra
 
     def decoder(self, sampler: Sampler, state: Drafting) -> tuple[SpeculativeDecoder, VerifyTarget]:
         """A decoder for one turn over the kept drafter and policy; close the target after the turn."""
         self.policy.k_max = state.draft_max
         if self._check is not None:
             self.policy.seed(self._check.ratios)
+            self.policy.sizes = frozenset(self._check.sizes)
         target = VerifyTarget(self.runtime, sampler, capacity=state.draft_max + 1)
         decoder = SpeculativeDecoder(target, self.runtime.is_end_of_generation, drafter=self.drafter,
                                      policy=self.policy)

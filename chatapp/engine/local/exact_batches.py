@@ -15,11 +15,14 @@ So the engine checks rather than assumes, and drafts only where the check passes
 
 The check decodes fixed texts after whatever the cache holds, at three depths (64 cells, 192,
 and as deep as the context goes up to 600): `largest` tokens one at a time, keeping each step's
-logits, then as one batch of every size from 2 to `largest`, comparing row by row, bit for bit.
-It stops at the first difference, removes every cell it added (the cache ends as it began) and
-is cached per model file, llama.cpp build, CPU, KV type, flash attention, offload and thread
-count: one to two seconds on the default model here, once per thread count. Passing is evidence,
-not proof; on the default model the tests also compare whole greedy replies with drafts and without.
+logits, then as one batch of each size in `check_sizes(largest)` (every size to 9, then a few up
+to `largest`: 12, 16, 24, 32, 48, 64), comparing row by row, bit for bit. Drafting then verifies
+only at the sizes checked, so an unchecked size never decodes. It stops at the first difference,
+removes every cell it added (the cache ends as it began) and is cached per model file, llama.cpp
+build, CPU, KV type, flash attention, offload and thread count. It runs once per thread count,
+after the first drafted turn (chatapp.engine.local.drafting), never before a first token.
+Passing is evidence, not proof; on the default model the tests also compare whole greedy
+replies with drafts and without.
 """
 
 from __future__ import annotations
@@ -41,9 +44,23 @@ CODE = ("def summarize(orders, tax_rate):\n    subtotal = sum(o.price * o.quanti
         "    tax = subtotal * tax_rate\n    return {'subtotal': subtotal, 'tax': tax, 'total': subtotal + tax}\n")
 DEEP = 600
 """The deepest fill checked, when the context has room: past llama.cpp's 512-cell attention threshold."""
-CACHE = "verify_batches_2"
+CACHE = "verify_batches_3"
 """Where checks are kept. The 2: the first check looked at two shallow depths only, and passed
-with an f16 cache; its entries must not be read as covering the deep fill."""
+with an f16 cache; its entries must not be read as covering the deep fill. The 3: checks name
+the sizes they decoded (past 9 not every size is checked)."""
+EVERY_SIZE_TO = 9
+LONG_SIZES = (12, 16, 24, 32, 48, 64)
+"""Batch sizes checked past EVERY_SIZE_TO: long drafts pay on a CPU (a batch of 48 costs far
+fewer than 48 steps), and a handful of sizes keeps the check to a few seconds."""
+
+
+def check_sizes(largest: int) -> tuple[int, ...]:
+    """The batch sizes a check of batches up to `largest` tokens decodes, in order."""
+    sizes = {m for m in range(2, min(largest, EVERY_SIZE_TO) + 1)}
+    sizes |= {m for m in LONG_SIZES if m <= largest}
+    if largest >= 2:
+        sizes.add(largest)
+    return tuple(sorted(sizes))
 
 
 @dataclass(frozen=True)
@@ -65,6 +82,11 @@ class BatchCheck:
     def passed(self) -> bool:
         """Every size checked gave single steps' logits exactly."""
         return self.exact == self.checked
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """The batch sizes found exact, the only ones drafting may verify at."""
+        return tuple(m for m in check_sizes(self.checked) if m <= self.exact) if self.passed else ()
 
     def covers(self, size: int) -> bool:
         """Whether this check answers for batches of up to `size` tokens (a failure answers for all)."""
@@ -140,7 +162,7 @@ def _check_round(rt: LlamaRuntime, largest: int, text: str, fill: int) -> BatchC
             singles.append(target.row_logits(-1))
         step_s = statistics.median(single_s)
         ratios = {}
-        for size in range(2, largest + 1):
+        for size in check_sizes(largest):
             rt.keep_kv_prefix(base)
             started = time.perf_counter()
             target.decode(probe[:size])
@@ -148,7 +170,7 @@ def _check_round(rt: LlamaRuntime, largest: int, text: str, fill: int) -> BatchC
             rows = [target.row_logits(row) for row in range(size)]
             if not all(np.array_equal(row, single) for row, single in zip(rows, singles)):
                 worst = max(float(np.max(np.abs(row - single))) for row, single in zip(rows, singles))
-                return BatchCheck(size, size - 1, worst, base)
+                return BatchCheck(size, max((m for m in check_sizes(size) if m < size), default=1), worst, base)
         return BatchCheck(largest, largest, ratios=ratios)
     finally:
         rt.keep_kv_prefix(start)

@@ -174,6 +174,8 @@ class SpeedPanel(Vertical):
             shown |= draft_lines(draft)
         elif why := r.extra.get("draft_off_because"):
             shown |= {"drafting": f"drafting off: {why}"}
+        if chosen := r.extra.get("draft_config"):  # what was changed at load so that drafts stay exact
+            shown |= {"draft_config": str(chosen)}
         if isinstance(per_token := r.extra.get("decode_bytes_per_token"), int) and per_token:
             bandwidth = r.extra.get("memory_bandwidth_gbps")
             shown |= {"roofline": roofline_text(per_token, r.decode_tps,
@@ -221,6 +223,8 @@ class SpeedPanel(Vertical):
             lines.append(f"  {f['roofline']}")
         if "drafting" in f:
             lines.append(f["drafting"])
+        if "draft_config" in f:
+            lines.append(f"  {f['draft_config']}")
         if "drafts" in f:
             lines.append(f["drafts"])
             lines += [f"  {f[key]}" for key in ("draft_steps", "draft_positions", "draft_speedup") if key in f]

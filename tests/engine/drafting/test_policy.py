@@ -206,3 +206,18 @@ def test_no_speedup_is_claimed_before_a_plain_step_was_timed():
     _, stats = speed_ratio(paragraph, paragraph[:100], slope=0.1, policy=AlwaysDraft())
     assert stats.accepted > 50 and stats.baseline_ms is None and stats.speedup == 0.0
     assert stats.figures().record()["draft_speedup"] is None
+
+
+def test_only_the_batch_sizes_found_exact_are_verified():
+    """The exactness check decodes every size to 9 and then a few (exact_batches.check_sizes);
+    a step verifies only at those, and a verbatim copy is verified in long batches where the
+    measured costs make them pay (on a CPU a batch of 48 costs far fewer than 48 steps)."""
+    sizes = frozenset((*range(2, 10), 12, 16, 24, 32, 48, 49))
+    policy = DraftPolicy(k_max=48, sizes=sizes)
+    policy.seed({m: 1 + 0.25 * (m - 1) for m in sizes})  # a batch of 49 costs 13 steps
+    policy.record_step(1, 1, 10.0)
+    policy.observe(40, [True] * 60)  # a reply copying verbatim (agreement 32 and more)
+    assert policy.choose(match=40, available=48) == 48
+    assert policy.choose(match=40, available=30) == 23  # 31 is no checked size: the largest below it
+    assert policy.choose(match=40, available=10) == 8  # 11 drafts would be a batch of 12, checked; 10 not
+    assert DraftPolicy(k_max=8, sizes=frozenset()).choose(match=40, available=8) == 0  # nothing found exact

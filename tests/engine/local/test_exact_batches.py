@@ -6,7 +6,8 @@ import pytest
 
 from chatapp.engine.local import exact_batches
 from chatapp.engine.drafting.policy import DraftPolicy
-from chatapp.engine.local.drafting import LocalDrafting
+from chatapp.config import Settings
+from chatapp.engine.local.drafting import LocalDrafting, kv_for_drafting
 from chatapp.engine.local.exact_batches import BatchCheck, batch_check, cached_check, check_batches
 from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
 
@@ -96,7 +97,7 @@ def test_a_check_is_remembered_per_model_and_settings(smollm):
     assert exact_batches.settings_key(smollm, n).endswith(f"|q8_0|flash_attn True|threads {n}")
 
 
-def test_a_full_context_leaves_no_room_to_check_and_that_turn_does_not_draft(default_model_path):
+def test_a_full_context_leaves_no_room_to_check_and_the_check_waits_for_a_later_turn(default_model_path):
     rt = LlamaRuntime(default_model_path, LoadOptions(n_ctx=256))
     try:
         ids = fill(rt, 250)
@@ -104,7 +105,29 @@ def test_a_full_context_leaves_no_room_to_check_and_that_turn_does_not_draft(def
         drafting = LocalDrafting(rt)
         assert drafting.set("ngram", 8).active  # not checked yet
         turn = drafting.for_turn()
-        assert not turn.active and "too full to check" in turn.off_because
-        assert drafting.state.active  # the next turn tries again
+        assert not turn.active and "checking after this turn" in turn.off_because
+        assert drafting.record(rt.threads[0])["draft_check"] == "after this turn"
+        drafting.after_turn()  # no room: no verdict, and nothing kept on disk
+        assert cached_check(rt, rt.threads[0]) is None
+        assert drafting.state.active and not drafting.for_turn().active  # the next turn tries again
     finally:
         rt.close()
+
+
+def test_drafting_asked_for_with_an_f16_cache_on_the_cpu_loads_q8_0_and_says_why():
+    asked = Settings(draft="ngram")
+    assert asked.kv_type == "f16"  # the default
+    kv_type, why = kv_for_drafting(asked, on_gpu=False)
+    assert kv_type == "q8_0" and "instead of f16" in why
+    assert kv_for_drafting(asked.replace(draft="off"), on_gpu=False) == ("f16", "")
+    assert kv_for_drafting(asked, on_gpu=True) == ("f16", "")  # the split path is the CPU's
+    assert kv_for_drafting(asked.replace(kv_type="q4_0"), on_gpu=False) == ("q4_0", "")
+
+
+def test_long_batches_are_checked_at_a_few_sizes(smollm):
+    fill(smollm, 0)
+    assert exact_batches.check_sizes(49) == (2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 24, 32, 48, 49)
+    check = check_batches(smollm, 49)
+    assert check.passed and check.sizes == exact_batches.check_sizes(49)
+    assert check.ratios.keys() == set(check.sizes) and check.covers(49) and not check.covers(50)
+    assert smollm.kv_cells_used() == 0

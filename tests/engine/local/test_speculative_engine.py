@@ -15,6 +15,7 @@ from chatapp.engine.backend import Drafting, GenerationSettings
 from chatapp.engine.drafting.policy import DraftPolicy
 from chatapp.engine.chat.engine import Engine
 from chatapp.engine.events import TextDelta, TurnDone
+from chatapp.engine.local.exact_batches import batch_check
 from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
 from chatapp.engine.local.backend import LocalBackend
 from chatapp.engine.sessions import SessionManager
@@ -37,7 +38,14 @@ COPY_HEAVY = ("copy", "code", "names")
 GREEDY = GenerationSettings(temperature=0.0, max_tokens=96)
 
 
+def known_exact(runtime: LlamaRuntime, draft_max: int = Settings().draft_max) -> None:
+    """The exactness verdict that a first drafted turn leaves on disk (LocalDrafting checks after
+    a turn that had none), so that the turns of a test draft from their first."""
+    batch_check(runtime, draft_max + 1, runtime.threads[0])
+
+
 def drafting_engine(runtime: LlamaRuntime, policy=None, max_tokens: int = 96) -> Engine:
+    known_exact(runtime)
     backend = LocalBackend(runtime, draft_policy=policy or AlwaysDraft(k_max=8))
     engine = Engine(backend, Settings(n_ctx=runtime.n_ctx, system_prompt="", draft="ngram"))
     engine.generation = GenerationSettings(temperature=0.0, max_tokens=max_tokens)
@@ -194,6 +202,7 @@ def test_a_session_saved_after_drafted_turns_resumes_exactly(default_model_path,
 
     def open_drafting() -> tuple[Engine, LlamaRuntime]:
         runtime = LlamaRuntime(default_model_path, LoadOptions(n_ctx=1024, kv_type="q8_0"))
+        known_exact(runtime)
         engine = Engine(LocalBackend(runtime, draft_policy=AlwaysDraft(k_max=8)), settings)
         return engine, runtime
 
@@ -232,7 +241,7 @@ def test_drafting_follows_the_setting_and_says_why_when_it_cannot_run(default_mo
         record = list(engine.send("Hi"))[-1].record
         assert record.extra["draft"] == "off"
         assert engine.set_drafting("off") == Drafting("off", 4) and engine.drafting.describe() == "drafting off"
-        with pytest.raises(ConfigError, match="draft_max must be 1 to 32, got 0"):
+        with pytest.raises(ConfigError, match="draft_max must be 1 to 64, got 0"):
             engine.set_drafting("ngram", 0)
         with pytest.raises(ConfigError, match="draft must be one of ngram, off, got 'eagle'"):
             engine.set_drafting("eagle")  # type: ignore[arg-type]

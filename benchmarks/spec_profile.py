@@ -1,0 +1,81 @@
+"""Where a drafted turn's time goes: chatapp's draft/verify loop, step by step, on one task.
+
+Runs whole Engine turns in this process (as `chatapp ask` does) with drafting on, timing each
+llama_decode of a verify batch apart from the rest of the step, and prints: steps, tokens per
+step, drafts verified and accepted, the time per verify batch by size, and the time per step
+spent outside llama.cpp (sampling and acceptance, the drafter, the policy, the backend's loop
+and its events). Compare with llama-server's figures for the same task from
+benchmarks/spec_vs_llama_server.py (its /completion timings and its log's acceptance lines).
+
+    .venv/bin/python benchmarks/spec_profile.py [--task paragraph] [--draft-max 8] [--turns 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from spec_vs_llama_server import CHAT, COPY
+
+
+def main() -> None:
+    from chatapp.config import Settings
+    from chatapp.engine.events import TurnDone
+    from chatapp.engine.local import llama
+    from chatapp.engine.opening import open_engine
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", default="paragraph")
+    parser.add_argument("--draft-max", type=int, default=None)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--kv-type", default="q8_0")
+    parser.add_argument("--tokens", type=int, default=256)
+    parser.add_argument("--turns", type=int, default=2, help="The first may decode plainly while exactness is checked.")
+    args = parser.parse_args()
+    settings = Settings(threads=args.threads, kv_type=args.kv_type, draft="ngram")
+    if args.draft_max:
+        settings = settings.replace(draft_max=args.draft_max)
+    engine = open_engine(settings)
+    engine.set_generation(max_tokens=args.tokens, temperature=0.0)
+
+    decode_ms: dict[int, list[float]] = defaultdict(list)
+    original = llama.VerifyTarget.decode
+
+    def timed(self, tokens):
+        started = time.perf_counter()
+        original(self, tokens)
+        decode_ms[len(tokens)].append((time.perf_counter() - started) * 1000)
+
+    llama.VerifyTarget.decode = timed
+    text = {**COPY, **CHAT}[args.task]
+    for turn in range(args.turns):
+        decode_ms.clear()
+        engine.clear_cache()
+        engine.new_chat()
+        record = next(e.record for e in engine.send(text) if isinstance(e, TurnDone))
+        x = record.extra
+        if x.get("draft") != "ngram":
+            print(f"turn {turn + 1}: not drafted ({x.get('draft_off_because', '')[:80]})")
+            continue
+        steps = x["decode_steps"]
+        wall = x.get("decode_wall_ms") or record.decode_ms
+        in_llama = sum(sum(v) for v in decode_ms.values())
+        print(f"turn {turn + 1}, {args.task}: {record.generated_tokens} tokens in {steps} steps "
+              f"({record.decode_tokens / steps:.2f} a step), drafted {x['draft_tokens']}, accepted "
+              f"{x['draft_accepted']}; decode wall {wall:.0f} ms = {record.generated_tokens / wall * 1000:.1f} tok/s")
+        print(f"  in llama_decode {in_llama:.0f} ms ({in_llama / wall:.0%}); outside it "
+              f"{(wall - in_llama) / steps:.2f} ms a step")
+        for size in sorted(decode_ms):
+            times = decode_ms[size]
+            print(f"  batch {size:2d}: {len(times):3d} steps, median {statistics.median(times):6.2f} ms "
+                  f"({statistics.median(times) / size:5.2f} ms a token)")
+    engine.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""`--draft ngram` at the default KV type and automatic threads: it drafts, replies stay those of
+plain greedy decoding, and the exactness verdict is checked once and kept for later processes."""
+
+import json
+import os
+
+from chatapp.engine.local.exact_batches import CACHE
+
+COPY = ("Repeat the following paragraph exactly:\n\nThe old lighthouse stood on a rocky point at the edge of the "
+        "bay. Every evening the keeper climbed the spiral stairs, trimmed the wick and polished the great glass "
+        "lens until it shone. Ships passing in the night saw its beam sweep across the water.")
+# draft_max 8: the first process checks batches up to draft_max + 1 after its turn, and under a
+# heavy load the check up to 33 ran past the harness's 300 s per process.
+COMMON = ("ask", COPY, "--json", "--temperature", "0", "--max-tokens", "60", "--ctx", "1024", "--draft-max", "8")
+
+
+def one(out) -> dict:
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_drafting_at_defaults_drafts_and_the_verdict_is_reused_by_the_next_process(chatapp_exe, isolated_dirs):
+    verdicts = os.path.join(isolated_dirs["XDG_CACHE_HOME"], "chatapp", f"{CACHE}.json")
+    # Fixed threads, so that replies can be compared; the KV type is the default (f16).
+    first = one(chatapp_exe(*COMMON, "--draft", "ngram", "--threads", "2"))
+    # No verdict yet: the turn decodes plainly, the check runs after it (never before a first token).
+    assert first["draft"] == "off" and first["draft_check"] == "after this turn"
+    assert "q8_0 instead of f16" in first["draft_config"]
+    assert os.path.exists(verdicts)
+    kept = os.stat(verdicts).st_mtime_ns
+    second = one(chatapp_exe(*COMMON, "--draft", "ngram", "--threads", "2"))
+    assert second["draft"] == "ngram" and second["draft_check"] == "cache"  # not checked again
+    assert os.stat(verdicts).st_mtime_ns == kept
+    assert second["draft_tokens"] > 0 and second["draft_accepted"] > 0
+    assert second["decode_steps"] < second["decode_tokens"]
+    assert "q8_0 instead of f16" in second["draft_config"]
+    # The reply is plain greedy decoding's in the configuration drafting runs (a q8_0 cache).
+    plain = one(chatapp_exe(*COMMON, "--draft", "off", "--threads", "2", "--kv-type", "q8_0"))
+    assert plain["draft"] == "off" and "draft_config" not in plain
+    assert first["reply"] == second["reply"] == plain["reply"]
+
+
+def test_drafting_with_automatic_threads_drafts_once_its_thread_count_is_checked(chatapp_exe):
+    # Automatic threads: each count the policy decodes on is checked once; within a few turns
+    # of one process the turns on a checked count draft.
+    out = chatapp_exe("ask", COPY, "Again, please, exactly the same.", "Once more.", "--json", "--temperature", "0",
+                      "--max-tokens", "60", "--ctx", "1024", "--draft", "ngram")
+    assert out.returncode == 0, out.stderr
+    turns = [json.loads(line) for line in out.stdout.splitlines()]
+    assert turns[0]["draft_check"] == "after this turn"
+    assert any(t["draft"] == "ngram" and t["draft_accepted"] > 0 for t in turns[1:]), turns
