@@ -104,7 +104,7 @@ def sources_line(context: RetrievedContext) -> str:
 
 def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_json: bool,
             session: str | None = None, attachments: list[Loaded] | None = None, system: str | None = None,
-            branch_from: str | None = None, logprobs: int = 0) -> None:
+            branch_from: str | None = None, logprobs: int = 0, at_token: tuple[int, int] | None = None) -> None:
     """`system`: the --system given, which replaces a resumed session's system prompt;
     `branch_from`: the message (of `session`) the first prompt branches after;
     `logprobs`: candidates per reply token for the JSON records (0: none)."""
@@ -127,7 +127,7 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
     try:
         with ctrl_c_stops(engine) as stopped:
             _ask(engine, manager, session, prompts, as_json, err, out, attachments or [], system, stopped,
-                 branch_from)
+                 branch_from, at_token)
     finally:
         engine.close()
     out.raise_if_failed()
@@ -146,7 +146,8 @@ def _attach(engine: Engine, attachments: list[Loaded], err: Console) -> None:
 
 def _ask(engine: Engine, manager: SessionManager | None, session: str | None, prompts: list[str], as_json: bool,
          err: Console, out: TurnOutput, attachments: list[Loaded], system: str | None = None,
-         stopped: threading.Event | None = None, branch_from: str | None = None) -> None:
+         stopped: threading.Event | None = None, branch_from: str | None = None,
+         at_token: tuple[int, int] | None = None) -> None:
     from chatapp.engine.sessions.manager import OpeningStopped
 
     summary = engine.summary
@@ -178,8 +179,12 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
             # Another process saved between two of our prompts: go on from what it saved.
             live = manager.resume(live.name, engine, system_prompt=system)
             err.print(f"[yellow]{escape(changed.message)}; reloaded it before prompt {number}[/]")
-        turn = engine.send_after(branch_from, prompt) if branch_from is not None and number == 1 \
-            else engine.send(prompt)
+        if at_token is not None and number == 1:
+            turn = engine.branch_from_token(branch_from, *at_token)
+        elif branch_from is not None and number == 1:
+            turn = engine.send_after(branch_from, prompt)
+        else:
+            turn = engine.send(prompt)
         for event in turn:
             if isinstance(event, ContextTrimmed):
                 err.print(f"[yellow]context full: dropped the oldest {event.dropped_turns} turn(s) "

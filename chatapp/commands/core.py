@@ -110,12 +110,21 @@ def ask(
     logprobs: Annotated[int, typer.Option(
         "--logprobs", help=f"With --json: each reply token's probability, rank and entropy, and its top N "
                            f"alternatives before and after the sampler chain (0 to {MAX_LOGPROBS}).")] = 0,
+    at_token: Annotated[Optional[int], typer.Option(
+        "--at-token", help="With --branch-from REPLY and --token: keep the reply's first K tokens, put --token "
+                           "in place of the next one, and decode on from there (a new sibling reply).")] = None,
+    token: Annotated[Optional[int], typer.Option("--token", help="The token id that replaces token K "
+                                                                 "(see --json --logprobs N).")] = None,
 ) -> None:
     """Ask one or more questions in one conversation; print replies and per-turn stats."""
     if not prompts or any(not p.strip() for p in prompts):
         raise InputError("the prompt is empty")
     if branch_from is not None and session is None:
         raise InputError("--branch-from needs --session: it names a message of a saved session")
+    if (at_token is None) != (token is None) or (at_token is not None and branch_from is None):
+        raise InputError("--at-token and --token go together, with --branch-from REPLY")
+    if at_token is not None and len(prompts) != 1:
+        raise InputError("a branch from a token continues the reply itself: give one placeholder prompt, e.g. -")
     check_logprobs(logprobs)
     from chatapp.engine.retrieval.loading import load_paths
 
@@ -127,7 +136,7 @@ def ask(
     from chatapp.commands.ask_output import run_ask
 
     run_ask(settings, model, prompts, as_json=as_json, session=session, attachments=loaded, system=system,
-            branch_from=branch_from, logprobs=logprobs)
+            branch_from=branch_from, logprobs=logprobs, at_token=(at_token, token) if at_token is not None else None)
 
 
 def tokenize(

@@ -101,3 +101,22 @@ def test_a_tree_from_a_newer_chatapp_is_refused_in_one_line(chatapp_exe, branche
         conn.execute("PRAGMA user_version = 5")
     out = chatapp_exe("sessions", "tree", "t")
     assert out.returncode == 2 and "newer chatapp" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_branch_from_a_token_keeps_the_reply_before_it_and_prefills_only_that_token(chatapp_exe):
+    [first] = records(chatapp_exe(*ASK, "--logprobs", "5", "Name a fruit."))
+    alternative = first["logprobs"][2]["top"][1]
+    before = "".join(step["token"] for step in first["logprobs"][:2])
+    [branch] = records(chatapp_exe(*ASK, "--branch-from", first["message_id"], "--at-token", "2",
+                                   "--token", str(alternative["id"]), "-"))
+    assert branch["reply"].startswith(before + alternative["token"]), (branch["reply"], before, alternative)
+    assert branch["action"] == "regenerate" and branch["branch"] == "2/2"
+    assert branch["forced_tokens"] == 3 and branch["forced_prefilled"] <= 1
+    assert branch["prefill_tokens"] <= 1  # the reply's cache was kept: nothing before the chosen token again
+    rows = {row["id"]: row for row in tree(chatapp_exe)}
+    assert rows[branch["message_id"]]["parent"] == first["parent_id"]
+    out = chatapp_exe(*ASK, "--branch-from", first["message_id"], "--at-token", "999", "--token", "1", "-")
+    errors = [line for line in out.stderr.splitlines() if line.startswith("chatapp:")]
+    assert out.returncode == 2 and len(errors) == 1 and "outside reply" in errors[0] and "Traceback" not in out.stderr
+    out = chatapp_exe(*ASK, "--branch-from", first["message_id"], "--at-token", "1", "--token", "99999999", "-")
+    assert out.returncode == 2 and "outside the vocabulary" in out.stderr

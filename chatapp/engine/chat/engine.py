@@ -445,6 +445,47 @@ class Engine:
             tree.switch(leaf, descend=False)
         self._conversation.place_window(self._conversation.window_start)
 
+    def reply_ids(self, message_id: str) -> list[int]:
+        """A reply's token ids as the model reads it back: its templated path's tokens after
+        the prompt that asked for it, without the end-of-turn marker."""
+        tree = self._conversation.tree
+        reply = tree[tree.resolve(message_id)]
+        system = self._conversation.messages[:self._conversation.n_system]
+        head = self.prompt_ids(system + tree.path_to(reply.parent))
+        full = self.prompt_ids(system + tree.path_to(reply.id), add_generation_prompt=False)
+        body = full[common_prefix(head, full):]
+        described = self.describe(body)
+        ends = [i for i, t in enumerate(described) if t.special]
+        if ends and not "".join(t.piece for t in described[ends[-1] + 1:]).strip():
+            described = described[:ends[-1]]  # the end-of-turn marker and the line break after it
+        while described and described[-1].special:
+            described.pop()
+        return [t.id for t in described]
+
+    def branch_from_token(self, message_id: str, at: int, token: int) -> Iterator[Event]:
+        """A new sibling of reply `message_id` that starts with its first `at` tokens
+        (`reply_ids`), then `token` in place of the next one, and decodes on from there."""
+        tree = self._conversation.tree
+        reply = tree.resolve(message_id)
+        if tree[reply].role != "assistant":
+            raise InputError(f"message {reply} is a {tree[reply].role} message: a token branch starts in a reply")
+        ids = self.reply_ids(reply)
+        if not 0 <= at <= len(ids):
+            raise InputError(f"--at-token {at} is outside reply {reply}, which has {len(ids)} tokens (0 to {len(ids)})")
+        vocab = self._vocab_size()
+        if token < 0 or (vocab and token >= vocab):
+            raise InputError(f"token id {token} is outside the vocabulary (0 to {(vocab or 1) - 1})")
+        return self.regenerate(reply, forced=[*ids[:at], token])
+
+    def _vocab_size(self) -> int:
+        from chatapp.engine.models.quant import model_info
+
+        path = self.summary.local_file or (self.summary.path if self.summary.kind == "in-process" else None)
+        try:
+            return model_info(Path(path)).vocab_size if path else 0
+        except (OSError, ValueError):
+            return 0
+
     def last_reply_ids(self) -> list[int]:
         """The token ids of the last turn's reply as the cache holds them ([] when the
         conversation or the cache changed since)."""
