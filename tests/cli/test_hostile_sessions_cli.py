@@ -89,8 +89,9 @@ def test_an_edited_state_key_never_writes_or_removes_outside_the_states_folder(c
     assert f"saved KV state not used (the state key {key!r} in the session database is not one chatapp writes)" \
         in out.stderr
     assert not target.with_suffix(".kvstate").exists()
-    new_key = SessionStore(paths.sessions_dir()).get("s").state_key
-    assert new_key != key and (paths.sessions_dir() / "states" / f"{new_key}.kvstate").exists()
+    stored = SessionStore(paths.sessions_dir()).get("s")
+    new_key = stored.state_key
+    assert new_key != key and (paths.sessions_dir() / "states" / f"{new_key}-{stored.leaf}.kvstate").exists()
 
     target.with_suffix(".kvstate").write_bytes(b"someone else's file")
     edit("UPDATE sessions SET state_key = ?", key)

@@ -77,7 +77,9 @@ async def test_the_speed_panel_shows_drafting_and_the_roofline_live_and_after(dr
         # The estimate needs a timed plain step: AlwaysDraft may have drafted from the very first.
         assert (f"×{draft.speedup:.2f} against plain steps" in shown) == (draft.speedup > 0)
         megabytes = f"{(live.bytes_per_token) / 2**20:.1f} MiB/token"
-        assert f"decode reads {megabytes}" in shown and f"of {live.bandwidth_gbps:.0f} GB/s" in shown
+        # The panel gives a bandwidth below 10 GB/s to one decimal (a loaded machine measures such).
+        assert f"decode reads {megabytes}" in shown
+        assert any(f"of {live.bandwidth_gbps:{spec}} GB/s" in shown for spec in (".0f", ".1f")), shown
         assert "bandwidth alone would allow ~" in shown and "prefill needs ~0.27 GFLOP/token" in shown
         assert all(value in shown for value in panel.figures.values())
 

@@ -114,6 +114,8 @@ class Host(App[None]):
         self.settings = SETTINGS
         self.session_busy = False
         self.attaching = False
+        self.generating = False
+        self.loading_model = False
         self.busy_with: list[str] = []
         self.shown = 0
         self.controller = AttachController(self)

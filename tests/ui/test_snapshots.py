@@ -28,7 +28,9 @@ def scripted_clock(monkeypatch):
 
 
 def scripted_app(default_model_path, theme: str) -> ChatApp:
-    settings = Settings(theme=theme, n_ctx=4096, temperature=0.0)
+    # Prefill while typing runs when the typing pauses: how much it did before Enter depends on
+    # timing, so the snapshots leave it off (tests/ui/test_typing_prefill.py covers it).
+    settings = Settings(theme=theme, n_ctx=4096, temperature=0.0, prefill_while_typing=False)
     engine = Engine(ScriptedBackend(str(default_model_path), n_ctx=4096), settings)
     return ChatApp(engine, settings=settings)
 

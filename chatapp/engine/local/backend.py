@@ -203,12 +203,12 @@ class LocalBackend:
                                 forced_prefilled=len(forced) - max(0, cached - n_prompt),
                                 drafted=tuple(i + len(forced) for i in event.drafted))
             yield event
+        # After the reply (its first token never waits for it): a drafting check left pending.
+        self._drafting.after_turn()
 
     def _forced_text(self, forced: list[int], utf8: Utf8Stream) -> str:
         rt = self.runtime
         return utf8.feed(b"".join(rt.token_bytes(t) for t in forced if not rt.is_special(t)))
-        # After the reply (its first token never waits for it): a drafting check left pending.
-        self._drafting.after_turn()
 
     def _decode(self, generation: GenerationSettings, stop: threading.Event, after_prefill: PerfCounters,
                 prefill: PrefillDone, draft_off_because: str, stream: Utf8Stream) -> Iterator[BackendEvent]:

@@ -438,9 +438,16 @@ class LiveSession:
         stored = store.load(self.name)
         if stored is None:
             return None
+        mine = self._snapshot_messages()
         try:
-            plan_save(stored.tree, self._snapshot_messages(), current=False, seen=self.seen)
+            plan_save(stored.tree, mine, current=False, seen=self.seen)
         except Conflict:
+            return SessionConflict(f"session {self.name!r} was changed by another process")
+        # The next turn adds after the shown leaf: another process that added there already
+        # would make its save refused, so it is said now, before the turn runs.
+        held = {m.id for m in mine}
+        leaf = self.engine.leaf
+        if any(m.parent == leaf and m.id not in held and m.role != "system" for m in stored.tree):
             return SessionConflict(f"session {self.name!r} was changed by another process")
         return None
 
