@@ -30,6 +30,8 @@ DraftMode = Literal["ngram", "off"]
 the drafts in one batch; "off" decodes one token a step. The one list the CLI, the config and
 the engine share."""
 DRAFT_MODES: tuple[str, ...] = get_args(DraftMode)
+FlashAttn = Literal["auto", "on", "off"]
+FLASH_ATTN_MODES: tuple[str, ...] = get_args(FlashAttn)
 DEFAULT_DRAFT: DraftMode = "off"
 """The default for `draft`, the one place it is set. On ("ngram") only where
 benchmarks/spec_vs_llama_server.py shows drafting never loses on open chat (>= 0.98x of plain
@@ -60,9 +62,13 @@ class Settings:
     """Layers to offload to the GPU; -1 means all, when the build supports it."""
     kv_type: KVType = "f16"
     """KV-cache type: f16, q8_0 or q4_0 (the quantized ones need flash attention)."""
-    flash_attn: bool = True
-    """Flash attention, as llama.cpp does by default on a CPU: faster here (prefill +20%,
-    decode +6% at 1,700 tokens), and a verify batch then gives exactly a step's logits."""
+    flash_attn: FlashAttn = "auto"
+    """Flash attention: on, off, or auto (off for an f16 cache on the CPU, on with a GPU or a
+    quantized cache, which needs it). Measured here with llama.cpp's own llama-bench (2 threads,
+    the default model): on the CPU it helps only an empty context (decode 209 vs 172 tok/s) and
+    loses from 256 tokens on (decode 92 vs 146 tok/s at 256, 32 vs 73 at 2,048; a 16-token
+    prefill at 2,048: 42 vs 191 tok/s), where llama.cpp's "auto" turns it on. Drafting loads a
+    q8_0 cache with it on (chatapp.engine.local.drafting): its verify batches need that."""
     draft: DraftMode = DEFAULT_DRAFT
     """Speculative decoding in-process: ngram (prompt lookup) or off. Replies are the same
     either way (greedy ones byte for byte); drafting backs off by itself when drafts miss. It
@@ -135,6 +141,8 @@ def validate(settings: Settings) -> Settings:
     # No ceiling here: chatapp.engine.machine.memory_check weighs n_ctx against the machine when a model loads.
     if settings.kv_type not in KV_TYPES:
         raise ConfigError(f"kv_type must be one of {', '.join(KV_TYPES)}, got {settings.kv_type!r}")
+    if settings.flash_attn not in FLASH_ATTN_MODES:
+        raise ConfigError(f"flash_attn must be one of {', '.join(FLASH_ATTN_MODES)}, got {settings.flash_attn!r}")
     if settings.draft not in DRAFT_MODES:
         raise ConfigError(f"draft must be one of {', '.join(DRAFT_MODES)}, got {settings.draft!r}")
     _in_range("draft_max", settings.draft_max, 1, MAX_DRAFT_TOKENS)
@@ -228,6 +236,8 @@ def from_table(raw: dict, path: Path) -> Settings:
         if key not in known:
             raise ConfigError(f"{path}: unknown setting {key!r}")
         expected = type(getattr(Settings(), key))
+        if key == "flash_attn" and isinstance(value, bool):  # written by chatapp before "auto"
+            value = "on" if value else "off"
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if not isinstance(value, expected) or isinstance(value, bool) != (expected is bool):

@@ -35,7 +35,7 @@ CONVERSATIONS = [
 
 @pytest.fixture(scope="module")
 def local(default_model_path):
-    engine = Engine(LocalBackend(LlamaRuntime(default_model_path, LoadOptions(n_ctx=N_CTX))), SETTINGS)
+    engine = Engine(LocalBackend(LlamaRuntime(default_model_path, LoadOptions(n_ctx=N_CTX, flash_attn=True))), SETTINGS)
     yield engine
     engine.close()
 

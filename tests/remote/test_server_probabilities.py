@@ -2,8 +2,8 @@
 equal the server's own (`n_probs`, without and with `post_sampling_probs`), the server backend
 reports them, and a server that gives none is one line and exit 2.
 
-Both sides run flash attention (the fixture starts the server with -fa on; LoadOptions has it on
-by default) and the same thread count, so their logits agree to float rounding.
+Both sides run flash attention (the fixture starts the server with -fa on; the local engine asks
+for it) and the same thread count, so their logits agree to float rounding.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ GREEDY = GenerationSettings(temperature=0.0, max_tokens=24, logprobs=10)
 
 @pytest.fixture(scope="module")
 def local(default_model_path):
-    engine = Engine(LocalBackend(LlamaRuntime(default_model_path, LoadOptions(n_ctx=N_CTX))), SETTINGS)
+    engine = Engine(LocalBackend(LlamaRuntime(default_model_path, LoadOptions(n_ctx=N_CTX, flash_attn=True))), SETTINGS)
     yield engine
     engine.close()
 

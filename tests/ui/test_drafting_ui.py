@@ -35,7 +35,8 @@ SETTINGS = Settings(n_ctx=1024, temperature=0.0, max_tokens=64, draft="ngram")
 
 
 def drafting_engine(model_path) -> Engine:
-    runtime = LlamaRuntime(model_path, LoadOptions(n_ctx=SETTINGS.n_ctx, n_threads=1, n_threads_batch=1))
+    runtime = LlamaRuntime(model_path, LoadOptions(n_ctx=SETTINGS.n_ctx, n_threads=1, n_threads_batch=1,
+                                                   flash_attn=True))
     known_exact(runtime)  # as an earlier turn leaves it: the first turn here drafts
     return Engine(LocalBackend(runtime, draft_policy=AlwaysDraft(k_max=8)), SETTINGS)
 
@@ -101,7 +102,7 @@ async def test_the_speed_panel_shows_drafting_and_the_roofline_live_and_after(dr
 
 async def test_a_turn_that_could_not_draft_says_why(drafted_turn, themes):
     _, record, _ = drafted_turn
-    why = "flash attention is off (flash_attn = false)"
+    why = "flash attention is off (flash_attn = off)"
     plain = replace(record, extra={**record.extra, "draft": "off", "draft_off_because": why})
     panel = SpeedPanel()
     async with Host(themes, panel).run_test(size=(100, 40)) as pilot:

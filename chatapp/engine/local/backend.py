@@ -35,6 +35,8 @@ from chatapp.engine.stats import DraftFigures, LiveDecode, rate
 from chatapp.engine.local.threads import ThreadPolicy
 from chatapp.engine.tokens import Token, Utf8Stream, common_prefix
 
+FLASH_ATTN_OPTION: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
+"""Settings.flash_attn as LoadOptions takes it (None: LlamaRuntime decides by device and KV type)."""
 
 
 def display_name(path: Path) -> str:
@@ -80,7 +82,7 @@ class LocalBackend:
         kv_type, chosen = kv_for_drafting(settings, on_gpu=settings.gpu_layers != 0 and gpu_offload_supported())
         options = LoadOptions(n_ctx=settings.n_ctx, n_threads=policy.decode_threads(),
                               n_threads_batch=policy.prefill_threads(), n_gpu_layers=settings.gpu_layers,
-                              kv_type=kv_type, flash_attn=settings.flash_attn)
+                              kv_type=kv_type, flash_attn=FLASH_ATTN_OPTION[settings.flash_attn])
         return cls(LlamaRuntime(path, options), threads=policy, draft_config=chosen)
 
     # --- template and tokens -------------------------------------------------------------

@@ -39,7 +39,7 @@ CHECK_PENDING = ("not yet checked on this model, build, KV type and thread count
 def kv_for_drafting(settings: Settings, on_gpu: bool) -> tuple[str, str]:
     """The KV type to load and, when it is not the one asked for, why (one line for the record
     and the Speed panel). Only an f16 cache on the CPU with drafting asked for is changed."""
-    if settings.draft == "off" or settings.kv_type != "f16" or on_gpu or not settings.flash_attn:
+    if settings.draft == "off" or settings.kv_type != "f16" or on_gpu or settings.flash_attn == "off":
         return settings.kv_type, ""
     return DRAFTING_KV_TYPE, (f"KV cache {DRAFTING_KV_TYPE} instead of f16, so verify batches are exact (f16 single "
                               "steps past 256 cells split attention over threads)")
@@ -93,7 +93,7 @@ class LocalDrafting:
             return Drafting(mode, draft_max)
         info = self.runtime.info
         if not info.flash_attn:
-            return Drafting(mode, draft_max, "flash attention is off (flash_attn = false); without it llama.cpp "
+            return Drafting(mode, draft_max, "flash attention is off (flash_attn = off); without it llama.cpp "
                                              "computes a verify batch's rows differently from single steps")
         if not can_remove_cells(self.runtime):
             return Drafting(mode, draft_max, "this model's cache is recurrent and cannot drop rejected drafts")

@@ -74,9 +74,10 @@ class LoadOptions:
     n_gpu_layers: int = -1
     kv_type: str = "f16"
     n_batch: int = 512
-    flash_attn: bool = True
-    """llama.cpp's default on a CPU ("auto" turns it on), and what speculative decoding needs
-    for exact results; the quantized KV types require it."""
+    flash_attn: bool | None = None
+    """None: on with GPU offload or a quantized KV cache (which requires it), off for an f16
+    cache on the CPU, where it is slower past a few hundred tokens (chatapp.config.Settings.flash_attn).
+    Speculative decoding needs it on for exact verify batches."""
 
 
 @dataclass(frozen=True)
@@ -189,7 +190,8 @@ class LlamaRuntime:
         threads_batch = options.n_threads_batch or physical_cores()
         offload = gpu_offload_supported()
         # A quantized V cache needs flash attention in llama.cpp.
-        flash_attn = options.flash_attn or options.kv_type != "f16"
+        on_gpu = offload and options.n_gpu_layers != 0
+        flash_attn = (on_gpu if options.flash_attn is None else options.flash_attn) or options.kv_type != "f16"
         # llama.cpp pads the context to a multiple of 256 cells; ask for that size up front so
         # the binding's token buffer and the real cache agree.
         n_ctx = -(-options.n_ctx // 256) * 256

@@ -47,7 +47,7 @@ def test_the_check_times_every_batch_size_it_decodes(smollm):
 
 
 def test_with_an_f16_cache_exactness_depends_on_the_thread_count_and_drafting_follows_it(default_model_path):
-    rt = LlamaRuntime(default_model_path, LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2))
+    rt = LlamaRuntime(default_model_path, LoadOptions(n_ctx=1024, n_threads=2, n_threads_batch=2, flash_attn=True))
     try:
         ids = fill(rt, 30)
         two = check_batches(rt, 9)
@@ -68,7 +68,7 @@ def test_with_an_f16_cache_exactness_depends_on_the_thread_count_and_drafting_fo
 
 
 def test_gemma_is_checked_the_same_way(gemma_path):
-    rt = LlamaRuntime(gemma_path, LoadOptions(n_ctx=1024))
+    rt = LlamaRuntime(gemma_path, LoadOptions(n_ctx=1024, flash_attn=True))
     try:
         ids = fill(rt, 40)
         check = check_batches(rt, 9)
@@ -98,7 +98,7 @@ def test_a_check_is_remembered_per_model_and_settings(smollm):
 
 
 def test_a_full_context_leaves_no_room_to_check_and_the_check_waits_for_a_later_turn(default_model_path):
-    rt = LlamaRuntime(default_model_path, LoadOptions(n_ctx=256))
+    rt = LlamaRuntime(default_model_path, LoadOptions(n_ctx=256, flash_attn=True))
     try:
         ids = fill(rt, 250)
         assert check_batches(rt, 9) is None and rt.kv_tokens == ids

@@ -89,7 +89,7 @@ def smollm(default_model_path):
 
 @pytest.fixture(scope="module")
 def gemma(gemma_path):
-    rt = LlamaRuntime(gemma_path, LoadOptions(n_ctx=1024))
+    rt = LlamaRuntime(gemma_path, LoadOptions(n_ctx=1024, flash_attn=True))
     yield rt
     rt.close()
 
@@ -183,7 +183,7 @@ def test_stop_in_the_middle_of_a_drafted_step_ends_cleanly(smollm):
 
 
 def test_a_context_filled_in_the_middle_of_a_drafted_step_ends_cleanly(default_model_path):
-    runtime = LlamaRuntime(default_model_path, LoadOptions(n_ctx=256))
+    runtime = LlamaRuntime(default_model_path, LoadOptions(n_ctx=256, flash_attn=True))
     try:
         engine = drafting_engine(runtime, max_tokens=1000)
         plain, plain_cache, drafted = both_ways(engine, runtime, "Count from 1 to 100, separated by commas.")

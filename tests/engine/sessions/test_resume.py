@@ -177,7 +177,7 @@ def reforged(saved, **changes) -> bytes:
     ({"kv_type": "q8_0"}, "other KV type (state q8_0, now f16)"),
     ({"llama_cpp": "ggml 0.0.1 (0000000)"}, "other llama.cpp build"),
     ({"llama_cpp_python": "0.2.0"}, "other llama-cpp-python version"),
-    ({"flash_attn": False}, "other flash-attention setting"),
+    ({"flash_attn": True}, "other flash-attention setting"),  # an f16 cache here runs it off
     ({"model_sha256": "0" * 64, "model": "Other 7B", "quant": "Q8_0"}, "other model or quant (Other 7B Q8_0)"),
     # a llama-server's state of the same model: its backend is named, not "other model or quant"
     ({"backend": "llama-server"}, "it was saved by the llama-server backend; this chat runs in-process"),
