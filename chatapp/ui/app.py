@@ -313,7 +313,7 @@ class ChatApp(App[None]):
                     self.post_message(TurnStarted(text))
                 events = start_events(engine, text, how, since)
                 if branching:  # the path it continues, up to its question, is drawn before the reply
-                    self.post_message(TurnStarted(text, how.action == "regenerate", *shown_path(engine)))
+                    self.post_message(TurnStarted(text, how.action in ("regenerate", "token"), *shown_path(engine)))
                 with decode_gets_the_gil():
                     stream_turn(engine, events, self.post_message, cancelled=lambda: worker.is_cancelled,
                                 annotate=live.annotate if live is not None else None, finish=autosave)
@@ -609,6 +609,11 @@ class ChatApp(App[None]):
 
     def action_attention(self) -> None:
         self.inside_ui.toggle_attention()
+
+    def on_tokens_panel_alternative_chosen(self, message: TokensPanel.AlternativeChosen) -> None:
+        message.stop()
+        if not self.sessions_ui.changed_elsewhere():
+            self.branches_ui.branch_from_token(message.back, message.token)
 
     def on_tokens_panel_token_selected(self, message: TokensPanel.TokenSelected) -> None:
         message.stop()

@@ -38,7 +38,7 @@ from chatapp.ui.widgets.transcript import Shown, Transcript, UserMessage
 if TYPE_CHECKING:
     from chatapp.ui.session_control import SessionController
 
-TurnAction = Literal["send", "regenerate", "edit", "branch"]
+TurnAction = Literal["send", "regenerate", "edit", "branch", "token"]
 BranchAction = Literal["select_previous", "select_next", "edit", "continue_here", "previous_sibling",
                        "next_sibling", "tree", "delete", "fork"]
 
@@ -86,7 +86,11 @@ class TurnHow:
 
     action: TurnAction = "send"
     target: str | None = None
-    """edit: the question edited; branch: the reply it follows; regenerate: the reply (None: the last)."""
+    """edit: the question edited; branch: the reply it follows; regenerate, token: the reply (None: the last)."""
+    back: int = 0
+    """token: where the new reply leaves the old, in tokens before the old one's end."""
+    token: int = -1
+    """token: the token id it takes there instead."""
 
 
 SEND = TurnHow()
@@ -97,6 +101,11 @@ def start_events(engine: Engine, text: str, how: TurnHow, since: float | None = 
     user sent it (time.perf_counter()), for a new question's ttft_ms."""
     if how.action == "regenerate":
         return engine.regenerate(how.target)
+    if how.action == "token":
+        ids = engine.last_reply_ids()
+        if len(ids) < how.back:
+            raise InputError("the last reply is no longer in the cache as it was written; run a turn and choose again")
+        return engine.regenerate(how.target, forced=[*ids[:len(ids) - how.back], how.token])
     if how.action == "edit":
         return engine.edit(how.target or "", text)
     if how.action == "branch":
@@ -104,12 +113,14 @@ def start_events(engine: Engine, text: str, how: TurnHow, since: float | None = 
     return engine.send(text, since=since)
 
 
-UP_TO = {"edit": "up to your edit", "regenerate": "up to the question", "branch": "up to the branch point"}
+UP_TO = {"edit": "up to your edit", "regenerate": "up to the question", "branch": "up to the branch point",
+         "token": "up to the token chosen"}
 
 
-def turn_cost(record: TurnRecord) -> str | None:
-    """What a branching turn kept and prefilled: "kept 1,204 tokens up to your edit; prefilled 38"."""
-    action = record.extra.get("action")
+def turn_cost(record: TurnRecord, action: str | None = None) -> str | None:
+    """What a branching turn kept and prefilled: "kept 1,204 tokens up to your edit; prefilled 38".
+    `action`: the UI's own (a reply branched at a token is the engine's regenerate)."""
+    action = action or record.extra.get("action")
     if action not in UP_TO:
         return None
     branch = record.extra.get("branch")
@@ -243,6 +254,19 @@ class BranchController:
             question = next(m.content for m in reversed(messages) if m.role == "user")
         self.app.start_turn(question, TurnHow("regenerate", target))
 
+    def branch_from_token(self, back: int, token: int) -> None:
+        """A candidate chosen in the confidence view: a new reply beside the last one, the same up
+        to `back` tokens before its end, then `token`, decoded on from there."""
+        if self.app.busy("branch the reply"):
+            return
+        messages = self.app.engine.messages
+        if not messages or messages[-1].role != "assistant" or not messages[-1].id:
+            self.app.notify("the last turn's reply is no longer shown; its alternatives are gone", severity="warning")
+            return
+        question = next(m.content for m in reversed(messages) if m.role == "user")
+        how = self.taken = TurnHow("token", messages[-1].id, back=back, token=token)
+        self.app.start_turn(question, how)
+
     def previous_sibling(self) -> None:
         self._sibling(-1)
 
@@ -373,7 +397,7 @@ class BranchController:
 
     def turn_finished(self, record: TurnRecord) -> None:
         """Name the turn's question and reply, and say what a branching turn kept and prefilled."""
-        self.taken = SEND
+        how, self.taken = self.taken, SEND
         extra, transcript = record.extra, self._transcript()
         reply_id, question_id = extra.get("message_id"), extra.get("parent_id")
         if not reply_id:
@@ -386,7 +410,7 @@ class BranchController:
         else:
             transcript.name_last("assistant", reply_id)
             transcript.name_last("user", question_id or "", position, siblings)
-        line = turn_cost(record)
+        line = turn_cost(record, "token" if how.action == "token" else None)
         if line:
             self.app.query_one(KVPanel).show_note(line)
             self.app.query_one(TokensPanel).show_note(line)

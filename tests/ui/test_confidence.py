@@ -16,7 +16,8 @@ from chatapp.ui.widgets.reply import Reply
 from chatapp.ui.widgets.tokens_panel import TokensPanel
 from chatapp.ui.widgets.transcript import Transcript
 from tests.ui._helpers import wait_until
-from tests.ui.test_app import NARROW, make_app, send  # noqa: F401 - make_app is a fixture
+from chatapp.ui.messages import TurnStarted
+from tests.ui.test_app import NARROW, finished, make_app, send  # noqa: F401 - make_app is a fixture
 from tests.ui.test_panels import Host, run_turn, static_text, styles_over, themes  # noqa: F401 - a fixture
 
 SETTINGS = Settings(n_ctx=1024, temperature=1.0, seed=21, max_tokens=24)
@@ -121,3 +122,39 @@ async def test_f10_turns_the_view_and_the_engine_s_probabilities_on_and_off(make
         console.print(app.screen.table)
         listed = console.export_text()
         assert "F10" in listed and "Confidence view" in listed
+
+
+async def test_a_number_key_on_a_reply_token_branches_the_reply_with_that_candidate(make_app):
+    app, seen = make_app(max_tokens=12)
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        await pilot.press("f10")
+        first = (await send(pilot, app, seen, "Name a fruit.")).record
+        question, old_reply = [m.id for m in app.engine.messages if m.id]
+        old_ids = app.engine.last_reply_ids()
+        panel = app.query_one(TokensPanel)
+        assert panel.probs == first.probs and len(first.probs) == len(old_ids) >= 3
+        at = 2
+        panel.focus()
+        panel.select(len(panel.shown_tokens) - len(first.probs) + at)
+        await pilot.pause()
+        step = panel.selected_probs
+        assert step is first.probs[at]
+        text = panel.query_one("#tokens-alternatives", Sketch).plain
+        assert "1–9: a new reply from here with that token" in text
+        await pilot.press("2")
+        again = (await finished(pilot, app, seen, 2)).record
+        chosen = step.top[1].id
+        assert app.engine.last_reply_ids()[:at + 1] == [*old_ids[:at], chosen]
+        tree = app.engine.tree
+        assert [m.id for m in tree.children(question)] == [old_reply, again.extra["message_id"]]
+        assert tree[old_reply].content == first.reply  # kept, word for word
+        assert again.extra["branch"] == "2/2" and seen.of(TurnStarted)[-1].regenerate
+        assert again.prefill_tokens <= 1  # the reply's cache was kept: only the chosen token is new
+        line = f"kept {again.cached_tokens:,} tokens up to the token chosen; prefilled {again.prefill_tokens:,}"
+        assert app.query_one(TokensPanel).note.startswith(line)
+        # A number past the candidates, or with no reply token selected, does nothing.
+        panel.focus()
+        panel.select(0)
+        await pilot.press("3")
+        await pilot.pause()
+        assert not app.generating and len(tree.children(question)) == 2

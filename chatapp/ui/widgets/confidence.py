@@ -55,6 +55,10 @@ def shaded_reply(widget: Widget, text: str, probs: Sequence[TokenProbs]) -> Text
     return shaded
 
 
+CHOOSABLE = 9
+"""Candidates the number keys choose from (1 to 9)."""
+
+
 def alternatives(widget: Widget, step: TokenProbs, width: int) -> Text:
     """A reply token's candidates as two bars each: the model's own probability, then the
     chain's (what the token was drawn from); the chosen one marked."""
@@ -70,10 +74,11 @@ def alternatives(widget: Widget, step: TokenProbs, width: int) -> Text:
     lines = [head, legend([swatch("model (temperature 1)", raw_style), swatch("after the sampler chain",
                                                                                 sampled_style)], width)]
     label_width = min(14, max((len(shown_piece(c.token)) for c in step.top), default=1) + 2)
-    bar_width = max(4, (width - label_width - 16) // 2)
-    for c in step.top:
+    bar_width = max(4, (width - label_width - 18) // 2)
+    for number, c in enumerate(step.top, 1):
         chosen = c.id == step.id
-        label = (("▶ " if chosen else "  ") + shown_piece(c.token))[:label_width].ljust(label_width)
+        key = f"{number} " if number <= CHOOSABLE else "  "
+        label = key + (("▶ " if chosen else "  ") + shown_piece(c.token))[:label_width].ljust(label_width)
         sampled = 0.0 if c.p_sampled is None else c.p_sampled
         line = Text(label, style=Style(bold=True) if chosen else "")
         line.append_text(stacked_bar([(c.p, raw_style)], 1.0, bar_width, empty))
@@ -83,4 +88,7 @@ def alternatives(widget: Widget, step: TokenProbs, width: int) -> Text:
         lines.append(line)
     if all(c.id != step.id for c in step.top):
         lines.append(Text(f"▶ {shown_piece(step.token)!r} is not among the top {len(step.top)}", style="italic"))
+    if step.top:
+        lines.append(Text(f"1–{min(CHOOSABLE, len(step.top))}: a new reply from here with that token "
+                          "(the old reply stays; nothing before it is prefilled again)", style="italic"))
     return Text("\n").join(lines)

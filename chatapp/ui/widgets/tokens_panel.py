@@ -23,7 +23,7 @@ from chatapp.engine.events import PromptToken
 from chatapp.engine.sampling import TokenProbs, band
 from chatapp.engine.tokens import Token
 from chatapp.format import count
-from chatapp.ui.widgets.confidence import alternatives, band_styles, legend_line, summary
+from chatapp.ui.widgets.confidence import CHOOSABLE, alternatives, band_styles, legend_line, summary
 from chatapp.ui.widgets.paint import Sketch, bg, fg, legend, shown_piece, swatch
 
 if TYPE_CHECKING:
@@ -63,7 +63,19 @@ class TokensPanel(VerticalScroll):
                 tooltip="Select the previous token and show its nearest tokens in the embedding matrix"),
         Binding("right", "select(1)", "Next token", show=False,
                 tooltip="Select the next token and show its nearest tokens in the embedding matrix"),
+        *(Binding(str(n), f"choose({n})", f"Alternative {n}", show=False,
+                  tooltip="In the confidence view, on a selected reply token: a new reply that takes that "
+                          "candidate there instead") for n in range(1, CHOOSABLE + 1)),
     ]
+
+    class AlternativeChosen(Message):
+        """A candidate of a reply token, to branch the reply from: `back` tokens before the last
+        turn's reply ends, `token` instead of the one sampled there."""
+
+        def __init__(self, back: int, token: int) -> None:
+            super().__init__()
+            self.back = back
+            self.token = token
 
     class TokenSelected(Message):
         """The user picked a token; its neighbours are wanted."""
@@ -176,6 +188,13 @@ class TokensPanel(VerticalScroll):
             self.select(0 if step > 0 else len(self.shown_tokens) - 1)
         else:
             self.select(self.selected + step)
+
+    def action_choose(self, number: int) -> None:
+        step = self.selected_probs if self.confidence else None
+        if step is None or number > len(step.top):
+            return
+        index = next(i for i, taken in enumerate(self.probs) if taken is step)
+        self.post_message(self.AlternativeChosen(len(self.probs) - index, step.top[number - 1].id))
 
     def on_focus(self) -> None:
         self.border_subtitle = "←/→ or click: a token's neighbours"
