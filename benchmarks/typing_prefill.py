@@ -102,9 +102,9 @@ def pair_of_runs(model: Path, cache: Path, pair: int, ratios: list[float], left:
     ratios.append(on["ttft_ms"] / off["ttft_ms"])
     left.append(on["prefill_tokens"])
     print(f"  pair {pair + 1}: prompt {on['prompt_tokens']} tok; on: {on['prefilled_while_typing']} typed ahead, "
-          f"{on['cached_tokens']} cached at Enter, {on['prefill_tokens']} prefilled after Enter in {on['prefill_ms']:.0f} ms, "
-          f"ttft {on['ttft_ms']:.0f} ms; off: {off['prefill_tokens']} prefilled after Enter in {off['prefill_ms']:.0f} ms, "
-          f"ttft {off['ttft_ms']:.0f} ms; "
+          f"{on['cached_tokens']} cached at Enter, {on['prefill_tokens']} prefilled after Enter in "
+          f"{on['prefill_ms']:.0f} ms, ttft {on['ttft_ms']:.0f} ms; off: {off['prefill_tokens']} prefilled after "
+          f"Enter in {off['prefill_ms']:.0f} ms, ttft {off['ttft_ms']:.0f} ms; "
           f"ratio {ratios[-1]:.3f}; replies identical", flush=True)
 
 
