@@ -181,3 +181,12 @@ def test_prefill_while_typing_is_on_by_default_and_can_be_turned_off(tmp_path):
     assert load_settings(write(tmp_path, "prefill_while_typing = false\n")).prefill_while_typing is False
     with pytest.raises(ConfigError, match="prefill_while_typing"):
         load_settings(write(tmp_path, 'prefill_while_typing = "no"\n'))
+
+
+def test_flash_attn_is_auto_by_default_and_an_old_true_or_false_reads_as_on_or_off(tmp_path):
+    assert Settings().flash_attn == "auto"
+    assert load_settings(write(tmp_path, "flash_attn = true\n")).flash_attn == "on"
+    assert load_settings(write(tmp_path, "flash_attn = false\n")).flash_attn == "off"
+    assert load_settings(write(tmp_path, 'flash_attn = "off"\n')).flash_attn == "off"
+    with pytest.raises(ConfigError, match="flash_attn must be one of auto, on, off"):
+        load_settings(write(tmp_path, 'flash_attn = "fast"\n'))
