@@ -43,17 +43,22 @@ def local_turn(engine: Engine, generation: GenerationSettings):
     return record, engine.cached_tokens()[: record.prompt_tokens]
 
 
+def remote_turn(url: str, generation: GenerationSettings):
+    """The question's turn over the server at `url`, from an empty slot."""
+    remote = connect_engine(SETTINGS.replace(server=url))
+    try:
+        remote.clear_cache()
+        remote.generation = generation
+        return list(remote.send(QUESTION))[-1].record
+    finally:
+        remote.close()
+
+
 def test_in_process_raw_probabilities_equal_llama_server_n_probs(local, llama_server):
     """Greedy on both sides (the same tokens): the top 10 raw candidates of every step agree
     within 1e-3, the server's being its n_probs without post_sampling_probs."""
     mine, _prompt = local_turn(local, GREEDY)
-    remote = connect_engine(SETTINGS.replace(server=llama_server.url))
-    try:
-        remote.clear_cache()
-        remote.generation = GREEDY
-        theirs = list(remote.send(QUESTION))[-1].record
-    finally:
-        remote.close()
+    theirs = remote_turn(llama_server.url, GREEDY)
     assert [p.id for p in theirs.probs] == [p.id for p in mine.probs] and len(mine.probs) == 24
     for a, b in zip(mine.probs, theirs.probs):
         assert abs(a.p - b.p) < 1e-3 and a.rank == b.rank == 1
@@ -104,13 +109,7 @@ def test_after_chain_probabilities_equal_llama_server_post_sampling_probs(local,
 
 
 def test_the_server_backend_reports_its_tokens_probabilities(llama_server):
-    remote = connect_engine(SETTINGS.replace(server=llama_server.url))
-    try:
-        remote.clear_cache()
-        remote.generation = CHAIN
-        record = list(remote.send(QUESTION))[-1].record
-    finally:
-        remote.close()
+    record = remote_turn(llama_server.url, CHAIN)
     assert len(record.probs) == record.generated_tokens > 0
     for step in record.probs:
         assert len(step.top) == 10 and step.rank is not None and step.rank_sampled is not None
