@@ -143,12 +143,14 @@ class Sampler:
                                                        dtype=np.float32)
         return view
 
-    def draw(self, ids: np.ndarray, logits: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+    def draw(self, ids: np.ndarray, logits: np.ndarray) -> tuple[int, np.ndarray]:
         """What `sample` does, on these candidates instead of the whole vocabulary: the chain is
-        applied to them, the selected one drawn and accepted. Returns it, with the ids and
-        probabilities of the candidates the chain kept: the distribution it drew from (a point
-        mass on the draw when greedy). Equal to `sample` when the candidates include the top_k
-        (the chain's first sampler keeps only those), or are every token."""
+        applied to them, the selected one drawn and accepted. Returns it, with the candidates the
+        chain kept (a copy; fields "id" and "p"): the distribution it drew from, except when
+        greedy, where it is a point mass on the draw whatever "p" says. Equal to `sample` when the
+        candidates include the top_k (the chain's first sampler keeps only those), or are every
+        token. One copy and no conversion: this runs once per reply token, on caches the decode
+        just filled, where each numpy call costs three times what it costs in a loop."""
         n = len(ids)
         if len(self._data) < n:  # one array struct per buffer: building them costs more than the chain
             self._data = np.zeros(n, dtype=_TOKEN_DATA)
@@ -166,9 +168,7 @@ class Sampler:
             kept = np.ctypeslib.as_array(array.data, shape=(array.size,)).view(_TOKEN_DATA)
         token = int(kept["id"][array.selected])
         llama_cpp.llama_sampler_accept(self._chain, token)
-        if self.greedy:
-            return token, np.array([token], dtype=np.int32), np.ones(1)
-        return token, kept["id"].copy(), kept["p"].astype(np.float64)
+        return token, kept.copy()
 
     def close(self) -> None:
         if self._chain is not None:
