@@ -220,7 +220,7 @@ def llama_cli_turn(model: Path, text: str) -> dict:
         term = Terminal("llama-cli", ["sh", "-c", f'exec "$@" 2>"{log}"', "llama-cli", *command],
                         {"TERM": "xterm-256color"})
         try:
-            term.wait_exit(300)
+            term.wait_exit(900)  # 512 tokens at ~2 t/s when --busy leaves llama-cli's two threads one core
             shown = term.screen(history=True)
         finally:
             term.close()
