@@ -34,6 +34,9 @@ model: batches of 64, 128 and 256 agree bit for bit, and so do 8 to 63)."""
 TAIL_MARGIN = 24
 """The fewest prompt tokens, at its end, that a turn prefills in small batches (below
 TILE_ROWS): the last tokens of a question being typed, which may still change, are among them."""
+SMALL_MIN = 8
+"""The fewest tokens a small batch that redoes a prompt's end computes: never one token (a
+single-token batch takes the decode path, another way again)."""
 PREFILL_CHUNK = 256
 """The most prompt tokens per prefill batch."""
 

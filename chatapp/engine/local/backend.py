@@ -21,7 +21,8 @@ from pathlib import Path
 from chatapp.config import DraftMode, Settings
 from chatapp.engine import tokens as token_views
 from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable, capture
-from chatapp.engine.backend import CacheState, Drafting, GenerationSettings, ModelSummary, prefill_batches, split_evenly
+from chatapp.engine.backend import (SMALL_MIN, CacheState, Drafting, GenerationSettings, ModelSummary, prefill_batches,
+                                    split_evenly)
 from chatapp.engine.drafting.policy import DraftPolicy
 from chatapp.engine.local.drafting import LocalDrafting, kv_for_drafting
 from chatapp.engine.local.probing import ProbingSampler
@@ -162,9 +163,14 @@ class LocalBackend:
         cached_before = rt.kv_tokens
         shared = common_prefix(cached_before, prompt)
         reuse_broken_at = shared if shared < len(cached_before) and shared < len(prompt) - 1 else None
-        cached = min(shared, len(prompt) - 1)  # the last prompt token must run again to produce logits
+        if shared == len(prompt) == rt.n_cached and rt.logits_ready:
+            cached = shared  # prefilled to its end while it was typed: the first token's logits are waiting
+        else:
+            cached = min(shared, len(prompt) - 1)  # the last prompt token must run again to produce logits
         if reuse_limit is not None:
             cached = min(cached, reuse_limit)
+            if 0 < len(prompt) - cached < SMALL_MIN:  # the end typed ahead, but its logits are gone
+                cached = max(0, len(prompt) - SMALL_MIN)
         rt.keep_kv_prefix(cached)
         drafting = self._drafting.for_turn()
         rt.reset_perf()

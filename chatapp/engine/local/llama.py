@@ -242,6 +242,9 @@ class LlamaRuntime:
         self._n_batch = min(options.n_batch, n_ctx)
         self._threads = (threads, threads_batch)
         self._should_stop: Callable[[], bool] = _never
+        self._logits_at: int | None = None
+        """The cache length whose last token's logits row -1 holds (None: no such row): valid until
+        the next decode, or any change to the cache."""
         # One ctypes callback for the runtime's life: llama.cpp keeps the pointer while a prefill runs.
         self._abort_callback = llama_cpp.ggml_abort_callback(lambda _data: bool(self._should_stop()))
         self._chat_template: ChatTemplate | None = None
@@ -328,17 +331,26 @@ class LlamaRuntime:
     def keep_kv_prefix(self, n: int) -> None:
         """Forget every cached token from position n on."""
         n = max(0, min(n, self._llm.n_tokens))
+        if n != self._llm.n_tokens:
+            self._logits_at = None
         llama_cpp.llama_memory_seq_rm(self._memory, 0, n, -1)
         self._llm.n_tokens = n
 
     def clear_kv(self) -> None:
         llama_cpp.llama_memory_clear(self._memory, True)
         self._llm.n_tokens = 0
+        self._logits_at = None
 
     @property
     def n_cached(self) -> int:
         """Tokens in the cache by the binding's count, which `eval` keeps equal to llama.cpp's."""
         return self._llm.n_tokens
+
+    @property
+    def logits_ready(self) -> bool:
+        """Whether logits row -1 is the one after the cache's last token, as the last decode left it
+        (a sampler can draw the next token without running that token again)."""
+        return self._logits_at is not None and self._logits_at == self._llm.n_tokens
 
     def eval(self, tokens: list[int]) -> None:
         """Run tokens through the model after what is cached, filling the KV cache."""
@@ -353,10 +365,12 @@ class LlamaRuntime:
         if self._llm.n_tokens + 1 > self.n_ctx:
             raise ModelError(f"one more token would overflow the {self.n_ctx}-token context")
         self._next_token[0] = token
+        self._logits_at = None
         if llama_cpp.llama_decode(self._llm.ctx, self._next_batch) != 0:
             raise ModelError("llama.cpp could not decode the next token")
         self._llm.input_ids[self._llm.n_tokens] = token
         self._llm.n_tokens += 1
+        self._logits_at = self._llm.n_tokens
         # llama.cpp books a decode's time into its perf counters only at synchronisation.
         llama_cpp.llama_synchronize(self._llm.ctx)
 
@@ -377,6 +391,7 @@ class LlamaRuntime:
         if should_stop is not None:
             self._should_stop = should_stop
             llama_cpp.llama_set_abort_callback(self._llm.ctx, self._abort_callback, None)
+        self._logits_at = None
         try:
             status = llama_cpp.llama_decode(self._llm.ctx, batch)
         finally:
@@ -389,6 +404,8 @@ class LlamaRuntime:
         self._llm.input_ids[start:start + done] = tokens[:done]
         self._llm.n_tokens = start + done
         llama_cpp.llama_synchronize(self._llm.ctx)
+        if status == 0:
+            self._logits_at = self._llm.n_tokens
         return status == 0
 
     @property
@@ -537,6 +554,7 @@ class VerifyTarget:
             batch.seq_id[i][0] = 0
             batch.logits[i] = 1
         batch.n_tokens = len(tokens)
+        rt._logits_at = None  # rows for every token; a rejection cuts the cache back under the last
         if llama_cpp.llama_decode(rt._llm.ctx, batch) != 0:
             rt.keep_kv_prefix(start)
             raise ModelError("llama.cpp could not decode the draft tokens")

@@ -82,12 +82,27 @@ def test_the_record_counts_what_was_typed_ahead(open_greedy):
     ahead = len(engine.cached_tokens())
     record = list(engine.send(FOLLOW_UP))[-1].record
     assert record.cached_tokens == ahead  # what was in the cache at Enter, typed-ahead included
-    assert record.prefill_tokens == record.prompt_tokens - record.cached_tokens
-    assert 0 < record.prefill_tokens <= 30
+    # the text sent is the text last typed: its whole prompt was prefilled, the first token's
+    # logits with it, so nothing is left after Enter
+    assert record.cached_tokens == record.prompt_tokens and record.prefill_tokens == 0
     # the conversation's part came from the turn before, the rest from typing
     assert 0 < record.prefilled_while_typing <= record.cached_tokens
     assert record.cached_tokens - record.prefilled_while_typing <= kept
     assert record.prefilled_while_typing >= len(engine.tokenize(FOLLOW_UP)) - 5
+
+
+def test_a_question_sent_with_more_than_was_typed_ahead_prefills_only_the_rest(open_greedy):
+    """The guess that the typed text was finished is cut back when Enter sends more; the rest of
+    the prompt goes in at least SMALL_MIN tokens at a time, and the reply is the one without typing."""
+    engine = open_greedy()
+    chat(engine, [QUESTION], typing=False)
+    type_into(engine, typed(FOLLOW_UP[:-12]))
+    record = list(engine.send(FOLLOW_UP))[-1].record
+    assert SMALL_MIN <= record.prefill_tokens <= 30
+    assert record.prefill_tokens == record.prompt_tokens - record.cached_tokens
+    plain = open_greedy(prefill_while_typing=False)
+    chat(plain, [QUESTION], typing=False)
+    assert list(plain.send(FOLLOW_UP))[-1].record.reply == record.reply
 
 
 def test_edits_deletions_and_pastes_keep_the_cache_a_prefix_of_the_prompt(open_greedy):
@@ -95,9 +110,10 @@ def test_edits_deletions_and_pastes_keep_the_cache_a_prefix_of_the_prompt(open_g
     chat(engine, [QUESTION], typing=False)
     type_into(engine, typed("Which of those grow well in pots on a bal"))
     type_into(engine, ["Which of those grow well in pots on a balc", "Which of those grow well in pots on a ba"])
-    before = len(engine.cached_tokens())
-    type_into(engine, ["Which of these grow well in pots on a ba"])  # an edit near the start
-    assert len(engine.cached_tokens()) < before
+    edited = "Which of these grow well in pots on a ba"  # an edit near the start
+    type_into(engine, [edited])
+    # cut back to the edit, then the edited text's whole prompt again (the guess that it is finished)
+    assert engine.cached_tokens() == engine.prompt_ids(next_question(engine.context_messages(), edited))
     type_into(engine, [""])  # everything deleted: back to the conversation and the next opening
     opening = engine.prompt_ids(next_question(engine.context_messages(), ""))
     assert len(engine.cached_tokens()) < len(opening)
