@@ -318,6 +318,7 @@ class LocalBackend:
         yield Generated(finish, "".join(parts), generated, live.decode_tokens, live.decode_ms, live.kv_used,
                         prefill, self._turn_extra(prefill, live, drafting_figures), drafted=tuple(drafted),
                         probs=self._probs(sampler, generated))
+        self._drafting.remember_policy(rt.threads[0])  # after the reply is out, for the next process
 
     def _sampler(self, generation: GenerationSettings) -> Sampler | ProbingSampler:
         """The turn's chain; one that reports each step when the turn asks for probabilities."""

@@ -18,6 +18,7 @@ from chatapp.engine.events import TextDelta, TurnDone
 from chatapp.engine.local.exact_batches import batch_check
 from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
 from chatapp.engine.local.backend import LocalBackend
+from chatapp.engine.local.drafting import LocalDrafting
 from chatapp.engine.sessions import SessionManager
 from chatapp.engine.stats import DRAFT_KEYS, ROOFLINE_KEYS, draft_figures
 from chatapp.errors import ConfigError
@@ -136,6 +137,15 @@ def test_the_measured_policy_gives_the_same_replies_and_its_figures_carry_across
         assert drafted.record.reply == plain.record.reply
         assert engine.cached_tokens() == plain_cache
     assert policy.t1_ms is not None and policy.acceptance  # measured by the turns, kept for the next
+    # ... and by the next process: a new backend's first drafted turn starts from them (on disk)
+    later = LocalDrafting(smollm, DraftPolicy())
+    state = later.set("ngram", 8)
+    sampler = smollm.sampler(temperature=0.0)
+    _decoder, target = later.decoder(sampler, state)
+    target.close()
+    sampler.close()
+    assert later.policy.acceptance == pytest.approx(policy.acceptance, abs=1e-4)
+    assert later.policy.ratios.keys() >= policy.ratios.keys() and later.policy.t1_ms is None
 
 
 def test_a_turn_says_what_it_read_per_token_against_the_bandwidth(smollm):
