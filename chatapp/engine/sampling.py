@@ -99,6 +99,27 @@ class TokenProbs:
                 "top": [c.to_json() for c in self.top]}
 
 
+def probs_from_json(data: object) -> tuple[TokenProbs, ...]:
+    """A record's "logprobs" (TokenProbs.to_json each) read back; nothing when any entry is
+    malformed (a damaged record shows no shading rather than wrong shading)."""
+    if not isinstance(data, list):
+        return ()
+    try:
+        return tuple(
+            TokenProbs(int(d["id"]), str(d["token"]), float(d["logprob"]), _maybe(d.get("p_sampled")),
+                       None if d.get("rank") is None else int(d["rank"]), None,
+                       _maybe(d.get("entropy")),
+                       tuple(Candidate(int(c["id"]), str(c["token"]), float(c["logprob"]), _maybe(c.get("p_sampled")))
+                             for c in d.get("top") or ()))
+            for d in data)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return ()
+
+
+def _maybe(x: object) -> float | None:
+    return None if x is None else float(x)  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True)
 class Confidence:
     """A reply's confidence in one line: its mean log-probability and how many tokens were unlikely."""

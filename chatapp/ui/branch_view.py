@@ -15,6 +15,7 @@ def shown_path(engine: Engine) -> tuple[list[Shown], int]:
     path = []
     for message in tree.path():
         family, index = tree.siblings(message.id)
-        path.append(Shown(message, index + 1, len(family)))
+        path.append(Shown(message, index + 1, len(family),
+                          engine.reply_probs(message.id) if message.role == "assistant" else ()))
     n_system = len(engine.messages) - len(path)
     return path, max(engine.window_start - n_system, 0)

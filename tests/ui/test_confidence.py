@@ -158,3 +158,10 @@ async def test_a_number_key_on_a_reply_token_branches_the_reply_with_that_candid
         await pilot.press("3")
         await pilot.pause()
         assert not app.generating and len(tree.children(question)) == 2
+        # Back on the first reply (its widget mounted anew), it is shaded as when it was written.
+        await pilot.press("alt+left")
+        transcript = app.query_one(Transcript)
+        await wait_until(pilot, lambda: transcript.replies() and transcript.replies()[-1].message_id == old_reply)
+        back = transcript.replies()[-1]
+        assert back.probs == first.probs and back.confidence
+        assert shaded_reply(back, back.source, back.probs) is not None

@@ -33,6 +33,7 @@ from chatapp.engine.events import (
     ContextRetrieved, ContextTrimmed, Event, Generated, Message, PrefillDone, TextDelta, TurnDone)
 from chatapp.engine.retrieval.attachments import AttachmentSet, AttachReport, Planned
 from chatapp.engine.retrieval.context import RetrievedContext, placed_keys
+from chatapp.engine.sampling import TokenProbs
 from chatapp.engine.retrieval.document import Attachment
 from chatapp.engine.stats import TurnRecord
 from chatapp.engine.tokens import Token, common_prefix
@@ -69,6 +70,8 @@ class Engine:
         self.state_namespace = new_id(())
         """Names this conversation's branch states on a server (a saved session sets its state key)."""
         self._typeahead = TypeAheadState()
+        self._reply_probs: dict[str, tuple[TokenProbs, ...]] = {}
+        """Each reply's tokens with their probabilities, by message id, where its turn computed them."""
         drafting = backend.set_drafting(settings.draft, settings.draft_max)
         if drafting.off_because:
             self.load_notices.append(drafting.describe())
@@ -105,6 +108,7 @@ class Engine:
         stays reusable."""
         self._conversation.reset()
         self._attachments = None
+        self._reply_probs = {}
         self._forget_branches()
 
     def load_conversation(self, messages: Sequence[Message], window_start: int | None = None,
@@ -112,7 +116,16 @@ class Engine:
         """A saved conversation: messages in the order written (with ids and parents: a tree;
         without: one path), the active path ending at `leaf` (the last message by default)."""
         self._conversation.load(messages, window_start, leaf)
+        self._reply_probs = {}
         self._forget_branches()
+
+    def reply_probs(self, message_id: str) -> tuple[TokenProbs, ...]:
+        """Reply `message_id`'s tokens with their probabilities; () where its turn had none."""
+        return self._reply_probs.get(message_id, ())
+
+    def remember_reply_probs(self, probs: dict[str, tuple[TokenProbs, ...]]) -> None:
+        """Probabilities of replies in the loaded conversation (a saved session's turn records)."""
+        self._reply_probs.update({mid: p for mid, p in probs.items() if p and mid in self._conversation.tree})
 
     def _forget_branches(self) -> None:
         self._last_reuse = None
@@ -581,6 +594,8 @@ class Engine:
             probs=finished.probs,
         )
         record.extra.update(message_id=reply.id, parent_id=reply.parent, action=action)
+        if finished.probs:
+            self._reply_probs[reply.id] = finished.probs
         if action != "send":
             family, index = self._conversation.tree.siblings(reply.id if regenerating else reply.parent)
             record.extra["branch"] = f"{index + 1}/{len(family)}"

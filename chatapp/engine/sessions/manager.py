@@ -41,6 +41,7 @@ from chatapp.engine.chat.tree import is_id
 from chatapp.engine.events import Message
 from chatapp.engine.sessions.files import atomic_write, clean_temp_files, evict_lru, list_states, temp_path, touch
 from chatapp.engine.sessions.fingerprint import Fingerprint, mismatch, model_id
+from chatapp.engine.sampling import probs_from_json
 from chatapp.engine.sessions.kvcheck import non_finite
 from chatapp.engine.sessions.merge import Conflict, plan_save
 from chatapp.engine.sessions.names import valid_state_key, validate_name
@@ -200,6 +201,8 @@ class SessionManager:
         engine.clear_cache()
         n_system = 1 if stored.messages and stored.messages[0].role == "system" else 0
         engine.load_conversation(stored.tree, stored.window_start, stored.leaf)
+        engine.remember_reply_probs({mid: probs_from_json(record.get("logprobs"))
+                                     for mid, record in self.store.records_by_message(name).items()})
         live.seen = frozenset(m.id for m in stored.tree if m.id)
         live.state_key = stored.state_key if valid_state_key(stored.state_key) else None
         live.attach()

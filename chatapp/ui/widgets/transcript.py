@@ -18,6 +18,7 @@ from textual.widgets import Static
 
 from chatapp.engine.events import ContextTrimmed, Message as ChatMessage
 from chatapp.engine.retrieval.context import RetrievedContext
+from chatapp.engine.sampling import TokenProbs
 from chatapp.engine.stats import TurnRecord
 from chatapp.ui.widgets.reply import Reply
 
@@ -47,6 +48,8 @@ class Shown:
     message: ChatMessage
     position: int = 1
     siblings: int = 1
+    probs: tuple[TokenProbs, ...] = ()
+    """A reply's tokens with their probabilities, where its turn computed them (confidence view)."""
 
 
 def title(role: str, message_id: str, position: int = 1, siblings: int = 1) -> str:
@@ -107,6 +110,7 @@ def message_widget(entry: Shown) -> list[Widget]:
         widget = UserMessage(shown(message.content))
     else:
         widget = Reply(shown(message.content) or "*(empty reply)*")
+        widget.probs = entry.probs
         widget.set_class(message.stopped, "-stopped")
     name_message(widget, message.id, entry.position, entry.siblings)
     widgets: list[Widget] = [widget]
@@ -161,6 +165,9 @@ class Transcript(VerticalScroll):
         new: list[Widget] = []
         for entry in path[keep:]:
             new.extend(message_widget(entry))
+        for widget in new:
+            if isinstance(widget, Reply):
+                widget.confidence = self.confidence
         if new:
             await self.mount_all(new)
         for index, widget in enumerate(self.messages()):

@@ -310,3 +310,30 @@ def test_a_state_is_not_put_over_a_newer_transcript_from_another_process(manager
     assert not manager.state_path(ours.state_key, engine.leaf).exists()
     assert record.reply
     assert not [p for p in state_path(manager).parent.iterdir() if p.name.startswith(".")]  # no temp left
+
+
+def test_a_resumed_session_knows_its_replies_probabilities(engine, tmp_path, default_model_path):
+    """The confidence view shades replies drawn again after a session opens: the turn records'
+    "logprobs" come back as the engine's probabilities per reply (and a damaged one as none)."""
+    manager = SessionManager.open(SETTINGS, tmp_path / "sessions")
+    engine.new_chat()
+    live = manager.resume("p", engine)
+    engine.set_generation(logprobs=5)
+    try:
+        record = live.annotate(run_turn(engine, P1))
+    finally:
+        engine.set_generation(logprobs=0)
+    live.save_turn(record)
+    reply_id = record.extra["message_id"]
+    assert engine.reply_probs(reply_id) == record.probs and len(record.probs) == record.generated_tokens
+    other = open_engine(default_model_path)
+    try:
+        SessionManager.open(SETTINGS, tmp_path / "sessions").resume("p", other)
+        back = other.reply_probs(reply_id)
+        assert [(p.id, p.token, [c.id for c in p.top]) for p in back] == \
+               [(p.id, p.token, [c.id for c in p.top]) for p in record.probs]
+        assert [p.logprob for p in back] == pytest.approx([p.logprob for p in record.probs], abs=1e-5)
+        other.new_chat()
+        assert other.reply_probs(reply_id) == ()
+    finally:
+        other.close()
