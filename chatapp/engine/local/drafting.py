@@ -26,8 +26,8 @@ from collections.abc import Callable
 from chatapp.config import DraftMode, Settings
 from chatapp.engine.backend import Drafting
 from chatapp.engine.drafting.policy import DraftPolicy
-from chatapp.engine.filecache import FileCache
-from chatapp.engine.local.exact_batches import BatchCheck, batch_check, cached_check, settings_key
+from chatapp.engine.local.exact_batches import (BatchCheck, batch_check, cached_check, put_settings_entry,
+                                                settings_entry)
 from chatapp.engine.local.llama import LlamaRuntime, Sampler, VerifyTarget, can_remove_cells
 from chatapp.engine.drafting.lookup import NgramDrafter
 from chatapp.engine.drafting.speculative import SpeculativeDecoder
@@ -129,10 +129,7 @@ class LocalDrafting:
 
     def remember_policy(self, threads: int) -> None:
         """Keep what the policy measured in a drafted turn on `threads` threads for the next process."""
-        cache = FileCache(POLICY_CACHE)
-        entry = cache.get(self.runtime.path)
-        cache.put(self.runtime.path, {**(entry if isinstance(entry, dict) else {}),
-                                      settings_key(self.runtime, threads): self.policy.learned()})
+        put_settings_entry(POLICY_CACHE, self.runtime, threads, self.policy.learned())
 
     def after_turn(self) -> None:
         """The check a turn left pending, on that turn's thread count; remembered on disk. A
@@ -161,8 +158,7 @@ class LocalDrafting:
         threads = self._threads()
         if threads not in self._restored:  # the first drafted turn on this count: start where the last process left
             self._restored.add(threads)
-            entry = FileCache(POLICY_CACHE).get(self.runtime.path)
-            self.policy.restore(entry.get(settings_key(self.runtime, threads)) if isinstance(entry, dict) else None)
+            self.policy.restore(settings_entry(POLICY_CACHE, self.runtime, threads))
         if self._check is not None:
             self.policy.seed(self._check.ratios)
             self.policy.sizes = frozenset(self._check.sizes)

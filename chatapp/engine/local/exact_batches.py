@@ -99,9 +99,21 @@ def settings_key(runtime: LlamaRuntime, threads: int) -> str:
             f"{info.kv_type}|flash_attn {info.flash_attn}|threads {threads}")
 
 
+def settings_entry(cache: str, runtime: LlamaRuntime, threads: int) -> object:
+    """What FileCache `cache` keeps for this model under settings_key (None when nothing)."""
+    entry = FileCache(cache).get(runtime.path)
+    return entry.get(settings_key(runtime, threads)) if isinstance(entry, dict) else None
+
+
+def put_settings_entry(cache: str, runtime: LlamaRuntime, threads: int, value: object) -> None:
+    """Keep `value` for this model under settings_key, beside the other settings' entries."""
+    files = FileCache(cache)
+    entry = files.get(runtime.path)
+    files.put(runtime.path, {**(entry if isinstance(entry, dict) else {}), settings_key(runtime, threads): value})
+
+
 def cached_check(runtime: LlamaRuntime, threads: int) -> BatchCheck | None:
-    entry = FileCache(CACHE).get(runtime.path)
-    found = entry.get(settings_key(runtime, threads)) if isinstance(entry, dict) else None
+    found = settings_entry(CACHE, runtime, threads)
     try:
         check = BatchCheck(**found) if isinstance(found, dict) else None
     except TypeError:
@@ -116,10 +128,7 @@ def cached_check(runtime: LlamaRuntime, threads: int) -> BatchCheck | None:
 
 
 def remember(runtime: LlamaRuntime, threads: int, check: BatchCheck) -> None:
-    cache = FileCache(CACHE)
-    entry = cache.get(runtime.path)
-    cache.put(runtime.path, {**(entry if isinstance(entry, dict) else {}),
-                             settings_key(runtime, threads): asdict(check)})
+    put_settings_entry(CACHE, runtime, threads, asdict(check))
 
 
 def check_batches(runtime: LlamaRuntime, largest: int) -> BatchCheck | None:
