@@ -40,14 +40,15 @@ class Terminal:
         tmux("kill-session", "-t", name, check=False)
         exports = [f"{k}={v}" for k, v in (env or {}).items()]
         line = " ".join(shlex.quote(part) for part in ["env", *exports, *command])
-        try:
-            tmux("new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), line)
-        except RuntimeError as error:
-            # A server with no sessions left exits; a new session asked of it as it goes fails
-            # with "server exited unexpectedly". A second try starts a fresh server.
-            if "exited unexpectedly" not in str(error):
-                raise
-            tmux("new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), line)
+        for last_try in (False, True):
+            try:
+                tmux("new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), line)
+                break
+            except RuntimeError as error:
+                # A server with no sessions left exits; a new session asked of it as it goes fails
+                # with "server exited unexpectedly". A second try starts a fresh server.
+                if last_try or "exited unexpectedly" not in str(error):
+                    raise
         tmux("set-option", "-t", name, "remain-on-exit", "on", check=False)
         self.pid = int(tmux("display-message", "-p", "-t", name, "#{pane_pid}").strip())
 
