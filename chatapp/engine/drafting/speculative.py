@@ -116,7 +116,7 @@ class SpeculativeDecoder:
                  policy: DraftPolicy | None = None, clock: Callable[[], float] = time.perf_counter):
         self.target = target
         self.is_end = is_end
-        self.drafter = drafter or NgramDrafter()
+        self.drafter = drafter if drafter is not None else NgramDrafter()  # an empty one is falsy (len 0)
         self.policy = policy or DraftPolicy()
         self.clock = clock
         self.stats = DraftStats()
