@@ -174,12 +174,12 @@ class DraftPolicy:
             # it is on a CPU (see _costs), and a bucket's acceptance, a running mean, swings with
             # each rejection: sized by the expected advance alone (acceptance learned over twenty
             # tokens), a quote was copied mostly in batches of 4 (48-55 steps for 256 tokens,
-            # against 25-39 this way). llama.cpp's own n-gram drafters
-            # follow the same rule (48 to 64 tokens after a 12- or 24-token match). Only where
-            # that batch costs less than its tokens' single steps, as measured. The budget below
-            # does not stop it: in a fresh process the first guesses' losses, with nothing yet
-            # spent to weigh them against, held the budget over its line for the rest of a reply
-            # (a list task: 154 of 187 steps stopped by it, the copied rows among them).
+            # against 25-41 this way). llama.cpp's own n-gram drafters follow the same rule (48
+            # to 64 tokens after a 12- or 24-token match). Only where that batch costs less than
+            # its tokens' single steps, as measured. The budget below does not stop it: in a
+            # fresh process the first guesses' losses, with nothing yet spent to weigh them
+            # against, held the budget over its line for the rest of a reply (a list task: 154
+            # of 187 steps stopped by it, the copied rows among them).
             return longest
         confident = match >= CONFIDENT_MATCH and a >= VERBATIM_ACCEPTANCE
         if self.lost_ms > self.budget * self.spent_ms and not confident:
@@ -211,7 +211,8 @@ class DraftPolicy:
 
         The table is made to hold what a batch's cost does on every machine measured: a larger
         batch never costs less than a smaller one, nor more a token (the default model on two
-        cores: 7.8 ms a token at 2, 5.0 at 8, 4.6 at 16, 4.3 at 32 and on to 96, flat past 40).
+        cores, benchmarks/spec_profile.py --sweep: 7.8 ms a token at 2, 4.7-5.0 at 8, 4.3-4.6 at
+        16, 4.1-4.3 at 32, flat from there to 96).
         Single timings break both under a burst of other load, and a size that looked dear was
         never tried again, so its figure never mended: a batch of 4 was once chosen on every
         step of a verbatim copy. Held to that shape, acceptance near 1 picks the longest batch
