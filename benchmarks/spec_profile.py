@@ -8,6 +8,13 @@ and its events). Compare with llama-server's figures for the same task from
 benchmarks/spec_vs_llama_server.py (its /completion timings and its log's acceptance lines).
 
     .venv/bin/python benchmarks/spec_profile.py [--task paragraph] [--draft-max 8] [--turns 2]
+    .venv/bin/python benchmarks/spec_profile.py --sweep   # a verify batch's cost by size, no turn
+
+--sweep decodes batches of 1 to 96 tokens (logits at every row, as a verify step asks) after 300
+cached tokens, each size in turn and the cache cut back after each, and prints each size's median
+wall time and its cost a token: the shape the draft policy's cost table is held to. The single
+step follows a batch of 96, so it includes llama.cpp building its graph again (a few ms here):
+steady single steps are cheaper, and the "single steps" column reads low for that reason.
 """
 
 from __future__ import annotations
@@ -36,7 +43,12 @@ def main() -> None:
     parser.add_argument("--kv-type", default="q8_0")
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--turns", type=int, default=2, help="The first may decode plainly while exactness is checked.")
+    parser.add_argument("--sweep", action="store_true", help="Time verify batches by size instead of turns.")
+    parser.add_argument("--rounds", type=int, default=15, help="With --sweep: timings per size.")
     args = parser.parse_args()
+    if args.sweep:
+        sweep(args.threads, args.kv_type, args.rounds)
+        return
     settings = Settings(threads=args.threads, kv_type=args.kv_type, draft="ngram")
     if args.draft_max:
         settings = settings.replace(draft_max=args.draft_max)
@@ -75,6 +87,31 @@ def main() -> None:
             print(f"  batch {size:2d}: {len(times):3d} steps, median {statistics.median(times):6.2f} ms "
                   f"({statistics.median(times) / size:5.2f} ms a token)")
     engine.close()
+
+
+def sweep(threads: int, kv_type: str, rounds: int, sizes=(1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96)) -> None:
+    from chatapp.engine.local.llama import LlamaRuntime, LoadOptions, VerifyTarget
+    from chatapp.engine.models.resolve import resolve_model
+
+    runtime = LlamaRuntime(resolve_model(None), LoadOptions(n_threads=threads, n_threads_batch=threads,
+                                                            kv_type=kv_type, flash_attn=True))
+    text = " ".join(COPY.values()) * 4
+    tokens = runtime.tokenize(text, special=False)[:300 + max(sizes)]
+    runtime.eval(tokens[:300])
+    target = VerifyTarget(runtime, sampler=None, capacity=max(sizes))
+    times: dict[int, list[float]] = defaultdict(list)
+    for _ in range(rounds):
+        for size in sizes:
+            started = time.perf_counter()
+            target.decode(tokens[300:300 + size])
+            times[size].append((time.perf_counter() - started) * 1000)
+            runtime.keep_kv_prefix(300)
+    target.close()
+    one = statistics.median(times[1])
+    for size in sizes:
+        ms = statistics.median(times[size])
+        print(f"batch {size:2d}: median {ms:7.2f} ms, {ms / size:5.2f} ms a token, {ms / one:5.2f} single steps")
+    runtime.close()
 
 
 if __name__ == "__main__":
