@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pytest
 
-from chatapp.engine.drafting.policy import PRIOR_SLOPE, DraftPolicy
+from chatapp.engine.drafting.policy import PRIOR_SLOPE, RESTORED_ACCEPTANCE, DraftPolicy
 from chatapp.engine.drafting.lookup import NgramDrafter
 from chatapp.engine.drafting.speculative import SpeculativeDecoder
 
@@ -107,7 +107,9 @@ def test_what_one_policy_learned_starts_the_next_and_junk_is_ignored():
     second = DraftPolicy()
     second.restore(json.loads(json.dumps(first.learned())))  # as the file keeps it
     assert second.ratios == pytest.approx(first.ratios, abs=1e-4)
-    assert second.acceptance == pytest.approx(first.acceptance, abs=1e-4)
+    assert second.acceptance == pytest.approx({b: min(a, RESTORED_ACCEPTANCE) for b, a in first.acceptance.items()},
+                                              abs=1e-4)
+    assert max(first.acceptance.values()) > RESTORED_ACCEPTANCE  # the cap was met
     assert second.t1_ms is None and second.choose(match=4, available=8) == 0  # a plain step is timed first
     for junk in (None, [], {"ratios": {"x": 2.0}}, {"acceptance": {"4": 7.0}}, {"ratios": {"3": -2}}, {"ratios": 5}):
         policy = DraftPolicy()
@@ -157,6 +159,19 @@ def test_past_the_budget_drafts_that_agree_for_8_tokens_and_are_nearly_always_ri
     assert policy.lost_ms > policy.budget * policy.spent_ms
     assert policy.choose(match=4, available=31) == 0
     assert policy.choose(match=10, available=31) > 0
+
+
+def test_a_new_process_starts_no_reply_certain_that_it_copies():
+    """A rename task after a paragraph copy started with its 16-31 bucket at 1.0 from the file,
+    verified 31 drafts at its first long agreement and kept none."""
+    earlier = on_this_cpu(DraftPolicy(k_max=31), {16: 1.0, 32: 1.0})
+    policy = on_this_cpu(DraftPolicy(k_max=31), {})
+    policy.restore(earlier.learned())
+    assert policy.accept_rate(20) == RESTORED_ACCEPTANCE
+    assert 0 < policy.choose(match=20, available=31) < 31
+    assert policy.choose(match=40, available=31) == 31  # past 32 tokens of agreement: verbatim
+    policy.observe(20, [True] * 31)  # this reply copies: it learns so within one step
+    assert policy.choose(match=20, available=31) == 31
 
 
 def test_a_batch_timed_cheaper_than_a_smaller_one_costs_as_much_as_it():
