@@ -130,7 +130,7 @@ def test_a_verbatim_copy_drafts_while_the_budget_stops_every_other_draft():
 
 
 # The default model's batch costs on two CPU cores, in steps (a batch of 2 costs 2.2 steps, of 32
-# 19.5: benchmarks/spec_profile.py and a sweep of sizes, 2026-12-03).
+# 19.5: benchmarks/spec_profile.py --sweep, 2026-12-03, against steady single steps).
 CPU_RATIOS = {2: 2.18, 3: 2.69, 4: 3.21, 6: 4.59, 8: 5.65, 12: 7.79, 16: 10.25, 24: 14.93, 32: 19.48}
 
 
