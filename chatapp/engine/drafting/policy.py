@@ -45,7 +45,7 @@ RESTORED_ACCEPTANCE = 0.95
 copied does not make a new reply certain to. A rename task after a paragraph copy started with
 its 16-31 bucket at 1.0, verified 31 drafts at its first long agreement and kept none; paired
 runs with the cap (6 rounds): rename 1.048, quote 1.020, list 1.075, paragraph 0.999, chat 0.999
-of the uncapped policy, config 0.941 (it drafted less; still ahead of llama-server's drafters)."""
+of the uncapped policy, config 0.941 (it drafted less there)."""
 PLAIN_KEPT = 5
 """Plain steps whose median is t1."""
 PRIOR_ACCEPTANCE = 0.4
