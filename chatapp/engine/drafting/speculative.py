@@ -122,10 +122,12 @@ class SpeculativeDecoder:
         self.stats = DraftStats()
         self.pending: int | None = None
         self._row = -1
+        self._context = 0  # the drafter's tokens before the reply
 
     def begin(self, context: Sequence[int]) -> None:
         """A new reply after a prefill of `context` (the cache's tokens); the policy's figures carry over."""
         self.drafter.follow(context)
+        self._context = len(self.drafter)
         self.stats = DraftStats()
         self.pending = None
         self._row = -1
@@ -156,7 +158,8 @@ class SpeculativeDecoder:
 
         room = min(self.policy.k_max, max_cells - 1, max_emit - len(emitted)) if draft else 0
         guess = self.drafter.draft(room)
-        drafts = guess.tokens[:self.policy.choose(guess.agreement, len(guess.tokens))]
+        reply = len(self.drafter) - self._context
+        drafts = guess.tokens[:self.policy.choose(guess.agreement, len(guess.tokens), reply)]
         base = self.target.n_cached
         self.target.decode([head, *drafts])
         outcomes: list[bool] = []

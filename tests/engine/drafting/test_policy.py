@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pytest
 
-from chatapp.engine.drafting.policy import PRIOR_SLOPE, RESTORED_ACCEPTANCE, DraftPolicy
+from chatapp.engine.drafting.policy import AGREEMENT_REACH, PRIOR_SLOPE, RESTORED_ACCEPTANCE, DraftPolicy
 from chatapp.engine.drafting.lookup import NgramDrafter
 from chatapp.engine.drafting.speculative import SpeculativeDecoder
 
@@ -172,6 +172,40 @@ def test_a_new_process_starts_no_reply_certain_that_it_copies():
     assert policy.choose(match=40, available=31) == 31  # past 32 tokens of agreement: verbatim
     policy.observe(20, [True] * 31)  # this reply copies: it learns so within one step
     assert policy.choose(match=20, available=31) == 31
+
+
+def test_after_a_break_drafts_reach_half_again_past_the_agreement():
+    """A bucket's running acceptance near 1 sized batches of 32 at 3 to 9 tokens of agreement after
+    a copy broke, and they kept 1 to 4 drafts."""
+    policy = on_this_cpu(DraftPolicy(k_max=31), {3: 0.999, 8: 0.999})
+    assert policy.choose(match=3, available=31) == 31  # reply length not known: not held
+    assert policy.choose(match=3, available=31, reply=40) == 4
+    assert policy.choose(match=9, available=31, reply=40) == 13
+    assert policy.choose(match=1, available=31, reply=40) <= 2
+    # A reply that has copied from its first token: its start cuts the agreement short.
+    assert policy.choose(match=9, available=31, reply=9) == 31
+
+
+def test_the_decoder_holds_drafts_after_a_break_in_the_copy_not_before():
+    class Recording(DraftPolicy):
+        calls: list
+
+        def choose(self, match, available, reply=None):
+            self.calls.append((match, reply, super().choose(match, available), super().choose(match, available, reply)))
+            return self.calls[-1][-1]
+
+    rng = np.random.default_rng(7)
+    paragraph = zipf_tokens(rng, 400)
+    policy = on_this_cpu(Recording(k_max=31), {b: 0.999 for b in (1, 2, 3, 4, 8, 16, 32)})
+    policy.calls = []
+    copy_then_break = paragraph[:120] + [95_000, 95_001, 95_002] + paragraph[123:260]
+    ratio, _ = speed_ratio(paragraph, copy_then_break, slope=0.05, policy=policy)
+    from_start = [(m, r, k) for m, r, _, k in policy.calls if m >= r]
+    after_break = [(m, r, free, k) for m, r, free, k in policy.calls if m < r]
+    assert any(k > AGREEMENT_REACH * m for m, r, k in from_start)  # the copy from the first token: not held
+    held = [(m, free, k) for m, r, free, k in after_break if free > max(2, int(AGREEMENT_REACH * m))]
+    assert held and all(k <= max(2, int(AGREEMENT_REACH * m)) for m, free, k in held)
+    assert ratio > 1.5
 
 
 def test_a_batch_timed_cheaper_than_a_smaller_one_costs_as_much_as_it():

@@ -51,7 +51,7 @@ class MarkovTarget:
 class AlwaysDraft(DraftPolicy):
     """Verify every draft the drafter has, up to k_max: the chain is then exercised every step."""
 
-    def choose(self, match, available):
+    def choose(self, match, available, reply=None):
         return min(available, self.k_max)
 
 
