@@ -47,6 +47,7 @@ class NgramDrafter:
         # so a lookup finds an earlier occurrence.
         self._indexes: list[tuple[int, dict[tuple[int, ...], int]]] = [
             (n, {}) for n in range(n_max, n_min - 1, -1)]
+        self._copied: tuple[int, int] | None = None  # (where it copied from, context length) of the last draft
         self.extend(tokens)
 
     def __len__(self) -> int:
@@ -72,12 +73,21 @@ class NgramDrafter:
             self.extend(tokens[n:])
             return
         self.tokens = []
+        self._copied = None
         for _, index in self._indexes:
             index.clear()
         self.extend(tokens)
 
     def draft(self, k: int) -> Draft:
-        """Up to k tokens that followed the latest earlier occurrence of the longest matching suffix.
+        """Up to k tokens that followed the latest earlier occurrence of the longest matching suffix,
+        or, where the last draft's copy, moved on by the tokens since, agrees further back, that.
+
+        A copy passes n-grams that occur again later in its source ("order", "\n        price ="):
+        the latest occurrence is then a later line, and the draft from it is wrong from its first
+        token. The copy the reply follows agrees back to where it began. Paired runs (6 rounds,
+        `chatapp ask` alone): paragraph 1.225, rename 1.044, list 1.002, quote 0.986, config
+        0.992 of the latest occurrence alone; on the rename reply, drafts of 32 right for 6,031
+        tokens in all against 5,012.
 
         A continuation that runs into the context's end keeps copying from what it has proposed,
         so a repeating pattern ("a b a b a") drafts its period out to k tokens.
@@ -92,13 +102,27 @@ class NgramDrafter:
             start = index.get(tuple(tokens[size - n:]))
             if start is None:
                 continue
+            agreement = self._agreement(start)
+            if self._copied is not None:
+                source, then = self._copied
+                moved = source + size - then  # where the last draft's copy has got to since
+                if 0 < moved < size and moved != start:
+                    reach = self._agreement(moved)
+                    if reach > agreement:
+                        start, agreement = moved, reach
+            self._copied = (start, size)
             out: list[int] = []
             for j in range(k):
                 i = start + j
                 out.append(tokens[i] if i < size else out[i - size])
-            agreement = n
-            while (agreement < AGREEMENT_CAP and agreement < start
-                   and tokens[start - agreement - 1] == tokens[size - agreement - 1]):
-                agreement += 1
             return Draft(tuple(out), n, agreement)
         return NO_DRAFT
+
+    def _agreement(self, start: int) -> int:
+        """How many tokens before `start` equal the context's last ones, up to AGREEMENT_CAP."""
+        tokens, size = self.tokens, len(self.tokens)
+        agreement = 0
+        while (agreement < AGREEMENT_CAP and agreement < start
+               and tokens[start - agreement - 1] == tokens[size - agreement - 1]):
+            agreement += 1
+        return agreement

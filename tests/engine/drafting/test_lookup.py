@@ -9,19 +9,33 @@ import pytest
 from chatapp.engine.drafting.lookup import AGREEMENT_CAP, NO_DRAFT, Draft, NgramDrafter
 
 
-def brute_force(tokens, k, n_max, n_min):
-    """The definition, read literally: the latest earlier occurrence of the longest suffix."""
+def agreement(tokens, start):
+    count = 0
+    while count < min(AGREEMENT_CAP, start) and tokens[start - count - 1] == tokens[len(tokens) - count - 1]:
+        count += 1
+    return count
+
+
+def brute_force(tokens, k, n_max, n_min, previous=None):
+    """The definition, read literally: the latest earlier occurrence of the longest suffix, or where
+    the previous draft copied from (`previous`: its start and the context's length then), moved on
+    by the tokens since, when that agrees further back. Returns the draft, n and its start."""
     for n in range(n_max, n_min - 1, -1):
         if len(tokens) < n:
             continue
         suffix = tokens[-n:]
         for end in range(len(tokens) - 1, n - 1, -1):  # an occurrence ending before the last token
             if tokens[end - n:end] == suffix:
+                start = end
+                if previous is not None:
+                    moved = previous[0] + len(tokens) - previous[1]
+                    if 0 < moved < len(tokens) and agreement(tokens, moved) > agreement(tokens, end):
+                        start = moved
                 virtual = list(tokens)
                 for j in range(k):
-                    virtual.append(virtual[end + j])
-                return tuple(virtual[len(tokens):]), n
-    return (), 0
+                    virtual.append(virtual[start + j])
+                return tuple(virtual[len(tokens):]), n, start
+    return (), 0, None
 
 
 def test_proposes_what_followed_the_latest_match():
@@ -48,6 +62,21 @@ def test_agreement_says_how_far_back_the_copy_goes():
     assert NgramDrafter([*long, 0, *long], n_max=4).draft(1).agreement == AGREEMENT_CAP
 
 
+def test_a_copy_is_followed_past_an_n_gram_its_source_repeats_later():
+    """Copying a function, the reply passes "\n        price =", which the source has again two lines
+    down: the latest occurrence drafts from the later line, wrong from its first token."""
+    source = [*range(100, 120), 7, 8, 9, 10, 200, 201, 202, *range(120, 130), 7, 8, 9, 10, 300, 301]
+    context = [*source, 0]
+    fresh = NgramDrafter(context + source[:24])
+    assert fresh.draft(3).tokens == (300, 301, 0)  # no copy followed yet: the latest occurrence
+    copying = NgramDrafter(context)
+    for token in source[:24]:
+        copying.append(token)
+        copying.draft(4)  # as the decoder drafts at every step
+    draft = copying.draft(3)
+    assert draft.tokens == (200, 201, 202) and draft.agreement == 24
+
+
 def test_a_repeating_pattern_drafts_its_period_out_to_k():
     assert NgramDrafter([1, 2, 1, 2, 1], n_max=2).draft(5).tokens == (2, 1, 2, 1, 2)
     assert NgramDrafter([4, 4, 4], n_max=2).draft(3).tokens == (4, 4, 4)
@@ -57,13 +86,18 @@ def test_a_repeating_pattern_drafts_its_period_out_to_k():
 def test_incremental_index_agrees_with_the_definition(seed):
     rng = random.Random(seed)
     drafter = NgramDrafter(n_max=4, n_min=1)
-    tokens = []
+    tokens, previous = [], None
     for _ in range(400):
         token = rng.randrange(6)
         tokens.append(token)
         drafter.append(token)
         k = rng.randrange(1, 9)
-        assert (drafter.draft(k).tokens, drafter.draft(k).match) == brute_force(tokens, k, 4, 1)
+        draft = drafter.draft(k)
+        proposed, n, start = brute_force(tokens, k, 4, 1, previous)
+        assert (draft.tokens, draft.match) == (proposed, n)
+        if start is not None:
+            assert draft.agreement == agreement(tokens, start)
+            previous = (start, len(tokens))
 
 
 def test_follow_extends_or_rebuilds():
