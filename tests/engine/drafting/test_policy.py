@@ -2,7 +2,7 @@
 
 The simulation runs the real drafter, policy and step machine against a model that writes a
 known text and a clock that advances by a cost model's step times, so "speculation costs at
-most 3% in free chat" and "drafts pay when the reply copies" are checked on numbers that are
+most 2% in free chat" and "drafts pay when the reply copies" are checked on numbers that are
 exact and repeatable. benchmarks/speculative.py measures the same on the real model.
 """
 
@@ -294,18 +294,18 @@ def speed_ratio(prompt, reply, slope, policy=None):
 
 
 @pytest.mark.parametrize("slope", [0.05, 0.3, 1.0, 2.0])
-def test_free_chat_loses_at_most_three_percent(slope):
+def test_free_chat_loses_at_most_two_percent(slope):
     rng = np.random.default_rng(1)
     ratio, _ = speed_ratio(zipf_tokens(rng, 400), zipf_tokens(rng, 2000), slope)
-    assert ratio >= 0.97
+    assert ratio >= 0.98
 
 
 @pytest.mark.parametrize("slope", [1.0, 2.0])
-def test_copying_on_a_machine_where_batches_cost_their_tokens_loses_at_most_three_percent(slope):
+def test_copying_on_a_machine_where_batches_cost_their_tokens_loses_at_most_two_percent(slope):
     rng = np.random.default_rng(2)
     paragraph = zipf_tokens(rng, 600)
     ratio, _ = speed_ratio(paragraph, copy_with_edits(rng, paragraph), slope)
-    assert ratio >= 0.97
+    assert ratio >= 0.98
 
 
 @pytest.mark.parametrize("slope", [0.05, 0.2])
