@@ -35,10 +35,11 @@ FLASH_ATTN_MODES: tuple[str, ...] = get_args(FlashAttn)
 DEFAULT_DRAFT: DraftMode = "off"
 """The default for `draft`, the one place it is set. On ("ngram") only where
 benchmarks/spec_vs_llama_server.py shows drafting never loses on open chat (>= 0.98x of plain
-decode) and wins on copying (>= 1.3x, and >= llama-server's best n-gram drafter). On
-2026-12-03 chat gave 1.027x and copying 1.367x of plain with the same q8_0 cache, but the copy
-tasks stayed at 0.87-0.99x of llama-server's best drafter, and drafting at the defaults (an
-f16 cache without flash attention, which drafting must change) was not compared (README)."""
+decode) and wins on copying (>= 1.3x, and >= llama-server's best n-gram drafter). In the last
+two runs of 2026-12-03 copying gave 1.65-1.73x of plain with the same q8_0 cache and beat
+llama-server's best drafter on four of five tasks (the paragraph 0.89-0.92), but single chat
+prompts ran 0.966-0.995x, and drafting at the defaults (an f16 cache without flash attention,
+which drafting must change) was not compared (README)."""
 MAX_DRAFT_TOKENS = 64
 """The most draft tokens one step may verify (draft_max's ceiling). Long drafts pay only while a
 reply copies verbatim (llama.cpp's own n-gram drafters propose 48 to 64 tokens then), and each
