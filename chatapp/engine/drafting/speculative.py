@@ -5,7 +5,8 @@ decode it"). Each step makes exactly one llama_decode call:
 
 1. The head: the token sampled from the current logits row, or the correction left pending by
    the step before (already emitted, not yet in the cache).
-2. Drafts: the drafter's continuation after the head; the policy says how many to verify.
+2. Drafts: the drafter's continuation after the head, up to its first end-of-generation token;
+   the policy says how many to verify.
 3. One decode of [head, d1 .. dk] with logits at every row. Row i is the distribution of the
    token after batch[i], so d(i+1) is checked against row i.
 4. Acceptance (tests.engine.drafting.acceptance): the row is sampled with the turn's own sampler chain
@@ -159,7 +160,8 @@ class SpeculativeDecoder:
         room = min(self.policy.k_max, max_cells - 1, max_emit - len(emitted)) if draft else 0
         guess = self.drafter.draft(room)
         reply = len(self.drafter) - self._context
-        drafts = guess.tokens[:self.policy.choose(guess.agreement, len(guess.tokens), reply)]
+        proposed = self._through_end(guess.tokens)
+        drafts = proposed[:self.policy.choose(guess.agreement, len(proposed), reply)]
         base = self.target.n_cached
         self.target.decode([head, *drafts])
         outcomes: list[bool] = []
@@ -183,6 +185,17 @@ class SpeculativeDecoder:
         self._account(guess.agreement, outcomes, 1 + len(drafts), kept, ms)
         from_draft = (False,) * (len(emitted) - len(outcomes)) + tuple(outcomes)
         return Step(tuple(emitted), from_draft, 1 + len(drafts), len(drafts), sum(outcomes), ms, ended=ended)
+
+    def _through_end(self, tokens: Sequence[int]) -> Sequence[int]:
+        """The drafts up to and including the first end-of-generation token: a reply that takes it
+        ends there, so drafts after it are verified for nothing. A reply quoting the end of the
+        user's message drafts on into the template's closing tokens (`<|im_end|>`, a newline,
+        `<|im_start|>assistant`): the paragraph copy's last step verified 31 drafts and could
+        keep 8 (profiled: 23 tokens, about a tenth of that reply's decode time)."""
+        for i, token in enumerate(tokens):
+            if self.is_end(token):
+                return tokens[:i + 1]
+        return tokens
 
     def settle(self, max_cells: int) -> None:
         """Decode the pending token (a correction already emitted) into the cache, so that the

@@ -109,6 +109,27 @@ def test_an_end_token_ends_the_reply_and_never_stays_in_the_cache():
         assert 3 not in out[:-1]
 
 
+def test_no_draft_after_an_end_token_is_verified():
+    """A reply quoting the end of the user's message drafts on into the template's closing tokens;
+    drafts past an end token can never be kept."""
+    class Batches(MarkovTarget):
+        def decode(self, tokens):
+            super().decode(tokens)
+            self.batches.append(list(tokens))
+
+    rng = np.random.default_rng(5)
+    ends_inside = 0
+    for _ in range(200):
+        target = Batches(PROMPT, rng)
+        target.batches = []
+        decoder = SpeculativeDecoder(target, lambda t: t == 3, drafter=NgramDrafter(n_max=2),
+                                     policy=AlwaysDraft(k_max=6))
+        reply(target, decoder, 50)
+        assert all(3 not in batch[1:-1] for batch in target.batches)
+        ends_inside += sum(batch[-1] == 3 for batch in target.batches if len(batch) > 1)
+    assert ends_inside > 20  # drafts reached end tokens often, and stopped at them
+
+
 def test_limits_on_tokens_and_cells_hold():
     rng = np.random.default_rng(9)
     target = MarkovTarget(PROMPT, rng)
