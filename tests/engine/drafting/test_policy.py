@@ -13,7 +13,8 @@ import json
 import numpy as np
 import pytest
 
-from chatapp.engine.drafting.policy import AGREEMENT_REACH, PRIOR_SLOPE, RESTORED_ACCEPTANCE, DraftPolicy
+from chatapp.engine.drafting.policy import (AGREEMENT_REACH, PRIOR_SLOPE, QUOTE_MATCH, RESTORED_ACCEPTANCE,
+                                           DraftPolicy)
 from chatapp.engine.drafting.lookup import NgramDrafter
 from chatapp.engine.drafting.speculative import SpeculativeDecoder
 
@@ -184,6 +185,17 @@ def test_after_a_break_drafts_reach_half_again_past_the_agreement():
     assert policy.choose(match=1, available=31, reply=40) <= 2
     # A reply that has copied from its first token: its start cuts the agreement short.
     assert policy.choose(match=9, available=31, reply=9) == 31
+
+
+def test_a_reply_quoting_from_its_first_token_drafts_the_longest_batch_whatever_the_buckets_say():
+    """After open chat the 16-31 bucket read 0.48 (chat replies that repeat a phrase and leave
+    it), and a paragraph copy 25 tokens in took a plain step and two batches of 3 before 31."""
+    policy = on_this_cpu(DraftPolicy(k_max=31), {8: 0.96, 16: 0.48})
+    assert policy.choose(match=QUOTE_MATCH, available=31, reply=QUOTE_MATCH) == 31
+    assert policy.choose(match=25, available=31, reply=24) == 31  # the agreement reaches into the template
+    assert policy.choose(match=25, available=31, reply=60) < 31  # copying since a break: the bucket decides
+    assert policy.choose(match=25, available=31) < 31  # reply not known
+    assert policy.choose(match=QUOTE_MATCH - 1, available=31, reply=QUOTE_MATCH - 1) < 31
 
 
 def test_the_decoder_holds_drafts_after_a_break_in_the_copy_not_before():
