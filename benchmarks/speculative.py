@@ -4,14 +4,18 @@ Decode tok/s (wall clock, same threads, same runtime) with prompt-lookup draftin
 pairs whose order alternates, on
   (a) copy-heavy tasks: repeat a paragraph with one word changed; rename a variable in a
       40-line function. Target: on/off >= 1.5x.
-  (b) open chat. Target: on/off >= 0.97x (drafting must not cost more than 3%).
+  (b) open chat. Target: on/off >= 0.98x (issue 24: drafting must not cost more than 2%).
 Greedy by default, where on and off must also give the same reply (printed as "same reply").
 
 Two ways to run it:
   --engine     through Engine turns with settings draft="ngram" / "off", printing what was
                drafted and accepted;
   default      straight on LlamaRuntime: the plain loop (sample, decode one) against
-               SpeculativeDecoder with VerifyTarget, which is what the engine runs.
+               SpeculativeDecoder with VerifyTarget, which is what the engine runs;
+  --same-loop  the same, but "off" is SpeculativeDecoder under a policy that never drafts, so
+               the ratio is what the policy's drafts win or lose, and nothing else: separate
+               processes (benchmarks/spec_vs_llama_server.py) swing 5-15% a pair on open chat
+               here even when neither side drafts a token, too much to resolve a 2% target.
 
 --verify-cost times what drafting's ceiling rests on: one verify batch of k tokens (decode with
 logits at every row, then the argmax of each row) against one plain step, after 200 cells. A
@@ -111,19 +115,36 @@ TASKS = {
         "What are some good habits for staying healthy while working from home?",
     ],
 }
-TARGETS = {"copy": 1.5, "chat": 0.97}
+TARGETS = {"copy": 1.5, "chat": 0.98}
 
 
 # --- decode tok/s, drafting on and off -----------------------------------------------------------
 class RuntimeBench:
     """The plain loop and the speculative step machine on one LlamaRuntime."""
 
-    def __init__(self, path, threads: int, kv_type: str, n_ctx: int, draft_max: int | None = None):
+    def __init__(self, path, threads: int, kv_type: str, n_ctx: int, draft_max: int | None = None,
+                 same_loop: bool = False):
         from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
 
         self.rt = LlamaRuntime(path, LoadOptions(n_ctx=n_ctx, n_threads=threads, kv_type=kv_type))
         self.policy = None
         self.draft_max = draft_max or 8
+        self.same_loop = same_loop
+
+    def _engine_policy(self):
+        """A policy started as the engine starts one (chatapp.engine.local.drafting): from the
+        figures the last drafted process kept and the exactness check's batch costs and sizes."""
+        from chatapp.engine.drafting.policy import DraftPolicy
+        from chatapp.engine.local.drafting import POLICY_CACHE
+        from chatapp.engine.local.exact_batches import cached_check, settings_entry
+
+        policy = DraftPolicy(k_max=self.draft_max)
+        threads = self.rt.threads[0]
+        policy.restore(settings_entry(POLICY_CACHE, self.rt, threads))
+        if (check := cached_check(self.rt, threads)) is not None:
+            policy.seed(check.ratios)
+            policy.sizes = frozenset(check.sizes)
+        return policy
 
     def _prompt(self, text: str) -> list[int]:
         rendered = self.rt.render_chat([{"role": "user", "content": text}], add_generation_prompt=True)
@@ -141,7 +162,7 @@ class RuntimeBench:
         sampler = rt.sampler(temperature=temperature, seed=seed)
         out: list[int] = []
         start = time.perf_counter()
-        if not draft:
+        if not draft and not self.same_loop:
             while len(out) < tokens:
                 token = sampler.sample()
                 if rt.is_end_of_generation(token):
@@ -150,9 +171,11 @@ class RuntimeBench:
                 rt.eval([token])
         else:
             # The policy's figures carry over from turn to turn, as they will in the engine.
-            self.policy = self.policy or DraftPolicy(k_max=self.draft_max)
+            self.policy = self.policy or self._engine_policy()
+            # No speed-up is ever worth an infinite margin: the same loop, drafting nothing.
+            policy = self.policy if draft else DraftPolicy(k_max=self.draft_max, margin=float("inf"))
             target = VerifyTarget(rt, sampler, capacity=self.draft_max + 1)
-            decoder = SpeculativeDecoder(target, rt.is_end_of_generation, policy=self.policy)
+            decoder = SpeculativeDecoder(target, rt.is_end_of_generation, policy=policy)
             decoder.begin(ids)
             while len(out) < tokens:
                 step = decoder.step(tokens - len(out), rt.n_ctx - rt.n_cached)
@@ -205,23 +228,28 @@ class EngineBench:
         return record.generated_tokens / (end - prefill_end), reply
 
 
-def paired(bench, pairs: int, tokens: int, temperature: float) -> None:
+def paired(bench, pairs: int, tokens: int, temperature: float, categories=tuple(TASKS)) -> None:
     print(f"{'task':6} {'prompt':42} {'off tok/s':>10} {'on tok/s':>10} {'on/off':>7}  same reply")
     for category, prompts in TASKS.items():
+        if category not in categories:
+            continue
         ratios = []
         for prompt in prompts:
+            mine = []
             for i in range(pairs):
                 order = (False, True) if i % 2 == 0 else (True, False)
                 result = {draft: bench.run(prompt, draft, tokens, temperature, seed=1 + i) for draft in order}
                 (off, off_reply), (on, on_reply) = result[False], result[True]
                 ratio = on / off if off else 0.0
                 ratios.append(ratio)
+                mine.append(ratio)
                 label = prompt.splitlines()[0][:40]
                 figures = getattr(bench, "last", {})
                 drafted = (f"  accepted {figures['draft_accepted']}/{figures['draft_tokens']}, "
                            f"{len(on_reply) / max(figures['decode_steps'], 1):.2f} tokens/step"
                            if figures.get("draft_tokens") is not None else "")
                 print(f"{category:6} {label:42} {off:10.1f} {on:10.1f} {ratio:7.3f}  {on_reply == off_reply}{drafted}")
+            print(f"{category:6} {label:42} median on/off {statistics.median(mine):.3f} over {len(mine)} pairs")
         geo = float(np.exp(np.mean(np.log(np.maximum(ratios, 1e-9)))))
         verdict = "meets" if geo >= TARGETS[category] else "MISSES"
         print(f"{category}: on/off geometric mean {geo:.3f}, median {statistics.median(ratios):.3f} over "
@@ -333,6 +361,9 @@ def main() -> None:
     parser.add_argument("--kv-type", default="q8_0")
     parser.add_argument("--ctx", type=int, default=4096)
     parser.add_argument("--engine", action="store_true", help="Through Engine turns.")
+    parser.add_argument("--same-loop", action="store_true",
+                        help="Off runs the drafting loop with a policy that never drafts (runtime path).")
+    parser.add_argument("--tasks", default="copy,chat", help="copy, chat or both, comma-separated.")
     parser.add_argument("--probe-only", action="store_true")
     parser.add_argument("--probe-rounds", type=int, default=5)
     parser.add_argument("--drafter-cost", action="store_true")
@@ -361,11 +392,14 @@ def main() -> None:
         from chatapp.engine.models.resolve import resolve_model
 
         path = resolve_model(args.model)
-        bench = (EngineBench if args.engine else RuntimeBench)(path, threads, args.kv_type, args.ctx,
-                                                                args.draft_max)
+        if args.engine and args.same_loop:
+            raise SystemExit("--same-loop runs on the runtime path; leave out --engine")
+        bench = (EngineBench(path, threads, args.kv_type, args.ctx, args.draft_max) if args.engine else
+                 RuntimeBench(path, threads, args.kv_type, args.ctx, args.draft_max, same_loop=args.same_loop))
+        loop = "engine turns" if args.engine else "runtime loop" + (", off = never drafting" if args.same_loop else "")
         print(f"{path.name}, {threads} threads, KV {args.kv_type}, temperature {args.temperature}, "
-              f"{args.tokens} tokens, {'engine turns' if args.engine else 'runtime loop'}\n")
-        paired(bench, args.pairs, args.tokens, args.temperature)
+              f"{args.tokens} tokens, {loop}\n")
+        paired(bench, args.pairs, args.tokens, args.temperature, args.tasks.split(","))
     probe_vs_copy(threads, args.probe_rounds)
 
 
