@@ -130,6 +130,8 @@ class RuntimeBench:
         self.policy = None
         self.draft_max = draft_max or 8
         self.same_loop = same_loop
+        self.last: dict = {}
+        """The drafted run's figures, for the table."""
 
     def _engine_policy(self):
         """A policy started as the engine starts one (chatapp.engine.local.drafting): from the
@@ -147,7 +149,12 @@ class RuntimeBench:
         return policy
 
     def _prompt(self, text: str) -> list[int]:
-        rendered = self.rt.render_chat([{"role": "user", "content": text}], add_generation_prompt=True)
+        messages = [{"role": "user", "content": text}]
+        if self.same_loop:  # as chatapp sends it, so that replies are the app's (and spec_vs_llama_server's)
+            from chatapp.config import Settings
+
+            messages.insert(0, {"role": "system", "content": Settings().system_prompt})
+        rendered = self.rt.render_chat(messages, add_generation_prompt=True)
         return self.rt.tokenize(rendered, special=True)
 
     def run(self, text: str, draft: bool, tokens: int, temperature: float, seed: int) -> tuple[float, list[int]]:
@@ -183,6 +190,10 @@ class RuntimeBench:
                 if step.ended or step.full:
                     break
             target.close()
+            if draft:
+                stats = decoder.stats
+                self.last = {"draft_tokens": stats.drafted, "draft_accepted": stats.accepted,
+                             "decode_steps": stats.steps}
         elapsed = time.perf_counter() - start
         sampler.close()
         return len(out) / elapsed if elapsed > 0 else 0.0, out
