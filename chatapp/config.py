@@ -33,13 +33,14 @@ DRAFT_MODES: tuple[str, ...] = get_args(DraftMode)
 FlashAttn = Literal["auto", "on", "off"]
 FLASH_ATTN_MODES: tuple[str, ...] = get_args(FlashAttn)
 DEFAULT_DRAFT: DraftMode = "off"
-"""The default for `draft`, the one place it is set. On ("ngram") only where
-benchmarks/spec_vs_llama_server.py shows drafting never loses on open chat (>= 0.98x of plain
-decode) and wins on copying (>= 1.3x, and >= llama-server's best n-gram drafter). In the last
-two runs of 2026-12-03 copying gave 1.65-1.73x of plain with the same q8_0 cache and beat
-llama-server's best drafter on four of five tasks (the paragraph 0.89-0.92), but single chat
-prompts ran 0.966-0.995x, and drafting at the defaults (an f16 cache without flash attention,
-which drafting must change) was not compared (README)."""
+"""The default for `draft`, the one place it is set. On ("ngram") only where drafting never
+loses on open chat (>= 0.98x of plain decode) and wins on copying (>= 1.3x, and >= llama-server's
+best n-gram drafter). With the same q8_0 cache it does both here (benchmarks/spec_vs_llama_server.py:
+copy set 1.61-1.80x, every copy task ahead of llama-server's best drafter; chat 0.994-1.099x
+against the same loop drafting nothing, benchmarks/speculative.py --same-loop). But it must load
+that cache with flash attention instead of the default f16 without, and that configuration's plain
+decode ran 0.889x the default's after 2,183 tokens of context: a long reply that copies nothing
+would lose a tenth (README, "Where the time went")."""
 MAX_DRAFT_TOKENS = 64
 """The most draft tokens one step may verify (draft_max's ceiling). Long drafts pay only while a
 reply copies verbatim (llama.cpp's own n-gram drafters propose 48 to 64 tokens then), and each
