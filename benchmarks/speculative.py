@@ -124,29 +124,18 @@ class RuntimeBench:
 
     def __init__(self, path, threads: int, kv_type: str, n_ctx: int, draft_max: int | None = None,
                  same_loop: bool = False):
+        from chatapp.engine.local.drafting import LocalDrafting
         from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
 
         self.rt = LlamaRuntime(path, LoadOptions(n_ctx=n_ctx, n_threads=threads, kv_type=kv_type))
-        self.policy = None
+        # The engine's own drafting state: its drafter and policy carry over from run to run, and
+        # the policy starts from the figures the last drafted process kept and the exactness
+        # check's batch costs and sizes, as in the engine.
+        self.drafting = LocalDrafting(self.rt)
         self.draft_max = draft_max or 8
         self.same_loop = same_loop
         self.last: dict = {}
         """The drafted run's figures, for the table."""
-
-    def _engine_policy(self):
-        """A policy started as the engine starts one (chatapp.engine.local.drafting): from the
-        figures the last drafted process kept and the exactness check's batch costs and sizes."""
-        from chatapp.engine.drafting.policy import DraftPolicy
-        from chatapp.engine.local.drafting import POLICY_CACHE
-        from chatapp.engine.local.exact_batches import cached_check, settings_entry
-
-        policy = DraftPolicy(k_max=self.draft_max)
-        threads = self.rt.threads[0]
-        policy.restore(settings_entry(POLICY_CACHE, self.rt, threads))
-        if (check := cached_check(self.rt, threads)) is not None:
-            policy.seed(check.ratios)
-            policy.sizes = frozenset(check.sizes)
-        return policy
 
     def _prompt(self, text: str) -> list[int]:
         messages = [{"role": "user", "content": text}]
@@ -158,6 +147,7 @@ class RuntimeBench:
         return self.rt.tokenize(rendered, special=True)
 
     def run(self, text: str, draft: bool, tokens: int, temperature: float, seed: int) -> tuple[float, list[int]]:
+        from chatapp.engine.backend import Drafting
         from chatapp.engine.drafting.policy import DraftPolicy
         from chatapp.engine.local.llama import VerifyTarget
         from chatapp.engine.drafting.speculative import SpeculativeDecoder
@@ -177,13 +167,13 @@ class RuntimeBench:
                 out.append(token)
                 rt.eval([token])
         else:
-            # The policy's figures carry over from turn to turn, as they will in the engine.
-            self.policy = self.policy or self._engine_policy()
-            # No speed-up is ever worth an infinite margin: the same loop, drafting nothing.
-            policy = self.policy if draft else DraftPolicy(k_max=self.draft_max, margin=float("inf"))
-            target = VerifyTarget(rt, sampler, capacity=self.draft_max + 1)
-            decoder = SpeculativeDecoder(target, rt.is_end_of_generation, policy=policy)
-            decoder.begin(ids)
+            if draft:
+                decoder, target = self.drafting.decoder(sampler, Drafting("ngram", self.draft_max))
+            else:  # no speed-up is ever worth an infinite margin: the same loop, drafting nothing
+                target = VerifyTarget(rt, sampler, capacity=self.draft_max + 1)
+                decoder = SpeculativeDecoder(target, rt.is_end_of_generation,
+                                             policy=DraftPolicy(k_max=self.draft_max, margin=float("inf")))
+                decoder.begin(ids)
             while len(out) < tokens:
                 step = decoder.step(tokens - len(out), rt.n_ctx - rt.n_cached)
                 out.extend(step.tokens[:-1] if step.ended else step.tokens)
