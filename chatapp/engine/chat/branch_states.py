@@ -81,32 +81,62 @@ class BranchStates:
 
 
 @dataclass(frozen=True)
+class BranchFigures:
+    """The shown branch's cache in one set of figures: what every panel, notice and the tree
+    say of it, so that no two of them count it differently."""
+
+    leaf: str | None
+    tokens: int
+    """The branch's tokens: its path's prompt (the context window's part) as the next turn
+    starts with it, without the generation prompt. The tree counts each leaf the same way."""
+    cached: int
+    """Of those, the ones the cache holds now (their common prefix with it)."""
+    cells: int
+    """Cells the cache holds: `cached`, and anything past it that the next turn will overwrite."""
+    n_ctx: int
+
+    @property
+    def to_prefill(self) -> int:
+        """The branch's tokens the next turn still prefills before its question."""
+        return self.tokens - self.cached
+
+
+@dataclass(frozen=True)
 class BranchSwitch:
     """What a switch of branch did to the cache, for the KV and Tokens panels."""
 
     leaf: str | None
     position: int
-    """1-based place of the switched-to message among its siblings."""
+    """1-based place among its siblings of the deepest message on the new path that has any."""
     siblings: int
     how: SwitchHow
     """restored: the target leaf's kept state is loaded; kept: the cache keeps what it shares
     with the target path and the next turn prefills the rest; empty: nothing to keep."""
-    tokens: int
-    """restored: tokens loaded; kept: tokens shared with the target path."""
-    prefill_next: int
-    """Tokens of the target path the next turn still prefills before its question."""
+    figures: BranchFigures
+    """The branch after the switch: its tokens, and how many of them the cache now holds."""
     ms: float
     source: str = ""
     """Where a restored state came from: memory or disk."""
     estimate_s: float | None = None
     """What prefilling the branch again would take at this machine's measured speed."""
 
+    @property
+    def tokens(self) -> int:
+        """restored: tokens loaded; kept: tokens shared with the target path."""
+        return self.figures.cached
+
+    @property
+    def prefill_next(self) -> int:
+        """Tokens of the target path the next turn still prefills before its question."""
+        return self.figures.to_prefill
+
     def describe(self) -> str:
-        where = f"branch {self.position}/{self.siblings}"
+        where = f"branch {self.position}/{self.siblings} ({self.figures.tokens:,} tokens)"
+        rest = f"; the next turn prefills {self.prefill_next:,}" if self.prefill_next else ""
         if self.how == "restored":
             estimate = f" (re-prefill ~{self.estimate_s:,.1f} s)" if self.estimate_s else ""
-            return f"restored {where}: {self.tokens:,} tokens in {self.ms:,.0f} ms from {self.source}{estimate}"
+            return (f"restored {where}: {self.tokens:,} in {self.ms:,.0f} ms from {self.source}{estimate}"
+                    f"{rest}")
         if self.how == "kept":
-            return (f"switched to {where}: kept {self.tokens:,} tokens in common; "
-                    f"the next turn prefills {self.prefill_next:,}")
+            return f"switched to {where}: kept {self.tokens:,} in common{rest}"
         return f"switched to {where}: no cached tokens shared; the next turn prefills {self.prefill_next:,}"

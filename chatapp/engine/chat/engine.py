@@ -25,7 +25,7 @@ from chatapp.config import DraftMode, Settings, validate
 from chatapp.engine.chat import prompt_tokens, prompt_view
 from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable
 from chatapp.engine.backend import Backend, CacheState, Drafting, GenerationSettings, ModelSummary
-from chatapp.engine.chat.branch_states import BranchKeeper, BranchStates, BranchSwitch
+from chatapp.engine.chat.branch_states import BranchFigures, BranchKeeper, BranchStates, BranchSwitch
 from chatapp.engine.chat.conversation import Conversation
 from chatapp.engine.chat.tree import ROOT, MessageTree, new_id
 from chatapp.engine.chat.typeahead import TypeAhead, TypeAheadState, next_question
@@ -172,13 +172,39 @@ class Engine:
         tree.switch(message_id, descend=descend)
         self._conversation.place_window(self._conversation.window_start)
         self.refit_window()
-        family, index = tree.siblings(message_id)
+        # The branch is named by its deepest fork: a jump to a leaf below a ‹ 2/2 › is branch 2/2.
+        forked = next((m.id for m in reversed(tree.path_to(message_id)) if len(tree.siblings(m.id)[0]) > 1),
+                      message_id)
+        family, index = tree.siblings(forked)
         return self._arrive(started, index + 1, len(family))
 
     def sibling(self, message_id: str, step: int) -> BranchSwitch:
         """Switch to the previous (-1) or next (+1) sibling of a message, wrapping around."""
         family, index = self._conversation.tree.siblings(self.resolve(message_id))
         return self.switch(family[(index + step) % len(family)])
+
+    def branch_tokens(self, leaf: str | None = None) -> int:
+        """The tokens of the branch ending at `leaf` (the shown one by default): its path's
+        prompt inside the context window, without the generation prompt, as the next turn there
+        starts with it. The one count of a branch: the tree, the switch notices and the panels
+        all give this number."""
+        conversation = self._conversation
+        if leaf is None or leaf == conversation.tree.leaf:
+            messages = self.context_messages()
+            if not messages:
+                return 0
+        else:
+            system = conversation.messages[:conversation.n_system]
+            messages = system + (system + conversation.tree.path_to(leaf))[conversation.window_start:]
+        return len(self.prompt_ids(messages, add_generation_prompt=False))
+
+    def branch_figures(self) -> BranchFigures:
+        """The shown branch's figures: its tokens, how many the cache holds, the cells in use."""
+        messages = self.context_messages()
+        expected = self.prompt_ids(messages, add_generation_prompt=False) if messages else []
+        cached = self._backend.cached_tokens()
+        return BranchFigures(self._conversation.tree.leaf, len(expected), common_prefix(cached, expected),
+                             len(cached), self.n_ctx)
 
     def kept_leaves(self) -> dict[str, str]:
         """The leaves a switch would restore instead of prefilling, and where their cache is:
@@ -250,15 +276,14 @@ class Engine:
     def _arrive(self, started: float, position: int, siblings: int) -> BranchSwitch:
         leaf = self._conversation.tree.leaf
         restored, source = self._restore_leaf(leaf) if leaf is not None else (0, "")
-        expected = self.prompt_ids(add_generation_prompt=False) if leaf is not None else []
-        shared = common_prefix(self._backend.cached_tokens(), expected)
+        figures = self.branch_figures()
         if not restored:
-            self._cache_leaf = leaf if shared == len(expected) and expected else None
+            self._cache_leaf = leaf if leaf is not None and figures.cached == figures.tokens else None
             self._last_turn = self._last_reuse = None
-        estimate = len(expected) / self._prefill_tps if self._prefill_tps else None
-        how = "restored" if restored else ("kept" if shared else "empty")
-        return BranchSwitch(leaf, position, siblings, how, restored or shared, len(expected) - shared,
-                            (time.perf_counter() - started) * 1000, source, estimate)
+        estimate = figures.tokens / self._prefill_tps if self._prefill_tps else None
+        how = "restored" if restored else ("kept" if figures.cached else "empty")
+        return BranchSwitch(leaf, position, siblings, how, figures, (time.perf_counter() - started) * 1000,
+                            source, estimate)
 
     def place_window(self, start: int) -> None:
         """Start the context window at message `start` of `messages` (as a session saved it)."""

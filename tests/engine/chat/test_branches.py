@@ -128,3 +128,34 @@ def test_branching_after_a_reply_and_deleting_a_branch(engine):
     assert engine.messages[-2].content == "Name a colour."  # the path moved to the remaining sibling
     turn(engine.send_after(ROOT, "A new first question."))
     assert engine.messages[1].content == "A new first question." and len(engine.tree.children(None)) == 2
+
+
+def test_a_branch_has_one_token_count_in_the_tree_the_switch_and_its_figures(engine):
+    """The tree's count of a leaf, the switch's notice and the figures the panels draw agree."""
+    turn(engine.send("Name a fruit."))
+    turn(engine.send("Name a colour."))
+    leaf = engine.leaf
+    turn(engine.edit(engine.messages[3].id, "Name a planet."))
+    away = engine.leaf
+    counted = {name: engine.branch_tokens(name) for name in engine.tree.leaves()}
+    switch = engine.switch(leaf)
+    figures = engine.branch_figures()
+    assert switch.figures == figures and figures.leaf == leaf
+    assert figures.tokens == counted[leaf] == len(engine.prompt_ids(add_generation_prompt=False))
+    assert figures.cells == len(engine.cached_tokens()) and figures.cached == switch.tokens
+    assert f"({figures.tokens:,} tokens)" in switch.describe()
+    assert figures.to_prefill == switch.prefill_next <= 2  # the reply's end marker, never evaluated
+    back = engine.switch(away)
+    assert back.figures.tokens == counted[away]
+
+
+def test_a_jump_to_a_leaf_below_a_fork_names_the_fork(engine):
+    """A jump from the tree to the leaf under a ‹ 2/2 › reply is "branch 2/2", not 1/1."""
+    turn(engine.send("Name a fruit."))
+    first_leaf = engine.leaf
+    turn(engine.regenerate())
+    turn(engine.send("Why that one?"))
+    second_leaf = engine.leaf
+    engine.switch(first_leaf)
+    jump = engine.switch(second_leaf)
+    assert (jump.position, jump.siblings) == (2, 2) and "branch 2/2" in jump.describe()
