@@ -208,14 +208,35 @@ def adjusted(settings: Settings) -> tuple[Settings, list[str]]:
     return settings, notices
 
 
-def read_table(path: Path) -> dict | None:
-    """The config file's raw TOML table, or None when there is no file."""
+MAX_CONFIG_BYTES = paths.MiB
+"""A config file is a few hundred bytes; one past a MiB is not one (and is not read whole)."""
+
+
+def read_text(path: Path) -> str | None:
+    """The config file's text, or None when there is no file. A named pipe, a device or a file
+    over MAX_CONFIG_BYTES is refused in one line before it is read: reading one would wait
+    forever or never end, and every command reads the config."""
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        return paths.read_capped(path, MAX_CONFIG_BYTES).decode("utf-8")
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from None
+
+
+def read_table(path: Path) -> dict | None:
+    """The config file's raw TOML table, or None when there is no file."""
+    text = read_text(path)
+    if text is None:
+        return None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"cannot read {path}: its values are nested too deep") from None
 
 
 def load_settings(path: Path | None = None) -> Settings:
@@ -267,19 +288,14 @@ def save_setting(key: str, value: str | float | bool, path: Path | None = None) 
     path = path or paths.config_file()
     if key not in {f.name for f in fields(Settings)}:
         raise ConfigError(f"unknown setting {key!r}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = ""
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}") from None
+    text = read_text(path) or ""
     try:
         document = tomlkit.parse(text)
         document[key] = value
         edited = tomlkit.dumps(document)
         table = tomllib.loads(edited)
         ok = table == {**tomllib.loads(text), key: value}
-    except (tomllib.TOMLDecodeError, TOMLKitError):
+    except (tomllib.TOMLDecodeError, TOMLKitError, RecursionError):
         ok = False
     if not ok:
         raise ConfigError(f"cannot set {key} in {path} without changing other settings; edit it by hand")

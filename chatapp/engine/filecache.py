@@ -2,8 +2,9 @@
 
 A file's identity is its resolved path, size and mtime_ns: touching or replacing the file
 invalidates what was cached about it. Each cache is one JSON file under paths.cache_dir(),
-holding one entry per path, written atomically. A damaged or unreadable cache file is treated
-as empty, and one that can't be written is skipped: every cache problem means "not cached".
+holding one entry per path, written atomically. A damaged or unreadable cache file (not JSON,
+nested too deep, over MAX_CACHE_BYTES, a named pipe) is treated as empty, and one that can't be
+written is skipped: every cache problem means "not cached".
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from chatapp.private import make_private_dir
 
 FORMAT = 1
 CHUNK = 1 << 20
+MAX_CACHE_BYTES = 16 * paths.MiB
+"""The most of a cache file that is read: a listing of a thousand models caches well under
+that; a bigger file (or a named pipe, or a device) is not one of chatapp's and counts as empty."""
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -40,7 +44,7 @@ class FileCache:
 
     def _load(self) -> dict:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = read_cache_json(self.path)
         except (OSError, ValueError):
             return {}
         if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("entries"), dict):
@@ -89,6 +93,13 @@ class FileCache:
         entries = {k: v for k, v in self._load().items() if os.path.exists(k)}
         entries[key] = {"size": size, "mtime_ns": mtime_ns, "value": value}
         return write_json(self.path, {"format": FORMAT, "entries": entries})
+
+
+def read_cache_json(path: Path) -> object:
+    """A cache file's JSON value. It is a file anyone may have edited or replaced: OSError when
+    it is not a regular file of at most MAX_CACHE_BYTES or cannot be read, ValueError when it is
+    not JSON (nested too deep included). Callers take either as "nothing cached"."""
+    return paths.read_json_capped(path, MAX_CACHE_BYTES)
 
 
 def write_json(target: Path, data) -> bool:

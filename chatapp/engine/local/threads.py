@@ -22,7 +22,6 @@ the hundreds of barriers in a token: on 2 cores, 2 threads beside one busy proce
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from collections.abc import Callable
@@ -31,7 +30,7 @@ from pathlib import Path
 import psutil
 
 from chatapp import paths
-from chatapp.engine.filecache import write_json
+from chatapp.engine.filecache import read_cache_json, write_json
 
 BLOCK = 4
 """Decode steps per candidate in one round of the first measurement."""
@@ -80,21 +79,22 @@ def _cache_path() -> Path:
     return paths.cache_dir() / CACHE_FILE
 
 
-def cached_choice(key: str) -> int | None:
+def _load() -> dict:
     try:
-        value = json.loads(_cache_path().read_text()).get(key)
-    except (OSError, ValueError, AttributeError):
-        return None
-    return value if isinstance(value, int) and value > 0 else None
+        data = read_cache_json(_cache_path())
+    except (OSError, ValueError):  # none yet, or damaged: measured again
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def cached_choice(key: str) -> int | None:
+    value = _load().get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def remember_choice(key: str, threads: int) -> None:
     """Best effort: a cache that can't be written only means measuring again next time."""
-    path = _cache_path()
-    try:
-        data = json.loads(path.read_text()) if path.exists() else {}
-    except (OSError, ValueError):
-        data = {}
+    path, data = _cache_path(), _load()
     write_json(path, {**(data if isinstance(data, dict) else {}), key: threads})
 
 

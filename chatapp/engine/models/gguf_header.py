@@ -18,6 +18,8 @@ from pathlib import Path
 
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
+from chatapp.paths import open_regular
+
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
 DEFAULT_ALIGNMENT = 32
@@ -172,7 +174,7 @@ def read_header(path: Path, *, check_data: bool = True) -> GGUFHeader:
 
     With `check_data`, also require the file to hold all the tensor data the header declares.
     """
-    with open(path, "rb") as f:
+    with open_regular(path) as f:  # a named pipe or a device is refused (an OSError), never waited on
         size = os.fstat(f.fileno()).st_size
         head = f.read(4)
         if head != GGUF_MAGIC:

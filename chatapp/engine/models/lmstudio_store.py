@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from chatapp.paths import read_capped
 from chatapp.engine.models.sources import NAME_PART, FoundModel, GgufGroup, found_group, group_gguf_files
 from chatapp.errors import ModelError
 
@@ -17,9 +18,8 @@ MAX_POINTER_BYTES = 4096
 
 def home_dir() -> Path:
     pointer = Path.home() / POINTER
-    try:
-        with open(pointer, "rb") as file:
-            named = file.read(MAX_POINTER_BYTES).decode("utf-8").strip()
+    try:  # a named pipe or a device there is refused (it would never end or never answer)
+        named = read_capped(pointer, MAX_POINTER_BYTES).decode("utf-8").strip()
         if named and Path(named).expanduser().is_dir():
             return Path(named).expanduser()
     except (OSError, UnicodeDecodeError):

@@ -9,11 +9,12 @@ ollama's server/manifest.go and its model path rules). The default registry and 
 
 from __future__ import annotations
 
-import json
+import errno
 import os
 import re
 from pathlib import Path
 
+from chatapp.paths import RefusedFile, open_regular, read_json_capped
 from chatapp.engine.models.sources import NAME_PART, FoundModel
 from chatapp.errors import ModelError
 
@@ -58,14 +59,13 @@ def parse_name(spec: str) -> tuple[str, str, str, str]:
 
 def _read_json(path: Path) -> tuple[dict | None, str | None]:
     try:
-        with open(path, "rb") as file:
-            data = file.read(MAX_MANIFEST_BYTES + 1)
+        value = read_json_capped(path, MAX_MANIFEST_BYTES)
+    except RefusedFile as exc:
+        if exc.errno == errno.EFBIG:
+            return None, "the manifest is over 1 MiB: not an Ollama manifest"
+        return None, f"cannot read {path.name}: {exc.strerror}"  # a named pipe, a device: never waited on
     except OSError as exc:
         return None, f"cannot read {path.name}: {exc.strerror or exc}"
-    if len(data) > MAX_MANIFEST_BYTES:
-        return None, "the manifest is over 1 MiB: not an Ollama manifest"
-    try:
-        value = json.loads(data)
     except ValueError:
         return None, "the manifest is not JSON"
     return (value, None) if isinstance(value, dict) else (None, "the manifest is not a JSON object")
@@ -93,7 +93,7 @@ def read_manifest(store: Path, manifest: Path, name: str) -> FoundModel:
         return FoundModel(name, "ollama", None, projector=projector,
                           problem="no GGUF layer (it is not a llama.cpp model, or the manifest is damaged)")
     try:
-        with open(blob, "rb") as file:
+        with open_regular(blob) as file:  # a named pipe there is refused, never waited on
             magic = file.read(4)
         size = size or blob.stat().st_size
     except OSError as exc:

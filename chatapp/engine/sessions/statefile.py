@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from chatapp.paths import open_regular
 from chatapp.private import foreign_owner
 
 MAGIC = b"CHATKV\r\n"
@@ -128,7 +129,7 @@ def read_state(path: Path) -> StateFile:
     is read; the rest is hashed as it is read, while it is still in the CPU cache. The payload
     comes back writable, so llama.cpp can load it without a copy."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:  # a named pipe or a device there is refused, never waited on
             st = os.fstat(f.fileno())
             if (owner := foreign_owner(st)) is not None:
                 raise StateRejected(f"the state file belongs to another user (uid {owner})")
