@@ -12,14 +12,14 @@ from typing import Literal
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal
 from textual.message import Message
-from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Label, Static
 
 from chatapp.engine.sessions import SessionManager, validate_name
 from chatapp.errors import SessionError
 from chatapp.format import count, human_bytes
+from chatapp.ui.screens.dialog import Dialog
 
 SessionAction = Literal["open", "new", "save_as", "rename", "delete"]
 """What the screen asks the app to do with a session."""
@@ -32,9 +32,9 @@ def when(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
 
 
-class SessionsScreen(ModalScreen[None]):
+class SessionsScreen(Dialog[None]):
+    FRAME_TITLE = "Sessions"
     BINDINGS = [
-        Binding("escape", "close", "Close", tooltip="Close the sessions list"),
         Binding("o", "open", "Open", tooltip="Open the selected session (Enter too): it replaces this chat"),
         Binding("n", "new", "New", tooltip="Start a new, empty session under a name"),
         Binding("s", "save_as", "Save as", tooltip="Save this chat as a new session and keep saving into it"),
@@ -43,11 +43,7 @@ class SessionsScreen(ModalScreen[None]):
     ]
 
     DEFAULT_CSS = """
-    SessionsScreen { align: center middle; }
-    SessionsScreen > Vertical {
-        width: 94%; max-width: 120; height: auto; max-height: 90%;
-        border: round $primary; background: $surface; padding: 0 1;
-    }
+    SessionsScreen > #dialog { width: 94%; max-width: 120; }
     SessionsScreen #sessions-keys { color: $text-muted; }
     SessionsScreen DataTable { height: auto; max-height: 20; margin-top: 1; }
     SessionsScreen #sessions-empty { color: $text-muted; text-style: italic; margin-top: 1; }
@@ -66,19 +62,16 @@ class SessionsScreen(ModalScreen[None]):
             self.new_name = new_name
 
     def __init__(self, manager: SessionManager, current: str | None) -> None:
-        super().__init__()
+        super().__init__(frame_subtitle=str(manager.store.directory))
         self.manager = manager
         self.current = current
         self.names: list[str] = []
 
-    def compose(self) -> ComposeResult:
-        with Vertical() as box:
-            box.border_title = "Sessions"
-            box.border_subtitle = str(self.manager.store.directory)
-            yield Label("Enter/o open · n new · s save this chat as · r rename · d delete · Esc close",
-                        id="sessions-keys")
-            yield DataTable(id="sessions-table", cursor_type="row", zebra_stripes=True)
-            yield Static(EMPTY, id="sessions-empty", markup=False)
+    def compose_body(self) -> ComposeResult:
+        yield Label("Enter/o open · n new · s save this chat as · r rename · d delete · Esc close",
+                    id="sessions-keys")
+        yield DataTable(id="sessions-table", cursor_type="row", zebra_stripes=True)
+        yield Static(EMPTY, id="sessions-empty", markup=False)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -175,34 +168,20 @@ class SessionsScreen(ModalScreen[None]):
             question += " It is open: this chat stays on screen but is no longer saved."
         self.app.push_screen(ConfirmScreen(question), answered)
 
-    def action_close(self) -> None:
-        self.dismiss(None)
 
-
-class NameScreen(ModalScreen[str | None]):
+class NameScreen(Dialog[str | None]):
     """Asks for a session name; a name that isn't allowed is refused here, with the reason."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
-
-    DEFAULT_CSS = """
-    NameScreen { align: center middle; }
-    NameScreen > Vertical {
-        width: 70%; max-width: 80; height: auto;
-        border: round $primary; background: $surface; padding: 0 1;
-    }
-    """
+    DEFAULT_CSS = "NameScreen > #dialog { width: 70%; max-width: 80; }"
 
     def __init__(self, title: str, prompt: str, initial: str = "") -> None:
-        super().__init__()
-        self.heading = title
+        super().__init__(title)
         self.prompt = prompt
         self.initial = initial
 
-    def compose(self) -> ComposeResult:
-        with Vertical() as box:
-            box.border_title = self.heading
-            yield Label(self.prompt, markup=False)
-            yield Input(self.initial, placeholder="letters, digits, spaces and . _ - + @ =", id="session-name")
+    def compose_body(self) -> ComposeResult:
+        yield Label(self.prompt, markup=False)
+        yield Input(self.initial, placeholder="letters, digits, spaces and . _ - + @ =", id="session-name")
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()
@@ -216,19 +195,16 @@ class NameScreen(ModalScreen[str | None]):
             return
         self.dismiss(name)
 
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
+class ConfirmScreen(Dialog[bool]):
+    """Dismisses with True (y, Delete), False (n, No) or None (Esc)."""
 
-class ConfirmScreen(ModalScreen[bool]):
-    BINDINGS = [Binding("escape,n", "answer(False)", "No"), Binding("y", "answer(True)", "Yes")]
+    FRAME_TITLE = "Confirm"
+    TONE = "warning"
+    BINDINGS = [Binding("n", "answer(False)", "No"), Binding("y", "answer(True)", "Yes")]
 
     DEFAULT_CSS = """
-    ConfirmScreen { align: center middle; }
-    ConfirmScreen > Vertical {
-        width: 70%; max-width: 80; height: auto;
-        border: round $warning; background: $surface; padding: 0 1;
-    }
+    ConfirmScreen > #dialog { width: 70%; max-width: 80; }
     ConfirmScreen Label { width: 1fr; }
     ConfirmScreen Horizontal { height: auto; align-horizontal: right; }
     ConfirmScreen Button { margin-left: 1; }
@@ -238,13 +214,11 @@ class ConfirmScreen(ModalScreen[bool]):
         super().__init__()
         self.question = question
 
-    def compose(self) -> ComposeResult:
-        with Vertical() as box:
-            box.border_title = "Confirm"
-            yield Label(f"{self.question} (y/n)", markup=False)
-            with Horizontal():
-                yield Button("No", id="no")
-                yield Button("Delete", id="yes", variant="error")
+    def compose_body(self) -> ComposeResult:
+        yield Label(f"{self.question} (y/n)", markup=False)
+        with Horizontal():
+            yield Button("No", id="no")
+            yield Button("Delete", id="yes", variant="error")
 
     def on_mount(self) -> None:
         self.query_one("#no").focus()
