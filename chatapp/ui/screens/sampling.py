@@ -6,13 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
+from textual.containers import Horizontal
 from textual.widgets import Button, Input, Label
 
 from chatapp.config import MAX_TEMPERATURE, MAX_TOKENS, Settings
 from chatapp.errors import ConfigError
+from chatapp.ui.screens.dialog import Dialog
 
 
 @dataclass(frozen=True)
@@ -21,15 +20,11 @@ class Sampling:
     max_tokens: int
 
 
-class SamplingScreen(ModalScreen[Sampling | None]):
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+class SamplingScreen(Dialog[Sampling | None]):
+    FRAME_TITLE = "Sampling"
 
     DEFAULT_CSS = """
-    SamplingScreen { align: center middle; }
-    SamplingScreen > Vertical {
-        width: 64; height: auto;
-        border: round $primary; background: $surface; padding: 0 1;
-    }
+    SamplingScreen > #dialog { width: 64; }
     SamplingScreen Input { margin-bottom: 1; }
     SamplingScreen #sampling-error { color: $error; height: auto; }
     SamplingScreen Horizontal { height: auto; align-horizontal: right; }
@@ -40,17 +35,15 @@ class SamplingScreen(ModalScreen[Sampling | None]):
         super().__init__()
         self.current = current
 
-    def compose(self) -> ComposeResult:
-        with Vertical() as box:
-            box.border_title = "Sampling"
-            yield Label(f"Temperature (0 = greedy, up to {MAX_TEMPERATURE:g})")
-            yield Input(f"{self.current.temperature:g}", id="temperature", type="number")
-            yield Label(f"Max tokens per reply (1 to {MAX_TOKENS:,})")
-            yield Input(str(self.current.max_tokens), id="max-tokens", type="integer")
-            yield Label("", id="sampling-error")
-            with Horizontal():
-                yield Button("Cancel", id="cancel")
-                yield Button("Apply", id="apply", variant="primary")
+    def compose_body(self) -> ComposeResult:
+        yield Label(f"Temperature (0 = greedy, up to {MAX_TEMPERATURE:g})")
+        yield Input(f"{self.current.temperature:g}", id="temperature", type="number")
+        yield Label(f"Max tokens per reply (1 to {MAX_TOKENS:,})")
+        yield Input(str(self.current.max_tokens), id="max-tokens", type="integer")
+        yield Label("", id="sampling-error")
+        with Horizontal():
+            yield Button("Cancel", id="cancel")
+            yield Button("Apply", id="apply", variant="primary")
 
     def on_mount(self) -> None:
         self.query_one("#temperature", Input).focus()
@@ -59,7 +52,7 @@ class SamplingScreen(ModalScreen[Sampling | None]):
         if event.button.id == "apply":
             self.apply()
         else:
-            self.action_cancel()
+            self.action_close()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -79,6 +72,3 @@ class SamplingScreen(ModalScreen[Sampling | None]):
             self.dismiss(Sampling(checked.temperature, checked.max_tokens))
             return
         self.query_one("#sampling-error", Label).update(problem)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)

@@ -5,26 +5,24 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
+from textual.containers import Horizontal
 from textual.widgets import Button, Label
+
+from chatapp.ui.screens.dialog import Dialog
 
 RELOAD = "reload"
 KEEP = "keep"
 
 
-class SessionChangedScreen(ModalScreen[str | None]):
+class SessionChangedScreen(Dialog[str | None]):
     """Dismisses with RELOAD, KEEP, or None (Esc: decide later; the next turn asks again)."""
 
-    BINDINGS = [Binding("escape", "answer(None)", "Later"), Binding("r", "answer('reload')", "Reload"),
-                Binding("k", "answer('keep')", "Keep unsaved")]
+    FRAME_TITLE = "Session changed elsewhere"
+    TONE = "warning"
+    BINDINGS = [Binding("r", "answer('reload')", "Reload"), Binding("k", "answer('keep')", "Keep unsaved")]
 
     DEFAULT_CSS = """
-    SessionChangedScreen { align: center middle; }
-    SessionChangedScreen > Vertical {
-        width: 90%; max-width: 80; height: auto;
-        border: round $warning; background: $surface; padding: 0 1;
-    }
+    SessionChangedScreen > #dialog { max-width: 80; }
     SessionChangedScreen Label { width: 1fr; }
     SessionChangedScreen Horizontal { height: auto; align-horizontal: right; margin-top: 1; }
     SessionChangedScreen Button { margin-left: 1; }
@@ -35,17 +33,15 @@ class SessionChangedScreen(ModalScreen[str | None]):
         self.what = what
         self.unsaved_turn = unsaved_turn
 
-    def compose(self) -> ComposeResult:
+    def compose_body(self) -> ComposeResult:
         lost = ("The last turn here was not saved. " if self.unsaved_turn else "")
-        with Vertical() as box:
-            box.border_title = "Session changed elsewhere"
-            yield Label(f"{self.what}. {lost}Reload it (r) to continue from what is saved: this chat is "
-                        "replaced and your message stays in the composer. Or keep this chat (k): it stays on "
-                        "screen, no longer saved into that session (F6 → save as keeps it).", markup=False)
-            with Horizontal():
-                yield Button("Later", id="later")
-                yield Button("Keep unsaved", id=KEEP)
-                yield Button("Reload", id=RELOAD, variant="primary")
+        yield Label(f"{self.what}. {lost}Reload it (r) to continue from what is saved: this chat is "
+                    "replaced and your message stays in the composer. Or keep this chat (k): it stays on "
+                    "screen, no longer saved into that session (F6 → save as keeps it).", markup=False)
+        with Horizontal():
+            yield Button("Later", id="later")
+            yield Button("Keep unsaved", id=KEEP)
+            yield Button("Reload", id=RELOAD, variant="primary")
 
     def on_mount(self) -> None:
         self.query_one(f"#{RELOAD}").focus()
