@@ -8,32 +8,23 @@ from pathlib import Path
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import DirectoryTree, Input, Label, OptionList
 from textual.widgets.option_list import Option
 
 from chatapp.engine.retrieval.attachments import Planned
 from chatapp.format import one_line_text
+from chatapp.ui.screens.dialog import Dialog
 
-CSS = """
-{name} {{ align: center middle; }}
-{name} > Vertical {{
-    width: 90%; max-width: 110; height: auto; max-height: 85%;
-    border: round $primary; background: $surface; padding: 0 1;
-}}
-"""
-
-
-class AttachScreen(ModalScreen[Path | None]):
+class AttachScreen(Dialog[Path | None]):
     """Dismisses with the file or folder to attach, or None.
 
     Enter on a file in the tree picks it; F picks the folder under the cursor; or type a path
     in the box and press Enter."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel"),
-                Binding("f", "pick_folder", "Attach this folder", tooltip="Attach the highlighted folder")]
-    DEFAULT_CSS = CSS.format(name="AttachScreen") + """
+    FRAME_TITLE = "Attach a file or folder"
+    BINDINGS = [Binding("f", "pick_folder", "Attach this folder", tooltip="Attach the highlighted folder")]
+    DEFAULT_CSS = """
+    AttachScreen > #dialog { max-width: 110; max-height: 85%; }
     AttachScreen DirectoryTree { height: 20; }
     """
 
@@ -41,13 +32,11 @@ class AttachScreen(ModalScreen[Path | None]):
         super().__init__()
         self.start = start
 
-    def compose(self) -> ComposeResult:
-        with Vertical() as box:
-            box.border_title = "Attach a file or folder"
-            yield Label("Enter on a file attaches it · F attaches the highlighted folder · "
-                        "or type a path and press Enter · Esc cancels")
-            yield Input(placeholder=f"a path (relative to {self.start})", id="attach-path")
-            yield FileTree(self.start, id="attach-tree")
+    def compose_body(self) -> ComposeResult:
+        yield Label("Enter on a file attaches it · F attaches the highlighted folder · "
+                    "or type a path and press Enter · Esc cancels")
+        yield Input(placeholder=f"a path (relative to {self.start})", id="attach-path")
+        yield FileTree(self.start, id="attach-tree")
 
     def on_mount(self) -> None:
         self.query_one(DirectoryTree).focus()
@@ -68,9 +57,6 @@ class AttachScreen(ModalScreen[Path | None]):
             path = Path(node.data.path)
             self.dismiss(path if path.is_dir() else path.parent)
 
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
 
 class FileTree(DirectoryTree):
     """The DirectoryTree with each file name on one line and its control characters escaped: a
@@ -88,11 +74,13 @@ def option_for(plan: Planned) -> Option:
     return Option(label, id=plan.attachment.name)
 
 
-class DetachScreen(ModalScreen[str | None]):
+class DetachScreen(Dialog[str | None]):
     """Dismisses with the name of the attachment to remove, or None."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("delete", "remove", "Remove")]
-    DEFAULT_CSS = CSS.format(name="DetachScreen") + """
+    FRAME_TITLE = "Attachments"
+    BINDINGS = [Binding("delete", "remove", "Remove")]
+    DEFAULT_CSS = """
+    DetachScreen > #dialog { max-width: 110; max-height: 85%; }
     DetachScreen OptionList { height: auto; max-height: 20; }
     """
 
@@ -100,12 +88,10 @@ class DetachScreen(ModalScreen[str | None]):
         super().__init__()
         self.plans = plans
 
-    def compose(self) -> ComposeResult:
-        with Vertical() as box:
-            box.border_title = "Attachments"
-            yield Label("Enter or Delete removes the highlighted one (what earlier turns used stays in them); "
-                        "Esc closes.")
-            yield OptionList(*[option_for(plan) for plan in self.plans], id="attachments")
+    def compose_body(self) -> ComposeResult:
+        yield Label("Enter or Delete removes the highlighted one (what earlier turns used stays in them); "
+                    "Esc closes.")
+        yield OptionList(*[option_for(plan) for plan in self.plans], id="attachments")
 
     def on_mount(self) -> None:
         self.query_one(OptionList).focus()
@@ -118,6 +104,3 @@ class DetachScreen(ModalScreen[str | None]):
         options = self.query_one(OptionList)
         if options.highlighted is not None:
             self.dismiss(options.get_option_at_index(options.highlighted).id)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)

@@ -9,15 +9,15 @@ from pathlib import Path
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
 from textual.message import Message
-from textual.screen import ModalScreen
 from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 
 from chatapp.engine.machine.model_fit import ModelRow
 from chatapp.engine.models.sources import SOURCE_TITLES, SOURCES
 from chatapp.format import human_bytes, human_count, one_line_text
+from chatapp.ui.screens.dialog import Dialog
+
 
 class ModelsFound(Message):
     """What the app's model-list worker found, for the picker."""
@@ -60,17 +60,14 @@ def options(rows: list[ModelRow], current: Path, query: str = "") -> list[Option
     return shown
 
 
-class ModelPickerScreen(ModalScreen[str | None]):
+class ModelPickerScreen(Dialog[str | None]):
     """Dismisses with the chosen GGUF path, or None."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("down", "to_list", show=False)]
+    FRAME_TITLE = "Switch model"
+    BINDINGS = [Binding("down", "to_list", show=False)]
 
     DEFAULT_CSS = """
-    ModelPickerScreen { align: center middle; }
-    ModelPickerScreen > Vertical {
-        width: 90%; max-width: 120; height: auto; max-height: 85%;
-        border: round $primary; background: $surface; padding: 0 1;
-    }
+    ModelPickerScreen > #dialog { max-width: 120; max-height: 85%; }
     ModelPickerScreen OptionList { height: auto; max-height: 24; }
     """
 
@@ -80,15 +77,13 @@ class ModelPickerScreen(ModalScreen[str | None]):
         self.current = current
         self.notes = notes or []
 
-    def compose(self) -> ComposeResult:
-        with Vertical() as box:
-            box.border_title = "Switch model"
-            yield Label("Type to filter; Enter loads the model (the conversation carries over); Esc cancels.")
-            yield Input(placeholder="filter: a name, a source, a quant", id="filter", select_on_focus=False)
-            yield OptionList(*options(self.rows, self.current), id="models")
-            if self.notes:
-                yield Label(Text("\n".join(one_line_text(note) for note in self.notes[:3]), style="dim"),
-                            id="notes")
+    def compose_body(self) -> ComposeResult:
+        yield Label("Type to filter; Enter loads the model (the conversation carries over); Esc cancels.")
+        yield Input(placeholder="filter: a name, a source, a quant", id="filter", select_on_focus=False)
+        yield OptionList(*options(self.rows, self.current), id="models")
+        if self.notes:
+            yield Label(Text("\n".join(one_line_text(note) for note in self.notes[:3]), style="dim"),
+                        id="notes")
 
     def on_mount(self) -> None:
         self.query_one(OptionList).focus()
@@ -117,6 +112,3 @@ class ModelPickerScreen(ModalScreen[str | None]):
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
         self.dismiss(event.option.id)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)

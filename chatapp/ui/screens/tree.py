@@ -14,14 +14,13 @@ from dataclasses import dataclass, field
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Label, Tree
 from textual.widgets.tree import TreeNode
 
 from chatapp.engine.chat.tree import MessageTree
 from chatapp.engine.events import Message
 from chatapp.format import count
+from chatapp.ui.screens.dialog import Dialog
 
 FIRST_LINE = 48
 """Characters of a message's first line shown in the tree."""
@@ -46,17 +45,14 @@ def first_line(message: Message) -> str:
     return line if len(line) <= FIRST_LINE else line[: FIRST_LINE - 1] + "…"
 
 
-class TreeScreen(ModalScreen[str | None]):
+class TreeScreen(Dialog[str | None]):
     """Dismisses with the id of the message chosen, or None (Esc)."""
 
-    BINDINGS = [Binding("escape,q", "dismiss(None)", "Close")]
+    FRAME_TITLE = "Conversation tree · Enter jumps · Space folds · Esc closes"
+    BINDINGS = [Binding("q", "close", "Close")]
 
     DEFAULT_CSS = """
-    TreeScreen { align: center middle; }
-    TreeScreen > Vertical {
-        width: 94%; max-width: 120; height: 90%;
-        border: round $primary; background: $surface; padding: 0 1;
-    }
+    TreeScreen > #dialog { width: 94%; max-width: 120; height: 90%; }
     TreeScreen Tree { height: 1fr; background: $surface; }
     TreeScreen #tree-legend { color: $text-muted; height: auto; }
     """
@@ -69,21 +65,19 @@ class TreeScreen(ModalScreen[str | None]):
         self.nodes: dict[str, TreeNode[str]] = {}
         """The tree widget's node of each message id."""
 
-    def compose(self) -> ComposeResult:
+    def compose_body(self) -> ComposeResult:
         tree = self.snapshot.tree
         leaves = tree.leaves()
         forks = sum(1 for parent in [None, *(m.id for m in tree.messages())] if len(tree.children(parent)) > 1)
-        with Vertical() as box:
-            box.border_title = "Conversation tree · Enter jumps · Space folds · Esc closes"
-            yield Label(f"{count(len(tree))} messages · {count(len(leaves))} branch{'es' if len(leaves) != 1 else ''}"
-                        f" · {count(forks)} fork{'s' if forks != 1 else ''} · ● shown path  ◀ shown leaf  ⑂ fork",
-                        id="tree-legend", markup=False)
-            widget: Tree[str] = Tree("conversation", id="tree")
-            widget.show_root = False
-            widget.guide_depth = 3
-            self._add_run(widget.root, [m.id for m in tree.children(None)])
-            widget.root.expand()
-            yield widget
+        yield Label(f"{count(len(tree))} messages · {count(len(leaves))} branch{'es' if len(leaves) != 1 else ''}"
+                    f" · {count(forks)} fork{'s' if forks != 1 else ''} · ● shown path  ◀ shown leaf  ⑂ fork",
+                    id="tree-legend", markup=False)
+        widget: Tree[str] = Tree("conversation", id="tree")
+        widget.show_root = False
+        widget.guide_depth = 3
+        self._add_run(widget.root, [m.id for m in tree.children(None)])
+        widget.root.expand()
+        yield widget
 
     def on_mount(self) -> None:
         widget = self.query_one(Tree)
