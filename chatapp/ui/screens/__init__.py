@@ -1,1 +1,2 @@
-"""Modal screens: help, system prompt, sampling settings, model picker."""
+"""Modal screens, each framed by dialog.Dialog: help, sessions, system prompt, sampling, attachments,
+model picker, conversation tree, anatomy and attention."""

@@ -14,11 +14,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
-from textual.screen import ModalScreen
 
 from chatapp.engine.inside.anatomy import FAMILIES, FAMILY_LABELS, Anatomy
 from chatapp.engine.inside.anatomy_view import sections
 from chatapp.format import human_bytes, one_line_text
+from chatapp.ui.screens.dialog import Dialog
 from chatapp.ui.widgets.paint import ThemedPanel, fg, legend, stacked_bar, swatch
 
 FAMILY_COLOURS = {"embedding": "secondary", "attention": "primary", "ffn": "accent", "experts": "warning",
@@ -90,19 +90,13 @@ class AnatomyView(ThemedPanel):
         return out
 
 
-class AnatomyScreen(ModalScreen[None]):
+class AnatomyScreen(Dialog[None]):
     """Reads the header in a thread worker (milliseconds, but file I/O stays off the UI thread)."""
 
-    BINDINGS = [Binding("escape,q", "dismiss", "Close")]  # F7 closes it too (the app's binding)
+    FRAME = VerticalScroll
+    BINDINGS = [Binding("q", "close", "Close")]  # Esc too (Dialog's), and F7 (the app's binding)
 
-    DEFAULT_CSS = """
-    AnatomyScreen { align: center middle; }
-    AnatomyScreen > VerticalScroll {
-        width: 94%; max-width: 120; height: 92%;
-        border: round $primary; background: $surface; padding: 0 1;
-        scrollbar-size-vertical: 1;
-    }
-    """
+    DEFAULT_CSS = "AnatomyScreen > #dialog { width: 94%; max-width: 120; height: 92%; max-height: 92%; }"
 
     class Read(Message):
         def __init__(self, anatomy: Anatomy | None, problem: str | None = None) -> None:
@@ -110,13 +104,11 @@ class AnatomyScreen(ModalScreen[None]):
             self.anatomy, self.problem = anatomy, problem
 
     def __init__(self, path: Path, kv_type: str = "f16") -> None:
-        super().__init__()
+        super().__init__(f"Anatomy · {one_line_text(Path(path).name)} · Esc closes")
         self.path, self.kv_type = Path(path), kv_type
 
-    def compose(self) -> ComposeResult:
-        with VerticalScroll() as scroll:
-            scroll.border_title = f"Anatomy · {one_line_text(self.path.name)} · Esc closes"
-            yield AnatomyView(id="anatomy")
+    def compose_body(self) -> ComposeResult:
+        yield AnatomyView(id="anatomy")
 
     def on_mount(self) -> None:
         self.read_anatomy()

@@ -19,11 +19,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
-from textual.screen import ModalScreen
 
 from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable
 from chatapp.engine.tokens import Token
 from chatapp.errors import ChatappError
+from chatapp.ui.screens.dialog import Dialog
 from chatapp.ui.widgets.paint import ThemedPanel, blend, fg, legend, shown_piece
 
 Capture = Callable[[int | None, threading.Event], tuple[AttentionMap | AttentionUnavailable, list[Token]]]
@@ -148,11 +148,14 @@ class AttentionView(ThemedPanel):
         return notes
 
 
-class AttentionScreen(ModalScreen[None]):
+class AttentionScreen(Dialog[None]):
     """Asks for the capture on a thread worker when opened, and again for another layer's heads."""
 
+    FRAME_TITLE = "Attention · last turn · Esc closes"
+    FRAME_SUBTITLE = escape("←/→ token · ↑/↓ layer · [ and ] one head · a averaged · s scale")
+    FRAME = VerticalScroll
     BINDINGS = [
-        Binding("escape,q", "dismiss", "Close"),  # F9 closes it too (the app's binding)
+        Binding("q", "close", "Close"),  # Esc too (Dialog's), and F9 (the app's binding)
         Binding("left", "token(-1)", "Previous reply token", show=False),
         Binding("right", "token(1)", "Next reply token", show=False),
         Binding("up", "layer(-1)", "Previous layer", show=False),
@@ -165,14 +168,7 @@ class AttentionScreen(ModalScreen[None]):
         Binding("s", "scale", "Scale", show=False, tooltip="Colour by √weight or by weight"),
     ]
 
-    DEFAULT_CSS = """
-    AttentionScreen { align: center middle; }
-    AttentionScreen > VerticalScroll {
-        width: 96%; max-width: 140; height: 92%;
-        border: round $primary; background: $surface; padding: 0 1;
-        scrollbar-size-vertical: 1;
-    }
-    """
+    DEFAULT_CSS = "AttentionScreen > #dialog { width: 96%; max-width: 140; height: 92%; max-height: 92%; }"
 
     class Captured(Message):
         def __init__(self, found: AttentionMap | AttentionUnavailable | None, tokens: list[Token],
@@ -187,11 +183,8 @@ class AttentionScreen(ModalScreen[None]):
         self._wanted_position = position
         self._first_layer = layer
 
-    def compose(self) -> ComposeResult:
-        with VerticalScroll() as scroll:
-            scroll.border_title = "Attention · last turn · Esc closes"
-            scroll.border_subtitle = escape("←/→ token · ↑/↓ layer · [ and ] one head · a averaged · s scale")
-            yield AttentionView(id="attention")
+    def compose_body(self) -> ComposeResult:
+        yield AttentionView(id="attention")
 
     @property
     def view(self) -> AttentionView:

@@ -9,8 +9,9 @@ from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
+
+from chatapp.ui.screens.dialog import Dialog
 
 NOTES = (
     "Shift+Enter reaches chatapp only in terminals that report it (kitty, WezTerm, foot…); "
@@ -60,15 +61,13 @@ def bindings_table(sections: list[tuple[str, Iterable[BindingType]]]) -> Table:
     return table
 
 
-class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,f1,question_mark,q", "dismiss", "Close")]
+class HelpScreen(Dialog[None]):
+    FRAME_TITLE = "Keys · Esc closes"
+    FRAME = VerticalScroll
+    BINDINGS = [Binding("f1,question_mark,q", "close", "Close")]
 
     DEFAULT_CSS = """
-    HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll {
-        width: 94%; max-width: 110; height: 92%;
-        border: round $primary; background: $surface; padding: 0 1;
-    }
+    HelpScreen > #dialog { width: 94%; max-width: 110; height: 92%; max-height: 92%; }
     HelpScreen #help-keys { height: auto; }
     HelpScreen #help-notes { color: $text-muted; margin-top: 1; height: auto; }
     """
@@ -77,8 +76,6 @@ class HelpScreen(ModalScreen[None]):
         super().__init__()
         self.table = bindings_table(sections)
 
-    def compose(self) -> ComposeResult:
-        with VerticalScroll() as scroll:
-            scroll.border_title = "Keys · Esc closes"
-            yield Static(self.table, id="help-keys")
-            yield Static(NOTES, id="help-notes", markup=False)
+    def compose_body(self) -> ComposeResult:
+        yield Static(self.table, id="help-keys")
+        yield Static(NOTES, id="help-notes", markup=False)
