@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Sequence
+from difflib import get_close_matches
 
 import typer
 from typer.core import TyperGroup
@@ -46,9 +48,24 @@ def chat_by_default(args: Sequence[str]) -> list[str]:
     return args
 
 
-class ChatappGroup(TyperGroup):
-    """The root command: every failure ends here as one line on stderr and an exit status
-    (0 ok, 1 the work could not be done, 2 bad input), for the real CLI and CliRunner alike."""
+class UnknownCommand(ChatappError):
+    """A mistyped command: a usage slip, not bad input to a command, so its line has no title."""
+
+    def one_line(self) -> str:
+        return self.message
+
+
+def closest_command(typed: str, names: Sequence[str]) -> str | None:
+    """The command a user most likely meant: one that `typed` begins, else the nearest spelling."""
+    starting = [name for name in names if name.startswith(typed.lower())]
+    if len(starting) == 1:
+        return starting[0]
+    close = get_close_matches(typed.lower(), names, n=1, cutoff=0.5)
+    return close[0] if close else None
+
+
+class ChatappCommands(TyperGroup):
+    """A group of commands (chatapp and its models, sessions, ... groups)."""
 
     def get_help_option(self, ctx):
         """The help option without the `<bool>` typer 0.29 shows after flags, as if they took a value."""
@@ -56,6 +73,34 @@ class ChatappGroup(TyperGroup):
         if option is not None:
             option.metavar = ""
         return option
+
+    def get_command(self, ctx, cmd_name):
+        """The command, its listing line without the docstring's line breaks (typer 0.29 keeps
+        them in a group's list of commands in rich mode, breaking the line mid-sentence)."""
+        command = super().get_command(ctx, cmd_name)
+        if command is not None and command.help and not command.short_help:
+            command.short_help = " ".join(inspect.cleandoc(command.help).split("\n\n")[0].split())
+        return command
+
+    def resolve_command(self, ctx, args):
+        """A mistyped command is one line naming it and the closest real one, as git and cargo say
+        it (typer's own message was filed under `Input:`, like bad input to a command)."""
+        typed = args[0] if args else ""
+        if not typed.startswith("-") and not ctx.resilient_parsing and self.get_command(ctx, typed) is None:
+            group = ctx.command_path.partition(" ")[2]  # "" for chatapp itself, "sessions" for its group
+            names = [name for name, command in self.commands.items() if not command.hidden]
+            shown = f"{group} {typed}".strip()
+            meant = closest_command(typed, names)
+            if meant is not None:
+                raise UnknownCommand(f"no such command {shown!r}; did you mean {f'{group} {meant}'.strip()!r}?")
+            raise UnknownCommand(f"no such command {shown!r}; the {f'{group} ' if group else ''}commands are: "
+                                 f"{', '.join(names)}")
+        return super().resolve_command(ctx, args)
+
+
+class ChatappGroup(ChatappCommands):
+    """The root command: every failure ends here as one line on stderr and an exit status
+    (0 ok, 1 the work could not be done, 2 bad input), for the real CLI and CliRunner alike."""
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True, **extra):
@@ -115,11 +160,12 @@ def _register_subcommands() -> None:
 
     core.register(app)
     app.command()(neighbours.neighbours)
-    app.add_typer(models_cmd.app, name="models", help="List, inspect and pull GGUF models.")
-    app.add_typer(config_cmd.app, name="config", help="Where the config file lives and what it holds.")
-    app.add_typer(bench_cmd.app, name="bench", help="Measure this machine: memory bandwidth.")
-    app.add_typer(themes_cmd.app, name="themes")
-    app.add_typer(sessions_cmd.app, name="sessions")
+    group = ChatappCommands
+    app.add_typer(models_cmd.app, name="models", cls=group, help="List, inspect and pull GGUF models.")
+    app.add_typer(config_cmd.app, name="config", cls=group, help="Where the config file lives and what it holds.")
+    app.add_typer(bench_cmd.app, name="bench", cls=group, help="Measure this machine: memory bandwidth.")
+    app.add_typer(themes_cmd.app, name="themes", cls=group)
+    app.add_typer(sessions_cmd.app, name="sessions", cls=group)
 
 
 def start_notices() -> list[str]:
