@@ -6,34 +6,56 @@ chatapp.cli registers these on its typer app (`register`), so this layer never i
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.text import Text
 
 from chatapp.commands.opening import open_engine, settings_with
-from chatapp.config import DRAFT_MODES
+from chatapp.config import DRAFT_MODES, Settings
 from chatapp.engine.sampling import MAX_LOGPROBS, check_logprobs
 from chatapp.errors import InputError
 
 FLAG = ""
 """The metavar of an on/off option: typer 0.29's help shows `<bool>` after a flag without one,
 as if it took a value."""
-ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="A GGUF path or a catalog name.")]
-CtxOpt = Annotated[Optional[int], typer.Option("--ctx", help="Context window in tokens.")]
+BUILT_IN = Settings()
+
+
+def configured(key: str, shown: str | None = None) -> str:
+    """The `[default: ...]` that ends the help of an option taken from the config file when it is
+    left out: chatapp's own value (`shown`, where the bare value needs words), or the config's `key`."""
+    return default_note(f"{getattr(BUILT_IN, key) if shown is None else shown}, or {key} in the config")
+
+
+def default_note(text: str) -> str:
+    """`[default: TEXT]` for the end of an option's help, as typer writes a plain default (its
+    `show_default` text comes out in parentheses), kept out of rich markup."""
+    return escape(f" [default: {text}]")
+
+
+ModelOpt = Annotated[Optional[str], typer.Option(
+    "--model", "-m", help="A GGUF path or a catalog name."
+                          + default_note(f"$CHATAPP_MODEL, else model in the config, else {BUILT_IN.model}"))]
+CtxOpt = Annotated[Optional[int], typer.Option(
+    "--ctx", "-c", help="Context window in tokens." + configured("n_ctx"))]
 LongCtxOpt = Annotated[bool, typer.Option("--allow-long-ctx", metavar=FLAG,
-                                          help="Allow --ctx above the model's training context.")]
+                                          help="Allow --ctx above the model's training context "
+                                               "(also allow_long_ctx in the config).")]
 SystemOpt = Annotated[Optional[str], typer.Option(
-    "--system", help="System prompt; on a saved session, it replaces the session's from this turn on.")]
+    "--system", help="System prompt; on a saved session, it replaces the session's from this turn on."
+                     + configured("system_prompt", repr(BUILT_IN.system_prompt)))]
 ServerOpt = Annotated[Optional[str], typer.Option(
     "--server", help="Chat through the llama-server at this URL (also $CHATAPP_SERVER or `server` in the config).")]
 DraftOpt = Annotated[Optional[str], typer.Option(
     "--draft", help=f"Speculative decoding: {' or '.join(DRAFT_MODES)} (ngram drafts by prompt lookup and "
-                    "verifies the drafts in one batch; the replies stay the same).")]
+                    "verifies the drafts in one batch; the replies stay the same)." + configured("draft"))]
 DraftMaxOpt = Annotated[Optional[int], typer.Option(
-    "--draft-max", help="The most draft tokens one decode step verifies (1 to 64).")]
+    "--draft-max", help="The most draft tokens one decode step verifies (1 to 64)." + configured("draft_max"))]
 ApiKeyOpt = Annotated[Optional[str], typer.Option(
     "--api-key", help="The key of a llama-server started with --api-key (also $CHATAPP_API_KEY).", show_default=False)]
 
@@ -64,7 +86,8 @@ def root(
 
 def chat(
     model: ModelOpt = None,
-    theme: Annotated[Optional[str], typer.Option("--theme", help="Theme name (see chatapp themes list).")] = None,
+    theme: Annotated[Optional[str], typer.Option(
+        "--theme", help="Theme name (see chatapp themes list)." + configured("theme"))] = None,
     n_ctx: CtxOpt = None,
     session: Annotated[Optional[str], typer.Option("--session", help="Open or create a saved session.")] = None,
     system: SystemOpt = None,
@@ -83,17 +106,28 @@ def chat(
 
 
 def ask(
-    prompts: Annotated[list[str], typer.Argument(help="One user turn each, in order, in one conversation.")],
+    prompts: Annotated[Optional[list[str]], typer.Argument(
+        help="One user turn each, in order, in one conversation. Text piped on stdin is read too, as llm "
+             "reads it: alone it is the question; with PROMPTS it goes before the first one, a blank line "
+             "between (`cat notes.md | chatapp ask 'Summarize.'`).", show_default=False)] = None,
     model: ModelOpt = None,
     system: SystemOpt = None,
-    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option(
+        "--max-tokens", "-n", help="The most tokens one reply may have." + configured("max_tokens"))] = None,
     temperature: Annotated[Optional[float], typer.Option(
-        "--temperature", help="0 is greedy; repeatable with a fixed --threads.")] = None,
-    seed: Annotated[Optional[int], typer.Option("--seed")] = None,
+        "--temperature", "--temp", help="0 is greedy; repeatable with a fixed --threads."
+                                        + configured("temperature"))] = None,
+    seed: Annotated[Optional[int], typer.Option(
+        "--seed", help="The sampler's seed: the same seed, prompt and --threads give the same reply."
+                       + configured("seed", "-1 (random)"))] = None,
     n_ctx: CtxOpt = None,
-    kv_type: Annotated[Optional[str], typer.Option("--kv-type", help="f16, q8_0 or q4_0.")] = None,
-    threads: Annotated[Optional[int], typer.Option("--threads")] = None,
-    gpu_layers: Annotated[Optional[int], typer.Option("--gpu-layers")] = None,
+    kv_type: Annotated[Optional[str], typer.Option(
+        "--kv-type", help="f16, q8_0 or q4_0." + configured("kv_type"))] = None,
+    threads: Annotated[Optional[int], typer.Option(
+        "--threads", help="CPU threads to decode with." + configured("threads", "0 (the physical cores)"))] = None,
+    gpu_layers: Annotated[Optional[int], typer.Option(
+        "--gpu-layers", "-ngl", help="Layers to offload to the GPU, where the build has one."
+                                     + configured("gpu_layers", "-1 (all)"))] = None,
     as_json: Annotated[bool, typer.Option("--json", metavar=FLAG, help="One JSON object per turn per line.")] = False,
     session: Annotated[Optional[str], typer.Option("--session", help="Create or continue a saved session.")] = None,
     allow_long_ctx: LongCtxOpt = False,
@@ -116,14 +150,20 @@ def ask(
     token: Annotated[Optional[int], typer.Option("--token", help="The token id that replaces token K "
                                                                  "(see --json --logprobs N).")] = None,
 ) -> None:
-    """Ask one or more questions in one conversation; print replies and per-turn stats."""
-    if not prompts or any(not p.strip() for p in prompts):
+    """Ask one or more questions in one conversation; print replies and per-turn stats.
+
+    `echo TEXT | chatapp ask` asks TEXT, as `llm` and `ollama run` do.
+    """
+    prompts = list(prompts or ())
+    if any(not p.strip() for p in prompts):
         raise InputError("the prompt is empty")
     if branch_from is not None and session is None:
         raise InputError("--branch-from needs --session: it names a message of a saved session")
     if (at_token is None) != (token is None) or (at_token is not None and branch_from is None):
         raise InputError("--at-token and --token go together, with --branch-from REPLY")
-    if at_token is not None and len(prompts) != 1:
+    if at_token is None:  # a branch from a token continues a reply: its prompt is only a placeholder
+        prompts = with_piped_text(prompts)
+    elif len(prompts) != 1:
         raise InputError("a branch from a token continues the reply itself: give one placeholder prompt, e.g. -")
     check_logprobs(logprobs)
     from chatapp.engine.retrieval.loading import load_paths
@@ -137,6 +177,47 @@ def ask(
 
     run_ask(settings, model, prompts, as_json=as_json, session=session, attachments=loaded, system=system,
             branch_from=branch_from, logprobs=logprobs, at_token=(at_token, token) if at_token is not None else None)
+
+
+PIPED_CAP = 16 << 20
+"""The most bytes of stdin `ask` reads: far more than any context holds (a 1M-token context is
+about 4 MiB of text); a longer stream is refused, not read into memory whole."""
+
+
+def with_piped_text(prompts: list[str]) -> list[str]:
+    """The questions with the text piped on stdin, as `llm` takes it: alone, that text is the
+    question; with questions on the command line, it goes before the first one (llm joins them
+    with a space; a blank line keeps a pasted file apart from the question about it).
+
+    A terminal on stdin is not read: without a question that stays click's error."""
+    stream = sys.stdin
+    if stream is None or stream.isatty():
+        if not prompts:
+            raise InputError("Missing argument 'prompts'.")
+        return prompts
+    piped = read_piped(stream).rstrip()
+    if not piped.strip():
+        if not prompts:
+            raise InputError("Missing argument 'prompts': give a question, or pipe one on stdin (it was empty)")
+        return prompts
+    return [f"{piped}\n\n{prompts[0]}", *prompts[1:]] if prompts else [piped]
+
+
+def read_piped(stream) -> str:
+    """All of stdin as text; one line for more than PIPED_CAP, bytes that are not UTF-8 or a NUL."""
+    data = getattr(stream, "buffer", None)
+    raw = data.read(PIPED_CAP + 1) if data is not None else stream.read(PIPED_CAP + 1).encode("utf-8", "replace")
+    if len(raw) > PIPED_CAP:
+        raise InputError(f"stdin holds more than {PIPED_CAP >> 20} MiB, more than any context: ask about a "
+                         "part of it, or --attach the file to answer from")
+    try:
+        text = raw.decode("utf-8-sig")  # Windows tools start UTF-8 with a byte order mark
+    except UnicodeDecodeError as exc:
+        raise InputError(f"stdin is not valid UTF-8 (byte {exc.start:,} is 0x{raw[exc.start]:02x}); "
+                         "pipe text in UTF-8") from None
+    if "\0" in text:
+        raise InputError(f"stdin holds a NUL byte (at character {text.index(chr(0)):,}): pipe text, not binary data")
+    return text
 
 
 def tokenize(

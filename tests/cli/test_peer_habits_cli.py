@@ -5,7 +5,9 @@ command named in one line with the closest real one."""
 
 from __future__ import annotations
 
+import json
 import os
+import pty
 import subprocess
 import sys
 from pathlib import Path
@@ -60,3 +62,123 @@ def test_a_group_lists_its_commands_without_breaking_lines_mid_sentence(run):
     assert out.returncode == 0, out.stderr
     assert "is cut at 20,000 characters; export has all of it" in out.stdout, out.stdout
     assert "the environment or a default" in run("config", "--help", columns=80).stdout
+
+
+# --- a question piped on stdin -------------------------------------------------------------------
+SHORT = ("--json", "-n", "4", "-c", "512", "--temp", "0", "-ngl", "0", "--threads", "1")
+LONG = ("--json", "--max-tokens", "4", "--ctx", "512", "--temperature", "0", "--gpu-layers", "0", "--threads", "1")
+
+
+def record(out: subprocess.CompletedProcess) -> dict:
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    [line] = out.stdout.splitlines()
+    return json.loads(line)
+
+
+def user_turns(run, session: str) -> list[str]:
+    out = run("sessions", "export", session, "--format", "json")
+    assert out.returncode == 0, out.stderr
+    return [m["content"] for m in json.loads(out.stdout)["messages"] if m["role"] == "user"]
+
+
+def test_a_question_piped_on_stdin_is_asked_and_llama_cli_short_options_are_the_long_ones(run):
+    piped = record(run("ask", *SHORT, "--session", "p", stdin="What is the capital of France?\n"))
+    typed = record(run("ask", *LONG, "What is the capital of France?"))
+    assert piped["reply"] == typed["reply"] and piped["prompt_tokens"] == typed["prompt_tokens"]
+    assert piped["n_ctx"] == 512 and piped["decode_tokens"] <= 4
+    assert user_turns(run, "p") == ["What is the capital of France?"]
+
+
+def test_piped_text_goes_before_the_first_question_as_llm_puts_it(run):
+    code = "def double(x):\n    return x * 2\n"
+    record_ = run("ask", *LONG, "--session", "c", "What does this do?", "And its name?", stdin=code)
+    assert record_.returncode == 0, record_.stderr
+    assert user_turns(run, "c") == [code.rstrip() + "\n\nWhat does this do?", "And its name?"]
+
+
+@pytest.mark.parametrize(("data", "expected"), [
+    (b"", "chatapp: Input: Missing argument 'prompts': give a question, or pipe one on stdin (it was empty)"),
+    (b" \n\t\n", "chatapp: Input: Missing argument 'prompts': give a question, or pipe one on stdin (it was empty)"),
+    (b"caf\xe9?", "chatapp: Input: stdin is not valid UTF-8 (byte 3 is 0xe9); pipe text in UTF-8"),
+    (b"a\0b", "chatapp: Input: stdin holds a NUL byte (at character 1): pipe text, not binary data"),
+])
+def test_a_piped_stdin_that_holds_no_question_is_one_line_exit_2(run, tmp_path, data, expected):
+    path = tmp_path / "stdin"
+    path.write_bytes(data)
+    with path.open("rb") as stdin:  # `chatapp ask < file`, as a shell redirects it
+        out = run("ask", *LONG, stdin=stdin)
+    assert out.returncode == 2 and one_line(out) == expected and out.stdout == ""
+
+
+def test_a_terminal_on_stdin_without_a_question_is_still_the_missing_argument_error(run):
+    main, side = pty.openpty()
+    try:
+        with os.fdopen(side, "rb", buffering=0, closefd=False) as stdin:
+            out = run("ask", *LONG, stdin=stdin, timeout=60)  # never waits for typing
+    finally:
+        os.close(side)
+        os.close(main)
+    assert out.returncode == 2 and one_line(out) == "chatapp: Input: Missing argument 'prompts'."
+
+
+# --- help: every option says what it does and, where it has one, its default -----------------------
+def option_blocks(help_text: str) -> dict[str, str]:
+    """Each option's rows of a rich help page, joined: {"--max-tokens": "--max-tokens -n <int> The ..."}."""
+    blocks: dict[str, str] = {}
+    current = None
+    for line in help_text.splitlines():
+        cell = line.strip().strip("│").strip()
+        if cell.startswith("-"):
+            current = cell.split()[0].split(",")[0]
+            blocks[current] = cell
+        elif current is not None and cell and not line.lstrip().startswith(("╰", "╭")):
+            blocks[current] += " " + cell
+        elif line.lstrip().startswith("╰"):
+            current = None
+    return blocks
+
+
+def described(block: str) -> str:
+    """An option's help text alone: without its names, its metavar and its default."""
+    words = [w for w in block.split() if not w.startswith(("-", "<"))]
+    return " ".join(words).split("[default:")[0].strip()
+
+
+def settings_backed(command) -> set[str]:
+    """The options of `command` that, left out, take a config setting with a value of its own."""
+    from dataclasses import fields
+
+    from chatapp.config import Settings
+
+    defaults = {f.name: getattr(Settings(), f.name) for f in fields(Settings)}
+    defaults["system"] = defaults["system_prompt"]
+    return {param.opts[0] for param in command.params
+            if getattr(param, "is_flag", False) is False and param.param_type_name == "option"
+            and defaults.get(param.name) not in (None, "")}
+
+
+@pytest.mark.parametrize("name", ["ask", "chat"])
+def test_every_option_has_help_and_shows_its_default(run, name):
+    import typer
+
+    from tests.cli.conftest import _cli_app
+
+    command = typer.main.get_command(_cli_app()).commands[name]
+    out = run(name, "--help", columns=250)
+    assert out.returncode == 0, out.stderr
+    blocks = option_blocks(out.stdout)
+    options = {param.opts[0] for param in command.params if param.param_type_name == "option"}
+    assert options <= set(blocks), (options - set(blocks), out.stdout)
+    for option in options:
+        assert described(blocks[option]), f"{option} has no help: {blocks[option]!r}"
+    backed = settings_backed(command)
+    assert {"--model", "--ctx", "--system"} <= backed and (name == "chat" or {
+        "--max-tokens", "--temperature", "--seed", "--threads", "--gpu-layers", "--kv-type"} <= backed)
+    for option in backed | ({"--logprobs"} if name == "ask" else set()):
+        assert "[default: " in blocks[option], f"{option} shows no default: {blocks[option]!r}"
+    assert blocks["--ctx"].split()[:2] == ["--ctx", "-c"]
+    if name == "ask":
+        for long, short in (("--max-tokens", "-n"), ("--gpu-layers", "-ngl"), ("--temperature", "--temp")):
+            assert short in blocks[long].split()[0].split(",") + blocks[long].split()[1:2], blocks[long]
+        assert "[default: 512, or max_tokens in the config]" in blocks["--max-tokens"]
+        assert "stdin" in out.stdout.split("Options")[0]  # the PROMPTS argument says how piped text is read
