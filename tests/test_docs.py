@@ -62,12 +62,27 @@ def test_the_help_screens_keys_are_in_the_key_table(keys):
     missing = [f"{title}: {key} ({action})" for title, bindings in help_sections()
                for key, action, _ in keys.binding_rows(bindings)
                if f"| {keys.cell(key)} | {keys.cell(action)} |" not in page]
-    assert not missing, f"F1 lists keys docs/chat-and-keys.md lacks: {'; '.join(missing)} (add the screen to key_sections in docs/keys.py)"
+    assert not missing, f"F1 lists keys docs/chat-and-keys.md lacks: {'; '.join(missing)} ({FIX}; if that is not enough, add the screen to key_sections in docs/keys.py)"
 
 
 OPTION_ROW = re.compile(r"^[│|]?\s+(?:-[a-zA-Z],?\s+)?(--[a-z][a-z0-9-]*)", re.M)
 """An option's row in `--help` (rich's boxed table or click's plain list): its long name."""
 
+
+
+KEY_IN_PROSE = re.compile(r"(?<![\w+])((?:Ctrl|Alt|Shift)\+(?:Enter|Esc|[A-Z0-9←→↑↓?])|F(?:1[0-2]|[1-9]))(?![\w+])")
+"""A key as the guides name it: Ctrl+R, Alt+←, Shift+Enter, F10."""
+
+
+def test_keys_the_guides_name_are_bound(keys):
+    """The prose outside the generated table names keys too ("Ctrl+R regenerates"); each must
+    still be bound somewhere, so a key moved in the app shows up here with the page to fix."""
+    bound = {label for _, bindings in keys.key_sections() for key, _, _ in keys.binding_rows(bindings)
+             for label in key.split(", ")}
+    guides = [README, *(p for p in sorted(DOCS.glob("*.md")) if p.name != "design.md")]
+    stale = sorted({f"{page.relative_to(ROOT)}: {key}" for page in guides
+                    for key in KEY_IN_PROSE.findall(page.read_text(encoding="utf-8")) if key not in bound})
+    assert not stale, f"keys named in the guides that the app no longer binds: {'; '.join(stale)}"
 
 def test_every_option_that_help_prints_is_in_the_cli_reference(keys):
     """Checked against `--help` output itself, not only against what docs/keys.py reads."""
