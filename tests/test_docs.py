@@ -62,7 +62,8 @@ def test_the_help_screens_keys_are_in_the_key_table(keys):
     missing = [f"{title}: {key} ({action})" for title, bindings in help_sections()
                for key, action, _ in keys.binding_rows(bindings)
                if f"| {keys.cell(key)} | {keys.cell(action)} |" not in page]
-    assert not missing, f"F1 lists keys docs/chat-and-keys.md lacks: {'; '.join(missing)} ({FIX}; if that is not enough, add the screen to key_sections in docs/keys.py)"
+    assert not missing, (f"F1 lists keys docs/chat-and-keys.md lacks: {'; '.join(missing)} ({FIX}; if that is "
+                         "not enough, add the screen to key_sections in docs/keys.py)")
 
 
 OPTION_ROW = re.compile(r"^[│|]?\s+(?:-[a-zA-Z],?\s+)?(--[a-z][a-z0-9-]*)", re.M)
