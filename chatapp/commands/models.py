@@ -252,6 +252,8 @@ def pull_hub_model(name: str, *, force: bool, if_missing: bool) -> None:
             typer.echo(found)
             return
     with pull_progress(err) as progress:
-        path = pull_from_hub(name, progress, force=force)
-    err.print(f"pulled {escape(name)} into {escape(str(hub_cache.hub_cache_dir()))} (sha256 verified)")
-    typer.echo(path)
+        # File names come from the hub's listing: shown as text, never read as markup.
+        pulled = pull_from_hub(name, lambda phase, done, total: progress(escape(phase), done, total), force=force)
+    checked = " and ".join(pulled.checks)  # every part was hashed against the listing's digest
+    err.print(f"pulled {escape(name)} into {escape(str(hub_cache.hub_cache_dir()))} ({checked} verified)")
+    typer.echo(pulled.path)

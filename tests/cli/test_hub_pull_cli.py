@@ -156,3 +156,179 @@ def test_a_split_model_is_pulled_whole(chatapp_run, hub, tmp_path, default_model
     assert (first.parent / "big-Q4_1-00002-of-00002.gguf").read_bytes() == second.read_bytes()
     [row] = [row for name, row in listed(chatapp_run).items() if name.startswith("hf:org/split")]
     assert row["size_bytes"] == default_model_path.stat().st_size + second.stat().st_size
+
+
+# Issue 35: the shared cache never holds a wrong file, and a hostile hub is one line.
+
+SMALL = "org/small"
+SMALL_FILE = "small-Q4_1.gguf"
+
+
+@pytest.fixture
+def small(hub, tmp_path):
+    """A 4 MiB file of random bytes (the cache's rules do not read it): fast to pull twice."""
+    data = tmp_path / "small.bin"
+    data.write_bytes(b"GGUF" + os.urandom((4 << 20) - 4))
+    hub.repos[SMALL] = HubRepo({SMALL_FILE: data})
+    return data
+
+
+def storage(run) -> Path:
+    return run.cache / f"models--{SMALL.replace('/', '--')}"
+
+
+def snapshot_files(run) -> list[Path]:
+    return sorted(p for p in storage(run).glob("snapshots/*/*"))
+
+
+def final_blobs(run) -> list[Path]:
+    return sorted(p for p in storage(run).glob("blobs/*") if not p.name.endswith(".incomplete"))
+
+
+def start_pull(run, *args: str) -> subprocess.Popen:
+    exe = Path(sys.executable).with_name("chatapp")
+    return subprocess.Popen([str(exe), "models", "pull", *args], env=run.env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_two_pulls_at_once_download_once_and_link_the_checked_blob(chatapp_run, hub, small):
+    """Bug 1: the second pull waits on the blob's lock (the hub holds the first download until a
+    second one begins, up to 10 s, so without the lock they would surely overlap)."""
+    hub.overlap_wait, hub.delay = 10.0, 0.002
+    first, second = start_pull(chatapp_run, f"hf:{SMALL}"), start_pull(chatapp_run, f"hf:{SMALL}")
+    for pulling in (first, second):
+        _, err = pulling.communicate(timeout=180)
+        assert pulling.returncode == 0 and "Traceback" not in err, err
+    assert len(hub.downloads) == 1, hub.downloads
+    digest = hub.repos[SMALL].digest(SMALL_FILE)
+    [blob] = final_blobs(chatapp_run)
+    assert blob.name == digest and blob.read_bytes() == small.read_bytes()
+    assert [p.read_bytes() == small.read_bytes() for p in snapshot_files(chatapp_run)] == [True]
+    assert (chatapp_run.cache / ".locks" / storage(chatapp_run).name / f"{digest}.lock").exists()
+
+
+def test_a_pull_waits_while_huggingface_hub_holds_the_blobs_lock(chatapp_run, hub, small):
+    """Bug 1: the lock is huggingface_hub's own (.locks/models--ORG--REPO/SHA256.lock)."""
+    from huggingface_hub.utils import WeakFileLock
+
+    digest = hub.repos[SMALL].digest(SMALL_FILE)
+    lock = chatapp_run.cache / ".locks" / storage(chatapp_run).name / f"{digest}.lock"
+    lock.parent.mkdir(parents=True)
+    with WeakFileLock(lock):
+        pulling = start_pull(chatapp_run, f"hf:{SMALL}")
+        time.sleep(4)
+        assert pulling.poll() is None and hub.downloads == [] and not list(chatapp_run.cache.rglob("*.incomplete"))
+    _, err = pulling.communicate(timeout=120)
+    assert pulling.returncode == 0, err
+    assert [blob.read_bytes() == small.read_bytes() for blob in final_blobs(chatapp_run)] == [True]
+
+
+def test_an_etag_that_names_another_file_is_refused_and_nothing_is_linked(chatapp_run, hub, small):
+    """Bug 2: the hub's X-Linked-Etag disagrees with the listing's sha256."""
+    hub.repos[SMALL].etag[SMALL_FILE] = "a" * 64
+    one_line(chatapp_run("models", "pull", f"hf:{SMALL}"), 2, "the hub serves aaaaaaaaaaaa… but its listing says")
+    assert final_blobs(chatapp_run) == [] and snapshot_files(chatapp_run) == []
+
+
+def test_a_file_kept_in_git_is_checked_against_its_blob_id_and_not_called_sha256_verified(chatapp_run, hub, small):
+    """Bug 2: a GGUF the listing marks non-LFS has no sha256; its git blob id is what is checked."""
+    hub.repos[SMALL].in_git.add(SMALL_FILE)
+    pulled = chatapp_run("models", "pull", f"hf:{SMALL}")
+    assert pulled.returncode == 0, pulled.stderr
+    assert "(git blob sha1 verified)" in pulled.stderr and "sha256" not in pulled.stderr
+    [blob] = final_blobs(chatapp_run)
+    assert blob.name == hub.repos[SMALL].git_sha1(SMALL_FILE) and Path(pulled.stdout.strip()).resolve() == blob
+
+    def wrong_blob_id(listing: dict) -> dict:
+        for sibling in listing["siblings"]:
+            sibling["blobId"] = "0" * 40
+        return listing
+
+    hub.repos["org/wrong"] = HubRepo({SMALL_FILE: small}, in_git={SMALL_FILE}, listing=wrong_blob_id,
+                                     etag={SMALL_FILE: "0" * 40})
+    one_line(chatapp_run("models", "pull", "hf:org/wrong"), 2, "is not the hub's 000000000000")
+    assert not list(chatapp_run.cache.glob("models--org--wrong/blobs/*"))
+
+
+@pytest.mark.parametrize("left", ["whole", "wrong", "too long"])
+def test_a_partial_file_that_is_complete_or_too_long_is_hashed_or_restarted(chatapp_run, hub, small, left):
+    """Bug 3: a pull stopped while hashing leaves a full-size .incomplete; the next pull (and
+    --force) asked for `Range: bytes=SIZE-`, got 416 and failed, for good."""
+    digest = hub.repos[SMALL].digest(SMALL_FILE)
+    blobs = storage(chatapp_run) / "blobs"
+    blobs.mkdir(parents=True)
+    data = small.read_bytes()
+    kept = {"whole": data, "wrong": bytes(len(data)), "too long": data + b"more"}[left]
+    (blobs / f"{digest}.incomplete").write_bytes(kept)
+    for args in ([], ["--force"]):
+        pulled = chatapp_run("models", "pull", *args, f"hf:{SMALL}")
+        assert pulled.returncode == 0, pulled.stderr
+        assert [blob.read_bytes() == data for blob in final_blobs(chatapp_run)] == [True]
+    assert not list(blobs.glob("*.incomplete"))
+    assert len(hub.downloads) == (1 if left == "whole" else 2)  # --force downloads again
+
+
+def test_a_body_that_runs_past_the_listed_size_is_cut_there(chatapp_run, hub, small):
+    """Bug 3: a body that never ended was written to 300 MB for a 1 MiB file."""
+    hub.endless = 256 << 20
+    pulled = chatapp_run("models", "pull", f"hf:{SMALL}")
+    assert pulled.returncode == 0, pulled.stderr
+    [blob] = final_blobs(chatapp_run)
+    assert blob.stat().st_size == small.stat().st_size and blob.read_bytes() == small.read_bytes()
+
+
+def test_a_hub_that_stops_sending_ends_in_one_line(chatapp_run, hub, small):
+    """Bug 3 and 7: a stalled body (1 s without a byte counts as dropped here) is retried, then one line."""
+    hub.stall = 3.0
+    code = ("import sys; import chatapp.engine.models.hub_pull as pull; pull.TIMEOUT = 1.0; "
+            "from chatapp.cli import main; sys.argv = ['chatapp', 'models', 'pull', 'hf:org/small']; main()")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=chatapp_run.env,
+                         timeout=120)
+    one_line(out, 1, "the connection to the hub failed")
+    assert final_blobs(chatapp_run) == [] and snapshot_files(chatapp_run) == []
+
+
+def _siblings(edit):
+    def listing(data: dict) -> dict:
+        gguf = next(s for s in data["siblings"] if s["rfilename"].endswith(".gguf"))
+        edit(gguf, data)
+        return data
+    return listing
+
+
+HOSTILE_LISTINGS = {
+    "not JSON": (lambda data: b"<html>rate limited</html>", "it is not JSON"),
+    "nested 100,000 deep": (lambda data: b"[" * 100_000 + b"]" * 100_000, "nested too deep"),
+    "siblings as an object": (lambda data: {**data, "siblings": {SMALL_FILE: {}}}, "`siblings` is not a list"),
+    "lfs.size as a string": (_siblings(lambda s, d: s["lfs"].update(size=str(s["lfs"]["size"]))),
+                             "is not a number of bytes"),
+    "an absolute rfilename": (_siblings(lambda s, d: s.update(rfilename="/tmp/evil-Q4_1.gguf")),
+                              "is not a safe relative path"),
+    "a rfilename with ..": (_siblings(lambda s, d: s.update(rfilename="../../evil-Q4_1.gguf")),
+                            "is not a safe relative path"),
+    "lfs.sha256 with ../": (_siblings(lambda s, d: s["lfs"].update(sha256="../../../../../../tmp/x")),
+                            "is not 64 hex digits"),
+    "sha with ../": (lambda data: {**data, "sha": "../../x"}, "is not a commit hash"),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_LISTINGS))
+def test_a_listing_that_cannot_be_used_is_one_line_before_any_download(chatapp_run, hub, small, case):
+    """Bug 3 and 7: the listing is checked before a byte is downloaded."""
+    hub.repos[SMALL].listing, needle = HOSTILE_LISTINGS[case]
+    one_line(chatapp_run("models", "pull", f"hf:{SMALL}"), 2, needle)
+    assert hub.downloads == [] and final_blobs(chatapp_run) == [] and snapshot_files(chatapp_run) == []
+
+
+def test_a_listing_without_pointer_size_is_pulled(chatapp_run, hub, small):
+    """Bug 7: pointerSize is not needed to pull (it crashed huggingface_hub's ModelInfo)."""
+    hub.repos[SMALL].listing = _siblings(lambda s, d: s["lfs"].pop("pointerSize"))
+    pulled = chatapp_run("models", "pull", f"hf:{SMALL}")
+    assert pulled.returncode == 0 and "(sha256 verified)" in pulled.stderr, pulled.stderr
+
+
+def test_a_redirect_to_itself_is_one_line(chatapp_run, hub, small):
+    hub.redirect_to_self = True
+    one_line(chatapp_run("models", "pull", f"hf:{SMALL}"), 2, "redirects in a loop")
+    assert final_blobs(chatapp_run) == [] and snapshot_files(chatapp_run) == []
+

@@ -1,7 +1,10 @@
 """An HTTP server on 127.0.0.1 that answers as the Hugging Face hub's API does for the few
 calls a GGUF pull makes (no network reaches the hub here): the repo's file list with LFS
-sha256s, HEAD and ranged GET of /ORG/REPO/resolve/REV/FILE, and the hub's error codes. It can
-drop a connection after some bytes, or state a wrong checksum, to test those paths."""
+sha256s, HEAD and ranged GET of /ORG/REPO/resolve/REV/FILE (416 past the end, as the hub), and
+the hub's error codes. It can drop a connection after some bytes, state a wrong checksum, name
+another file by its ETag, send a body that never ends or stalls, redirect to itself, or list
+whatever a test writes, to test those paths; it can hold the first download until a second
+one of the same file arrives, so two pulls at once are sure to overlap."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -24,6 +28,16 @@ class HubRepo:
     gated: bool = False
     wrong_sha: bool = False
     sha256: dict[str, str] = field(default_factory=dict)
+    in_git: set[str] = field(default_factory=set)
+    """Files listed without LFS facts (only git's blob id), as the hub lists small files."""
+    etag: dict[str, str] = field(default_factory=dict)
+    """An ETag the hub states for a file instead of its digest."""
+    listing: Callable[[dict], object] | None = None
+    """Rewrites the listing (the JSON object) before it is sent; bytes returned are sent as they are."""
+
+    def git_sha1(self, name: str) -> str:
+        data = self.files[name].read_bytes()
+        return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
     def digest(self, name: str) -> str:
         if name not in self.sha256:
@@ -44,6 +58,17 @@ class FakeHub:
         """Every Range header a download asked with."""
         self.delay = 0.0
         """Seconds to wait after each 64 KiB sent: a slow link, to interrupt a pull halfway."""
+        self.downloads: list[str] = []
+        """The path of every file download (GET) asked for."""
+        self.endless = 0
+        """Bytes of garbage sent after each file, with no Content-Length: a body that runs on."""
+        self.stall = 0.0
+        """Seconds to wait after the headers before the body: a hub that stops sending."""
+        self.redirect_to_self = False
+        """Answer every file request with a 302 to itself."""
+        self.overlap_wait = 0.0
+        """Seconds the first download waits (headers sent) for a second download to begin."""
+        self._second_download = threading.Event()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -91,10 +116,15 @@ class FakeHub:
                     repo = self._repo(api[1])
                     if repo is None:
                         return
-                    siblings = [{"rfilename": name, "size": file.stat().st_size, "blobId": "b" * 40,
-                                 "lfs": {"size": file.stat().st_size, "sha256": repo.digest(name), "pointerSize": 134}}
+                    siblings = [{"rfilename": name, "size": file.stat().st_size, "blobId": repo.git_sha1(name)}
+                                | ({} if name in repo.in_git else
+                                   {"lfs": {"size": file.stat().st_size, "sha256": repo.digest(name),
+                                            "pointerSize": 134}})
                                 for name, file in repo.files.items()] + [{"rfilename": "README.md", "size": 5}]
-                    data = json.dumps({"id": api[1], "sha": COMMIT, "siblings": siblings}).encode()
+                    listing = {"id": api[1], "sha": COMMIT, "siblings": siblings}
+                    if repo.listing is not None:
+                        listing = repo.listing(listing)
+                    data = listing if isinstance(listing, bytes) else json.dumps(listing).encode()
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
@@ -113,27 +143,50 @@ class FakeHub:
                 if name not in repo.files:
                     self._error(404, "EntryNotFound")
                     return
+                if hub.redirect_to_self:
+                    self.send_response(302)
+                    self.send_header("Location", self.path)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 self._file(repo, name, body)
 
             def _file(self, repo: HubRepo, name: str, body: bool) -> None:
-                file, digest = repo.files[name], repo.digest(name)
+                file = repo.files[name]
+                digest = repo.etag.get(name) or (repo.git_sha1(name) if name in repo.in_git else repo.digest(name))
                 size = file.stat().st_size
                 start = 0
                 asked = self.headers.get("Range")
+                if body:
+                    hub.downloads.append(self.path)
                 if asked and body:
                     hub.ranges.append(asked)
                     start = int(re.match(r"bytes=(\d+)-", asked)[1])
+                    if start >= size:  # as the hub answers a range past the end
+                        self._error(416, "RangeNotSatisfiable")
+                        return
                 self.send_response(206 if start else 200)
                 self.send_header("X-Repo-Commit", COMMIT)
                 self.send_header("X-Linked-Etag", f'"{digest}"')
                 self.send_header("X-Linked-Size", str(size))
                 self.send_header("ETag", f'"{digest}"')
-                self.send_header("Content-Length", str(size - start))
+                if hub.endless:
+                    self.send_header("Connection", "close")
+                else:
+                    self.send_header("Content-Length", str(size - start))
                 if start:
                     self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
                 self.end_headers()
                 if not body:
                     return
+                self.wfile.flush()
+                if hub.overlap_wait:
+                    if len(hub.downloads) > 1:
+                        hub._second_download.set()
+                    else:
+                        hub._second_download.wait(hub.overlap_wait)
+                if hub.stall:
+                    time.sleep(hub.stall)
                 drop, hub.drop_after = hub.drop_after, None
                 sent = 0
                 with open(file, "rb") as source:
@@ -151,5 +204,11 @@ class FakeHub:
                         sent += len(block)
                         if hub.delay:
                             time.sleep(hub.delay)
+                try:
+                    for _ in range(hub.endless // CHUNK):
+                        self.wfile.write(b"\xff" * CHUNK)
+                except OSError:  # the client stopped reading
+                    pass
+                self.close_connection = True
 
         return Handler
