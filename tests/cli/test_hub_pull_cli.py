@@ -332,3 +332,21 @@ def test_a_redirect_to_itself_is_one_line(chatapp_run, hub, small):
     one_line(chatapp_run("models", "pull", f"hf:{SMALL}"), 2, "redirects in a loop")
     assert final_blobs(chatapp_run) == [] and snapshot_files(chatapp_run) == []
 
+
+def test_a_ref_that_is_not_utf8_is_one_note_and_the_other_repos_are_listed(chatapp_run, default_model_path):
+    """Bug 7: huggingface_hub's scan_cache_dir raised UnicodeDecodeError and `models list` crashed."""
+    from tests.engine.models.fake_hub import COMMIT
+
+    for repo, ref in (("good", COMMIT.encode()), ("bad", b"\xff\xfe\xfd")):
+        folder = chatapp_run.cache / f"models--org--{repo}"
+        (folder / "blobs").mkdir(parents=True)
+        (folder / "blobs" / ("a" * 64)).symlink_to(default_model_path)
+        (folder / "snapshots" / COMMIT).mkdir(parents=True)
+        (folder / "snapshots" / COMMIT / "m-Q4_1.gguf").symlink_to(f"../../blobs/{'a' * 64}")
+        (folder / "refs").mkdir()
+        (folder / "refs" / "main").write_bytes(ref)
+    out = chatapp_run("models", "list", "--json")
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    names = [row["name"] for row in json.loads(out.stdout) if row["source"] == "huggingface"]
+    assert names == ["hf:org/good:Q4_1"]
+    assert "models--org--bad: a ref in it is not UTF-8 text" in out.stderr

@@ -61,15 +61,40 @@ def cached_repos(cache: Path | None = None) -> tuple[list[CachedRepo], list[str]
         info = scan_cache_dir(cache)
     except (OSError, CorruptedCacheException) as exc:
         return [], [f"Hugging Face cache {cache}: {exc}"]
-    problems = [f"Hugging Face cache: {warning}" for warning in info.warnings]
+    except ValueError:  # a ref that is not UTF-8 fails the whole scan: one repo at a time then
+        scanned, problems = _scan_each_repo(cache)
+    else:
+        scanned, problems = info.repos, [f"Hugging Face cache: {warning}" for warning in info.warnings]
     repos = []
-    for repo in sorted(info.repos, key=lambda r: r.repo_id):
+    for repo in sorted(scanned, key=lambda r: r.repo_id):
         if repo.repo_type != "model" or not repo.revisions:
             continue
         revision = max(repo.revisions, key=lambda r: ("main" in r.refs, r.last_modified))
         groups = group_gguf_files(f.file_path for f in revision.files)
         if groups:
             repos.append(CachedRepo(repo.repo_id, tuple(groups)))
+    return repos, problems
+
+
+def _scan_each_repo(cache: Path) -> tuple[list, list[str]]:
+    """scan_cache_dir's work, one repo at a time with huggingface_hub's own scanner, so that a
+    repo it cannot read (a ref that is not UTF-8 raises UnicodeDecodeError, which scan_cache_dir
+    lets through) is one line and the others are still listed."""
+    from huggingface_hub.errors import CorruptedCacheException
+    from huggingface_hub.utils._cache_manager import _scan_cached_repo
+
+    repos, problems = [], []
+    try:
+        folders = sorted(entry for entry in cache.iterdir() if entry.name.startswith(("models--", "datasets--",
+                                                                                       "spaces--")))
+    except OSError as exc:
+        return [], [f"Hugging Face cache {cache}: {exc}"]
+    for folder in folders:
+        try:
+            repos.append(_scan_cached_repo(folder))
+        except (OSError, ValueError, CorruptedCacheException) as exc:  # UnicodeDecodeError is a ValueError
+            why = "a ref in it is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else str(exc)
+            problems.append(f"Hugging Face cache: {folder.name}: {why}")
     return repos, problems
 
 
