@@ -22,6 +22,8 @@ app = typer.Typer(no_args_is_help=True, add_completion=False,
 
 NameArg = Annotated[str, typer.Argument(help="The session's name.")]
 ROLE_STYLES = {"system": "magenta", "user": "cyan", "assistant": "green"}
+FIRST_LINE = 100
+"""The most characters of a message's first line `tree` shows, however wide the terminal."""
 SHOWN_CHARS = 20_000
 """The most of one message `show` prints: a saved message can be megabytes (edited into the
 database), which a terminal can't usefully show; `export` writes all of it."""
@@ -189,12 +191,33 @@ def tree(name: NameArg,
                   f"{sum(1 for row in rows if not row['children'])} branch leaves · * the active path")
     if session.system_prompt:
         console.print(f"[dim]system: {escape(_first_line(session.system_prompt))}[/dim]")
-    for row in rows:
+    for line in _drawing(rows, console.width):
+        console.print(line, no_wrap=True, overflow="ellipsis", crop=True)
+
+
+def _drawing(rows: list[dict], width: int) -> list[str]:
+    """The tree's lines as the TUI's tree (chatapp.ui.screens.tree) lists it: a run of messages
+    without a fork at one level, so a long chat stays as narrow as a short one; each branch of a
+    fork under a `branch i/n` line, one level in. Each message's first line fits `width`."""
+    by_id = {row["id"]: row for row in rows}
+    firsts = [row["id"] for row in rows if row["parent"] is None]
+    levels: dict[str, int] = {}
+    lines = []
+    for row in rows:  # depth first: a message's parent comes before it
+        siblings = by_id[row["parent"]]["children"] if row["parent"] is not None else firsts
+        level = (levels[row["parent"]] if row["parent"] is not None else 0) + (len(siblings) > 1)
+        levels[row["id"]] = level
         mark = "[bold]*[/bold]" if row["active"] else " "
+        if len(siblings) > 1:
+            branch = f"branch {siblings.index(row['id']) + 1}/{len(siblings)}"
+            lines.append(f"{mark} {'  ' * (level - 1)}[dim]{branch}[/dim]")
         style = ROLE_STYLES.get(row["role"], "white")
-        fork = f" [dim]({len(row['children'])} branches)[/dim]" if len(row["children"]) > 1 else ""
-        console.print(f"{mark} {'  ' * row['depth']}[{style}]{row['id']}[/] {row['role']:<9} "
-                      f"{escape(_first_line(row['content']))}{fork}")
+        fork = f" ({len(row['children'])} branches)" if len(row["children"]) > 1 else ""
+        room = width - (2 + 2 * level + len(row["id"]) + 1 + 9 + 1) - len(fork)
+        text = escape(_first_line(row["content"], min(max(room, 12), FIRST_LINE)))
+        lines.append(f"{mark} {'  ' * level}[{style}]{row['id']}[/] {row['role']:<9} {text}"
+                     + (f"[dim]{fork}[/dim]" if fork else ""))
+    return lines
 
 
 def _first_line(text: str, width: int = 60) -> str:

@@ -182,3 +182,61 @@ def test_every_option_has_help_and_shows_its_default(run, name):
             assert short in blocks[long].split()[0].split(",") + blocks[long].split()[1:2], blocks[long]
         assert "[default: 512, or max_tokens in the config]" in blocks["--max-tokens"]
         assert "stdin" in out.stdout.split("Options")[0]  # the PROMPTS argument says how piped text is read
+
+
+# --- sessions tree: indented at forks only -------------------------------------------------------
+def save(name: str, messages: list, leaf: str | None = None) -> None:
+    from chatapp import paths
+    from chatapp.engine.events import Message
+    from chatapp.engine.sessions.store import ModelIdentity, SessionStore, Snapshot
+
+    tree = [Message("system", "Be brief.")] + [Message(role, text, id=id_, parent=parent)
+                                               for id_, parent, role, text in messages]
+    SessionStore.open(paths.sessions_dir()).save(
+        Snapshot(name, ModelIdentity("m", "/m.gguf", "ab" * 32, "Q4_1"), tree, 1, 0, leaf=leaf))
+
+
+def test_a_40_message_chat_is_drawn_at_one_level_within_80_columns(run):
+    from rich.cells import cell_len
+
+    messages, parent = [], None
+    for n in range(40):
+        role = ("user", "assistant")[n % 2]
+        messages.append((f"{n:08x}", parent, role, f"Message {n}: a sentence long enough to need more room "
+                                                   f"than the 80 columns of a terminal leave for it."))
+        parent = f"{n:08x}"
+    save("long", messages)
+    out = run("sessions", "tree", "long", columns=80)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert max(cell_len(line) for line in lines) <= 80, out.stdout
+    rows = [line for line in lines if line.startswith("* ")]
+    assert len(rows) == 40 and all(row.startswith(f"* {n:08x} ") for n, row in enumerate(rows)), out.stdout
+    assert rows[0].endswith("…") and "Message 0: a sentence" in rows[0]
+
+
+def test_a_fork_opens_one_level_per_branch_as_the_tui_tree_does(run):
+    save("t", [
+        ("a0000001", None, "user", "Name a fruit."), ("a0000002", "a0000001", "assistant", "Apple."),
+        ("a0000003", "a0000002", "user", "Name a colour."), ("a0000004", "a0000003", "assistant", "Red."),
+        ("a0000005", "a0000002", "user", "Name a planet."), ("a0000006", "a0000005", "assistant", "Mars."),
+        ("a0000007", "a0000005", "assistant", "Venus."), ("a0000008", "a0000007", "user", "Why?"),
+        ("a0000009", "a0000008", "assistant", "Hot."),
+    ], leaf="a0000009")
+    out = run("sessions", "tree", "t", columns=80)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[2:] == [
+        "* a0000001 user      Name a fruit.",
+        "* a0000002 assistant Apple. (2 branches)",
+        "  branch 1/2",
+        "    a0000003 user      Name a colour.",
+        "    a0000004 assistant Red.",
+        "* branch 2/2",
+        "*   a0000005 user      Name a planet. (2 branches)",
+        "    branch 1/2",
+        "      a0000006 assistant Mars.",
+        "*   branch 2/2",
+        "*     a0000007 assistant Venus.",
+        "*     a0000008 user      Why?",
+        "*     a0000009 assistant Hot.",
+    ], out.stdout
