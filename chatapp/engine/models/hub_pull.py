@@ -300,8 +300,12 @@ def _download(repo_id: str, commit: str, part: Expected, partial: Path, progress
                     continue
                 _raise_for_status(reply)
                 _check_etag(repo_id, reply, part)
-                if reply.status_code != 206 or _range_start(reply) != done:
-                    done = 0  # the whole file, or not the part asked for: start the partial again
+                if reply.status_code == 206 and _range_start(reply) != done:  # not the part asked for
+                    with _open_at(partial, 0):
+                        pass
+                    continue
+                if reply.status_code != 206:
+                    done = 0  # the server sent the whole file: start the partial again
                 with _open_at(partial, done) as out:
                     for chunk in reply.iter_bytes(CHUNK):
                         chunk = chunk[:size - done]  # nothing past the listed size is written
@@ -316,7 +320,7 @@ def _download(repo_id: str, commit: str, part: Expected, partial: Path, progress
         except httpx2.TransportError:
             if attempt == RETRIES - 1:
                 raise
-    raise PullFailed(f"the hub kept ending hf:{repo_id} {Path(part.name).name} early ({RETRIES} tries); "
+    raise PullFailed(f"the hub did not send the whole of hf:{repo_id} {Path(part.name).name} in {RETRIES} tries; "
                      "the same pull resumes where it stopped")
 
 
