@@ -52,7 +52,9 @@ def table_of(source: str, group: list[dict], default: str) -> Table:
                       for row in group if row["path"]})
     table = Table(title=SOURCE_TITLES[source], title_justify="left", caption_justify="left",
                   caption=escape(one_line_text("in " + ", ".join(folders))) if folders else None)
-    table.add_column("name", no_wrap=True)
+    # A long name (hf:org/repo:quant) folds onto a second line at 80 columns, a piped stdout's
+    # width, rather than squeeze the short columns to "…" or to nothing.
+    table.add_column("name", overflow="fold")
     for column in ("quant", "size", "params"):
         table.add_column(column, no_wrap=True)
     table.add_column("fits", overflow="fold")

@@ -240,3 +240,22 @@ def test_a_fork_opens_one_level_per_branch_as_the_tui_tree_does(run):
         "*     a0000008 user      Why?",
         "*     a0000009 assistant Hot.",
     ], out.stdout
+
+
+# --- models list in a pipe at 80 columns ---------------------------------------------------------
+def test_models_list_in_a_pipe_at_80_columns_keeps_every_column_whole(run, tmp_path, default_model_path):
+    from rich.cells import cell_len
+
+    from tests.engine.models.stores import HF_NAME, LMSTUDIO_NAME, OLLAMA_NAME, build
+
+    stores = build(tmp_path / "stores", default_model_path)
+    out = run("models", "list", columns=80, env={**stores.env(), "HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert max(cell_len(line) for line in lines) <= 80, out.stdout
+    rows = [[cell.strip() for cell in line.strip("│").split("│")] for line in lines if line.startswith("│")]
+    found = [row for row in rows if row[1] == "Q4_1" and row[3] == "134.5M"]
+    assert len(found) == 3 and all(row[2] == "93.8 MiB" and row[4] == "yes" for row in found), out.stdout
+    names = "".join(row[0] for row in rows)  # a long name folds onto the rows below its own
+    assert all(name in names for name in (HF_NAME, OLLAMA_NAME, LMSTUDIO_NAME)), out.stdout
+    assert "…" not in out.stdout
