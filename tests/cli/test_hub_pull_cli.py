@@ -268,6 +268,14 @@ def test_a_partial_file_that_is_complete_or_too_long_is_hashed_or_restarted(chat
     assert len(hub.downloads) == (1 if left == "whole" else 2)  # --force downloads again
 
 
+def test_a_range_other_than_the_one_asked_for_starts_the_file_again(chatapp_run, hub, small):
+    """A 206 from another offset than the partial's end was written as if it were the file's start."""
+    hub.drop_after, hub.range_off_by = 1 << 20, 1000
+    pulled = chatapp_run("models", "pull", f"hf:{SMALL}")
+    assert pulled.returncode == 0, pulled.stderr
+    assert hub.ranges and [blob.read_bytes() == small.read_bytes() for blob in final_blobs(chatapp_run)] == [True]
+
+
 def test_a_body_that_runs_past_the_listed_size_is_cut_there(chatapp_run, hub, small):
     """Bug 3: a body that never ended was written to 300 MB for a 1 MiB file."""
     hub.endless = 256 << 20

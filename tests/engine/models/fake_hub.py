@@ -66,6 +66,8 @@ class FakeHub:
         """Seconds to wait after the headers before the body: a hub that stops sending."""
         self.redirect_to_self = False
         """Answer every file request with a 302 to itself."""
+        self.range_off_by = 0
+        """Serve a ranged download from this many bytes before the start asked for (and say so)."""
         self.overlap_wait = 0.0
         """Seconds the first download waits (headers sent) for a second download to begin."""
         self._second_download = threading.Event()
@@ -165,6 +167,7 @@ class FakeHub:
                     if start >= size:  # as the hub answers a range past the end
                         self._error(416, "RangeNotSatisfiable")
                         return
+                    start = max(start - hub.range_off_by, 0)
                 self.send_response(206 if start else 200)
                 self.send_header("X-Repo-Commit", COMMIT)
                 self.send_header("X-Linked-Etag", f'"{digest}"')
