@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 from collections.abc import Sequence
@@ -64,6 +65,13 @@ def closest_command(typed: str, names: Sequence[str]) -> str | None:
     return close[0] if close else None
 
 
+def help_option_without_metavar(get_help_option, ctx):
+    option = get_help_option(ctx)
+    if option is not None:
+        option.metavar = ""
+    return option
+
+
 class ChatappCommands(TyperGroup):
     """A group of commands (chatapp and its models, sessions, ... groups)."""
 
@@ -75,11 +83,19 @@ class ChatappCommands(TyperGroup):
         return option
 
     def get_command(self, ctx, cmd_name):
-        """The command, its listing line without the docstring's line breaks (typer 0.29 keeps
-        them in a group's list of commands in rich mode, breaking the line mid-sentence)."""
+        """The command, its help tidied of two typer 0.29 habits: a group's list of commands keeps
+        the docstring's line breaks in rich mode (breaking lines mid-sentence), and a flag shows
+        `<bool>` after it, as if it took a value."""
         command = super().get_command(ctx, cmd_name)
-        if command is not None and command.help and not command.short_help:
+        if command is None:
+            return None
+        if command.help and not command.short_help:
             command.short_help = " ".join(inspect.cleandoc(command.help).split("\n\n")[0].split())
+        for param in command.params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+        if not isinstance(command, ChatappCommands):  # a group has its own get_help_option below
+            command.get_help_option = functools.partial(help_option_without_metavar, command.get_help_option)
         return command
 
     def resolve_command(self, ctx, args):

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from chatapp.commands.core import default_note
 from chatapp.errors import InputError
 from chatapp.format import human_bytes
 
@@ -23,8 +24,9 @@ def decode_threads(settings) -> int:
 @app.command("bandwidth")
 def bandwidth(
     threads: Annotated[Optional[int], typer.Option(
-        "--threads",
-        help="Threads to read with; default: the decode thread count (config threads, or the cores).")] = None,
+        "--threads", help="Threads to read with."
+                          + default_note("the decode thread count: threads in the config, or the physical cores"))
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the measurement as JSON.")] = False,
 ) -> None:
     """Measure this machine's memory read bandwidth again (the ceiling for decode) and cache it."""

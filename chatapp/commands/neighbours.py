@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from chatapp.commands.core import ModelOpt, default_note
 from chatapp.errors import InputError, ModelError
 from chatapp.format import one_line_text, visible_piece
 
@@ -41,10 +42,11 @@ def _tokens(n: int) -> str:
 
 def neighbours(
     text: Annotated[str, typer.Argument(help="A word or piece of text; its token is looked up.")],
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="A GGUF path or a catalog name.")] = None,
+    model: ModelOpt = None,
     k: Annotated[int, typer.Option("--k", help="How many neighbours to show.")] = 10,
     token: Annotated[Optional[int], typer.Option(
-        "--token", help="When TEXT is several tokens, which one (1 = the first).")] = None,
+        "--token", help="When TEXT is several tokens, which one (1 = the first)."
+                        + default_note("the first that is not only whitespace"))] = None,
     as_json: Annotated[bool, typer.Option("--json", metavar="",  # no `<bool>` in typer 0.29's help
                                           help='A list of {"id", "piece", "score"} (score null where the file '
                                                'gives none).')] = False,

@@ -259,3 +259,25 @@ def test_models_list_in_a_pipe_at_80_columns_keeps_every_column_whole(run, tmp_p
     names = "".join(row[0] for row in rows)  # a long name folds onto the rows below its own
     assert all(name in names for name in (HF_NAME, OLLAMA_NAME, LMSTUDIO_NAME)), out.stdout
     assert "…" not in out.stdout
+
+
+def command_paths() -> list[tuple[str, ...]]:
+    import typer
+
+    from tests.cli.conftest import _cli_app
+
+    def walk(command, path):
+        yield path
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from walk(sub, (*path, name))
+
+    return list(walk(typer.main.get_command(_cli_app()), ()))
+
+
+@pytest.mark.parametrize("path", command_paths(), ids=lambda path: " ".join(path) or "chatapp")
+def test_every_command_s_options_have_help_and_no_flag_reads_as_taking_a_value(invoke, path):
+    out = invoke(*path, "--help", env={"COLUMNS": "250"})
+    assert out.exit_code == 0, out.output
+    assert "<bool>" not in out.output, out.output
+    for option, block in option_blocks(out.output).items():
+        assert described(block), f"{' '.join(path)} {option} has no help: {block!r}"
