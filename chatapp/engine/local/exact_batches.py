@@ -27,6 +27,7 @@ replies with drafts and without.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -112,19 +113,33 @@ def put_settings_entry(cache: str, runtime: LlamaRuntime, threads: int, value: o
     files.put(runtime.path, {**(entry if isinstance(entry, dict) else {}), settings_key(runtime, threads): value})
 
 
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_CHECKED
+
+
+MAX_CHECKED = 1 << 20
+"""More than any batch or fill a check decodes: a cached figure past it was not written here."""
+
+
 def cached_check(runtime: LlamaRuntime, threads: int) -> BatchCheck | None:
+    """The check cached for these settings, or None when there is none or the entry is not one
+    `remember` wrote (an edited cache is checked again, never trusted, never a crash)."""
     found = settings_entry(CACHE, runtime, threads)
     try:
         check = BatchCheck(**found) if isinstance(found, dict) else None
     except TypeError:
         return None
-    if check is None:
+    if check is None or not (_count(check.checked) and _count(check.exact) and _count(check.fill)):
+        return None
+    if not (isinstance(check.worst, (int, float)) and not isinstance(check.worst, bool)
+            and 0 <= check.worst):  # NaN is not; a difference may be infinite
         return None
     try:  # JSON keeps the sizes as strings
-        ratios = {int(m): float(r) for m, r in check.ratios.items() if float(r) > 0}
+        ratios = {int(m): float(r) for m, r in check.ratios.items()}
     except (AttributeError, TypeError, ValueError):
         ratios = {}
-    return BatchCheck(check.checked, check.exact, check.worst, check.fill, ratios)
+    ratios = {m: r for m, r in ratios.items() if 1 < m <= MAX_CHECKED and 0 < r < math.inf}
+    return BatchCheck(check.checked, check.exact, float(check.worst), check.fill, ratios)
 
 
 def remember(runtime: LlamaRuntime, threads: int, check: BatchCheck) -> None:

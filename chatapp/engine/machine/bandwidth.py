@@ -16,7 +16,7 @@ cannot see: `bandwidth_for` says None (not measured) for them rather than guess.
 
 from __future__ import annotations
 
-import json
+import math
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -27,7 +27,7 @@ import numpy as np
 import psutil
 
 from chatapp import paths
-from chatapp.engine.filecache import write_json
+from chatapp.engine.filecache import read_cache_json, write_json
 from chatapp.engine.machine.hardware import cpu_name, physical_cores
 
 CACHE_FILE = "memory_bandwidth.json"
@@ -120,25 +120,37 @@ def _cache_path() -> Path:
 
 def _load() -> dict:
     try:
-        data = json.loads(_cache_path().read_text(encoding="utf-8"))
+        data = read_cache_json(_cache_path())
     except (OSError, ValueError):
         return {}
-    return data.get("machines", {}) if isinstance(data, dict) and data.get("format") == FORMAT else {}
+    machines = data.get("machines") if isinstance(data, dict) and data.get("format") == FORMAT else None
+    return machines if isinstance(machines, dict) else {}
 
 
 def cached(threads: int) -> Bandwidth | None:
-    entry = _load().get(machine_key(), {}).get(str(threads))
+    """The figure cached for this machine and thread count; None when there is none, or when the
+    entry is not one this module wrote (an edited cache is measured again, never trusted)."""
+    machine = _load().get(machine_key())
+    entry = machine.get(str(threads)) if isinstance(machine, dict) else None
     try:
-        return Bandwidth(**{**entry, "cached": True}) if isinstance(entry, dict) else None
+        found = Bandwidth(**{**entry, "cached": True}) if isinstance(entry, dict) else None
     except TypeError:
         return None
+    return found if found is not None and _sane(found) else None
+
+
+def _sane(found: Bandwidth) -> bool:
+    """Every figure a positive, finite number, as `measure` gives them."""
+    figures = (found.gbps, found.threads, found.buffer_bytes, found.passes, found.seconds)
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf for v in figures)
 
 
 def remember(result: Bandwidth) -> None:
     """Best effort: a cache that cannot be written only means measuring again next time."""
     machines = _load()
-    machines.setdefault(machine_key(), {})[str(result.threads)] = {
-        k: v for k, v in asdict(result).items() if k != "cached"}
+    machine = machines.get(machine_key())
+    machines[machine_key()] = {**(machine if isinstance(machine, dict) else {}), str(result.threads): {
+        k: v for k, v in asdict(result).items() if k != "cached"}}
     write_json(_cache_path(), {"format": FORMAT, "machines": machines})
 
 
