@@ -101,23 +101,55 @@ class TokenProbs:
 
 def probs_from_json(data: object) -> tuple[TokenProbs, ...]:
     """A record's "logprobs" (TokenProbs.to_json each) read back; nothing when any entry is
-    malformed (a damaged record shows no shading rather than wrong shading)."""
+    malformed (a damaged record shows no shading rather than wrong shading). A record is a file
+    anyone may edit: a logprob must be a finite number at most 0, a probability 0 to 1, an
+    entropy finite and not negative, as every backend gives them, or exp() of a logprob of 1000
+    would overflow in the view that shades by it."""
     if not isinstance(data, list):
         return ()
     try:
         return tuple(
-            TokenProbs(int(d["id"]), str(d["token"]), float(d["logprob"]), _maybe(d.get("p_sampled")),
+            TokenProbs(int(d["id"]), str(d["token"]), logprob(d["logprob"]), _probability(d.get("p_sampled")),
                        None if d.get("rank") is None else int(d["rank"]), None,
-                       _maybe(d.get("entropy")),
-                       tuple(Candidate(int(c["id"]), str(c["token"]), float(c["logprob"]), _maybe(c.get("p_sampled")))
+                       _entropy(d.get("entropy")),
+                       tuple(Candidate(int(c["id"]), str(c["token"]), logprob(c["logprob"]),
+                                       _probability(c.get("p_sampled")))
                              for c in d.get("top") or ()))
             for d in data)
-    except (KeyError, TypeError, ValueError, AttributeError):
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
         return ()
 
 
-def _maybe(x: object) -> float | None:
-    return None if x is None else float(x)  # type: ignore[arg-type]
+def logprob(x: object) -> float:
+    """`x` as a log-probability: a finite number at most 0; ValueError for anything else."""
+    value = _number(x)
+    if not -math.inf < value <= 0:
+        raise ValueError(f"a logprob must be finite and at most 0, not {value!r}")
+    return value
+
+
+def _number(x: object) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise TypeError(f"expected a number, got {type(x).__name__}")
+    return float(x)
+
+
+def _probability(x: object) -> float | None:
+    if x is None:
+        return None
+    value = _number(x)
+    if not 0 <= value <= 1:
+        raise ValueError(f"a probability must be 0 to 1, not {value!r}")
+    return value
+
+
+def _entropy(x: object) -> float | None:
+    if x is None:
+        return None
+    value = _number(x)
+    if not 0 <= value < math.inf:
+        raise ValueError(f"an entropy must be finite and not negative, not {value!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -131,7 +163,8 @@ class Confidence:
 
     @property
     def perplexity(self) -> float:
-        return math.exp(-self.mean_logprob)
+        """exp(-mean logprob); infinite past what a float holds (a mean below about -709)."""
+        return math.exp(-self.mean_logprob) if -self.mean_logprob < 709 else math.inf
 
     def describe(self) -> str:
         """E.g. "mean logprob -0.42 (perplexity 1.52), 3 of 40 tokens below 10%"."""

@@ -28,6 +28,9 @@ Byte = Annotated[int, msgspec.Meta(ge=0, le=255)]
 Millis = Annotated[float, msgspec.Meta(ge=0, le=1e15)]
 """A duration in ms (or a rate): never negative, and finite, so arithmetic on it stays sane."""
 Size = Annotated[int, msgspec.Meta(ge=0)]
+Logprob = Annotated[float, msgspec.Meta(ge=-1.7976931348623157e308, le=0)]
+"""A natural log of a probability: never above 0 (a probability above 1), and finite (an
+overflowed 1e999 is not one), so exp() of it is a probability and never overflows."""
 
 
 class Answer(msgspec.Struct, frozen=True):
@@ -158,7 +161,7 @@ class Timings(Answer):
 class TopLogprob(Answer):
     id: TokenId
     token: str = ""
-    logprob: float = 0.0
+    logprob: Logprob = 0.0
     """Natural log of the raw probability (llama-server's n_probs without post_sampling_probs)."""
 
 
@@ -167,7 +170,7 @@ class TokenLogprobs(Answer):
 
     id: TokenId
     token: str = ""
-    logprob: float = 0.0
+    logprob: Logprob = 0.0
     top_logprobs: list[TopLogprob] = msgspec.field(default_factory=list)
 
 
