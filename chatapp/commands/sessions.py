@@ -151,7 +151,8 @@ def export(
         "--output", "-o", help="Write to this file (readable by you alone) instead of stdout.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --output file.")] = False,
     all_branches: Annotated[bool, typer.Option(
-        "--all-branches", help="Every branch of the conversation (JSON: a nested tree; Markdown: a section "
+        "--all-branches", help="Every branch of the conversation (JSON: a flat tree, each message naming its "
+                               "parent and children; Markdown: a section "
                                "per branch), not only the active path.")] = False,
 ) -> None:
     """Print the transcript (the active path, or --all-branches) and the per-turn performance

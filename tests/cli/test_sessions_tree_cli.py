@@ -65,9 +65,11 @@ def test_export_has_the_active_path_by_default_and_every_branch_on_request(chata
     assert data["messages_in_other_branches"] == 2 and "tree" not in data
     out = chatapp_exe("sessions", "export", "t", "--format", "json", "--all-branches")
     data = json.loads(out.stdout)
-    [root] = data["tree"]
-    [reply] = root["children"]
-    assert [q["content"] for q in reply["children"]] == ["Name a colour.", "Name a planet."]
+    by_id = {node["id"]: node for node in data["tree"]}  # flat, each naming its parent and children
+    [root] = [node for node in data["tree"] if node["parent"] is None]
+    [reply] = [by_id[i] for i in root["children"]]
+    assert reply["parent"] == root["id"] and (root["depth"], reply["depth"]) == (0, 1)
+    assert [by_id[q]["content"] for q in reply["children"]] == ["Name a colour.", "Name a planet."]
     assert len(data["branches"]) == 2 and len(data["journal"]) == 3
     md = chatapp_exe("sessions", "export", "t", "--all-branches").stdout
     assert "## Branch 1" in md and "## Branch 2 (active)" in md

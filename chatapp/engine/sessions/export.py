@@ -1,4 +1,13 @@
-"""A session as data (JSON) or Markdown: the transcript plus a per-turn performance journal."""
+"""A session as data (JSON) or Markdown: the transcript plus a per-turn performance journal.
+
+With every branch (`--all-branches`), the JSON's "tree" is the whole conversation as a flat
+list, depth first: each message once, with its "id", its "parent" (null for a first question),
+its "children" (ids, in the order written) and its "depth" (0 for a first question), and
+"branches" lists each leaf's path as ids. It is flat, not nested one level per message, so
+a conversation of any length is written, and read back by any JSON parser (a nested tree
+past about 450 messages is deeper than Python's own json module writes or reads). Version 1
+nested each message's children inside it.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +25,8 @@ from chatapp.errors import ChatappError, InputError, OutputError
 from chatapp.private import create_private
 
 EXPORT_FORMAT = "chatapp-session"
-EXPORT_VERSION = 1
+EXPORT_VERSION = 2
+"""2: the tree is a flat list of messages naming their parent and children (1 nested them)."""
 JOURNAL_KEYS = ("prompt_tokens", "cached_tokens", "prefill_tokens", "restored_tokens", "prefill_tps", "ttft_ms",
                 "decode_tokens", "decode_tps", "restore_ms", "kv_used", "n_ctx", "finish_reason", "model", "quant",
                 "kv_type", "backend", "threads", *DRAFT_KEYS)
@@ -45,13 +55,10 @@ def tree_rows(session: StoredSession) -> list[dict]:
             for m, depth in tree.walk()]
 
 
-def _nested(rows: list[dict]) -> list[dict]:
-    by_id = {row["id"]: {k: row[k] for k in ("id", "role", "content", "stopped", "active")} | {"children": []}
-             for row in rows}
-    top = []
-    for row in rows:
-        (by_id[row["parent"]]["children"] if row["parent"] else top).append(by_id[row["id"]])
-    return top
+def _flat(rows: list[dict]) -> list[dict]:
+    """The tree's rows as the export writes them: flat, depth first (see the module docstring)."""
+    return [{k: row[k] for k in ("id", "parent", "role", "content", "stopped", "active", "children", "depth")}
+            for row in rows]
 
 
 def _branches(rows: list[dict]) -> list[list[dict]]:
@@ -72,8 +79,8 @@ def _branches(rows: list[dict]) -> list[list[dict]]:
 def session_data(store: SessionStore, name: str, session: StoredSession | None = None, *,
                  all_branches: bool = False) -> dict:
     """The export of session `name` (`session`, when the caller has already loaded it): the
-    shown path and its turns' journal, or with `all_branches` every message as a nested tree
-    and every turn."""
+    shown path and its turns' journal, or with `all_branches` every message as a flat tree (each
+    naming its parent and children, see the module docstring) and every turn."""
     session = session or store.get(name)
     by_message = store.records_by_message(name)
     if all_branches:
@@ -103,7 +110,7 @@ def session_data(store: SessionStore, name: str, session: StoredSession | None =
                     for n, (idx, record, mid) in enumerate(records, 1)],
     }
     if rows is not None:
-        data["tree"] = _nested(rows)
+        data["tree"] = _flat(rows)
         data["branches"] = [[row["id"] for row in path] for path in _branches(rows)]
     elif (hidden := len(session.tree) - len(session.messages)) > 0:
         data["messages_in_other_branches"] = hidden  # --all-branches exports them
@@ -136,12 +143,7 @@ def to_markdown(data: dict) -> str:
         system = [m for m in data["messages"] if m["role"] == "system"]
         if system:
             lines += ["## System prompt", "", system[0]["content"], ""]
-        by_id = {}
-        stack = list(data["tree"])
-        while stack:
-            node = stack.pop()
-            by_id[node["id"]] = node
-            stack.extend(node["children"])
+        by_id = {node["id"]: node for node in data["tree"]}
         for number, branch in enumerate(data["branches"], 1):
             active = " (active)" if all(by_id[i]["active"] for i in branch) else ""
             lines += [f"## Branch {number}{active}: {' > '.join(branch)}", ""]
