@@ -22,7 +22,7 @@ def home_dir() -> Path:
         named = read_capped(pointer, MAX_POINTER_BYTES).decode("utf-8").strip()
         if named and Path(named).expanduser().is_dir():
             return Path(named).expanduser()
-    except (OSError, UnicodeDecodeError):
+    except (OSError, UnicodeDecodeError, RuntimeError):  # RuntimeError: it names ~USER of no user here
         pass
     if (Path.home() / ".lmstudio").is_dir():
         return Path.home() / ".lmstudio"

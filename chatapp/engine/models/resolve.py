@@ -105,27 +105,58 @@ def resolve_model(spec: str | None = None, settings: Settings | None = None, *, 
     if spec is not None and not spec.strip():
         raise ModelError("the model name is empty; leave --model out to use the configured or default model")
     choice = model_spec(spec, settings, catalog)
-    in_store = resolve_store_name(choice)
+    try:
+        in_store = resolve_store_name(choice)
+        entry = catalog.find(choice) if in_store is None else None
+        path = in_store or (find_local(entry) if entry is not None else _path_of(choice, catalog))
+    except OSError as exc:  # looking the name up as a file failed: one line, never a traceback
+        raise ModelError(_lookup_problem(choice, exc)) from None
     if in_store is not None:
         check_gguf(in_store)
         # Absolute, not resolved: llama.cpp finds a split model's other parts beside the first
         # part's name, and in the hub cache that name is the snapshot's link, not the blob.
         return Path(os.path.abspath(in_store))
-    entry = catalog.find(choice)
-    if entry is not None:
-        path = find_local(entry)
-        if path is None:
-            if entry.name != catalog.default or not pull_default:
-                raise ModelNotDownloadedError(entry.name)
-            path = pull(entry.name, progress=progress, catalog=catalog)
-    else:
-        path = Path(choice).expanduser()
-        if not path.exists() and os.sep not in choice and "/" not in choice:
-            path = _in_search_dirs(choice) or path
-        if not os.path.lexists(path):
-            if _looks_like_path(choice):
-                raise ModelError(f"model file not found: {path}")
-            raise ModelError(f"unknown model {choice!r}; known models: {', '.join(catalog.names())} "
-                             "(or give a path to a .gguf file)")
+    if entry is not None and path is None:
+        if entry.name != catalog.default or not pull_default:
+            raise ModelNotDownloadedError(entry.name)
+        path = pull(entry.name, progress=progress, catalog=catalog)
     check_gguf(path)
     return path.resolve()
+
+
+def _path_of(choice: str, catalog: Catalog) -> Path:
+    """A spec that is no store or catalog name, as the file it names (ModelError when none)."""
+    path = _expanded(choice)
+    if not path.exists() and os.sep not in choice and "/" not in choice:
+        path = _in_search_dirs(choice) or path
+    if not os.path.lexists(path):
+        if _looks_like_path(choice):
+            raise ModelError(f"model file not found: {path}")
+        raise ModelError(f"unknown model {choice!r}; known models: {', '.join(catalog.names())} "
+                         "(or give a path to a .gguf file)")
+    return path
+
+
+SHOWN_NAME = 60
+"""How much of a model name an error line quotes: a name that does not fit a file name is long."""
+
+
+def _shown(choice: str) -> str:
+    return repr(choice if len(choice) <= SHOWN_NAME else f"{choice[:SHOWN_NAME]}...")
+
+
+def _lookup_problem(choice: str, exc: OSError) -> str:
+    if exc.errno == errno.ENAMETOOLONG:
+        return (f"the model name {_shown(choice)} ({len(choice):,} characters) is too long to be a file "
+                "name; give a catalog name, a store name or a path to a .gguf file")
+    return f"cannot look for the model {_shown(choice)}: {exc.strerror or exc}"
+
+
+def _expanded(choice: str) -> Path:
+    """The spec as a path, ~ and ~USER expanded; a ~USER of no user here is a ModelError."""
+    try:
+        return Path(choice).expanduser()
+    except RuntimeError:  # Python's "Could not determine home directory."
+        user = choice.split("/", 1)[0].split(os.sep, 1)[0].removeprefix("~")
+        why = f"this machine has no user {_shown(user)}" if user else "no home folder is set"
+        raise ModelError(f"model file not found: {_shown(choice)} ({why})") from None
