@@ -93,12 +93,18 @@ def _refuse_kind(path: Path | str, mode: int) -> None:
         raise RefusedFile(errno.EINVAL, f"it is {kind}, not a regular file", str(path))
 
 
+def check_regular(path: Path | str) -> None:
+    """RefusedFile unless `path` is a regular file (or a link to one), from its metadata alone:
+    for a reader that must open the file by name itself (a memory map), before it does."""
+    _refuse_kind(path, os.stat(path).st_mode)
+
+
 def open_regular(path: Path | str) -> BinaryIO:
     """`open(path, "rb")` for a regular file only, and never a wait: the type is checked before
     the file is opened (a device is not even opened), and again on what was opened, with
     O_NONBLOCK, so a named pipe swapped in meanwhile is refused instead of waited on. Raises
     RefusedFile (an OSError) for anything else; the other OSErrors as `open` raises them."""
-    _refuse_kind(path, os.stat(path).st_mode)
+    check_regular(path)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         _refuse_kind(path, os.fstat(fd).st_mode)

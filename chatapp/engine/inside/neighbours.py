@@ -106,6 +106,7 @@ def cached_unit_rows(path: Path) -> np.ndarray:
     n_embd, n_rows = embedding_tensor(header).shape
     target = cache_file(file_sha256(path))
     try:
+        paths.check_regular(target)  # a named pipe there would be waited on forever: built again instead
         cached = np.load(target, mmap_mode="r", allow_pickle=False)
         if cached.shape == (n_rows, n_embd) and cached.dtype == np.float16:
             return cached
