@@ -25,7 +25,7 @@ QUESTION = "What is the capital of France?"
 
 @pytest.fixture
 def app(default_model_path):
-    settings = Settings(n_ctx=512, temperature=0.0, max_tokens=8)
+    settings = Settings(n_ctx=512, temperature=0.0, max_tokens=8, threads=2)  # fixed threads: one reply
     chat_app = ChatApp(open_engine(settings, str(default_model_path)), settings=settings)
     yield chat_app
     chat_app.release_engine()
@@ -60,9 +60,10 @@ async def test_f9_shows_a_reply_tokens_attention_per_layer_and_head(app):
         assert list(found.tokens) == app.engine.cached_tokens()
         first = found.reply_start
         reply = app.engine.messages[-1].content
-        assert view.query_position == first and view.tokens[first].piece == "The" and reply.startswith("The")
+        piece = view.tokens[first].piece  # the reply's first token (which word depends on the CPU's kernels)
+        assert view.query_position == first and piece.strip() and reply.startswith(piece.strip())
         text = view.plain
-        assert f"query  'The' · reply token 1 of {found.reply_tokens} · position {first}" in text
+        assert f"query  {piece!r} · reply token 1 of {found.reply_tokens} · position {first}" in text
         assert "layer  16 of 30 · heads averaged (9)" in text
         assert "What·is·the·capital·of·France?" in text  # the templated prompt, in the Tokens panel's style
         assert "without flash attention" in text and "with no callback" in text
