@@ -29,9 +29,6 @@ from chatapp.errors import ChatappError
 from chatapp.format import one_line_text
 from chatapp.ui.messages import AttachFailed, Attached, TurnRetrieved
 from chatapp.ui.screens.attach import AttachScreen, DetachScreen
-from chatapp.ui.widgets.composer import Composer
-from chatapp.ui.widgets.header import AppHeader
-from chatapp.ui.widgets.transcript import Transcript
 
 if TYPE_CHECKING:
     from chatapp.ui.host import ChatHost
@@ -97,7 +94,7 @@ class AttachController:
         app = self.app
         app.attaching = True
         self._stop = threading.Event()
-        app.query_one(AppHeader).status = f"attaching {one_line_text(path.name or str(path))}… (Esc stops)"
+        app.status = f"attaching {one_line_text(path.name or str(path))}… (Esc stops)"
         app.run_worker(partial(self._attach, path, self._stop), name="attach", group="attach", thread=True,
                        exclusive=True, exit_on_error=False)
 
@@ -106,7 +103,7 @@ class AttachController:
         if not self.app.attaching or self._stop is None:
             return False
         self._stop.set()
-        self.app.query_one(AppHeader).status = "stopping the attach…"
+        self.app.status = "stopping the attach…"
         return True
 
     def _attach(self, path: Path, stop: threading.Event) -> None:
@@ -135,11 +132,10 @@ class AttachController:
         report = message.report
         for notice in report.notices:
             app.notify(one_line_text(notice), title="Attachment", severity="warning", timeout=8, markup=False)
-        transcript = app.query_one(Transcript)
         for plan in report.added:
             how = "placed whole in the next question" if plan.whole else \
                 f"{len(plan.chunks):,} chunks, the best placed before each question"
-            await transcript.add_notice(f"attached {one_line_text(plan.attachment.name)}: "
+            await app.add_notice(f"attached {one_line_text(plan.attachment.name)}: "
                                         f"{plural(plan.tokens, 'token')}, {how}", "info")
         if report.added:
             names = ", ".join(one_line_text(plan.attachment.name) for plan in report.added)
@@ -150,17 +146,15 @@ class AttachController:
         self._attach_over()
         app.notify(one_line_text(message.error), title="Attachment", severity="warning" if message.stopped else "error",
                    timeout=10, markup=False)
-        composer = app.query_one(Composer)
         # The command comes back, to fix the path; not one whose path holds control characters
         # (picked in the tree), which the composer would send to the terminal as they are.
-        if not composer.text.strip() and one_line_text(message.path) == message.path:
-            composer.load_text(f"/attach {message.path}")
-            composer.move_cursor(composer.document.end)
+        if one_line_text(message.path) == message.path:
+            app.edit_text(f"/attach {message.path}", only_if_empty=True)
 
     def _attach_over(self) -> None:
         self._stop = None
         self.app.attaching = False
-        self.app.query_one(AppHeader).status = ""
+        self.app.status = ""
         self.show()
 
     # --- removing --------------------------------------------------------------------------
@@ -194,11 +188,11 @@ class AttachController:
     def show(self) -> None:
         """The header's list, from the engine (after an attach, a removal, a new chat, a session
         or model change)."""
-        self.app.query_one(AppHeader).attachments = tuple(p.attachment.name for p in self.app.engine.attachments)
+        self.app.attached = tuple(p.attachment.name for p in self.app.engine.attachments)
 
     async def retrieved(self, message: TurnRetrieved) -> None:
-        await self.app.query_one(Transcript).show_sources(message.context)
+        await self.app.show_sources(message.context)
 
-    def path_candidates(self, message: Composer.PathCandidates) -> None:
-        self.app.notify("  ".join(one_line_text(c) for c in message.candidates), title="/attach", timeout=6,
-                        markup=False)
+    def path_candidates(self, candidates: list[str]) -> None:
+        """The paths that complete what follows /attach in the composer (Tab), in one line."""
+        self.app.notify("  ".join(one_line_text(c) for c in candidates), title="/attach", timeout=6, markup=False)

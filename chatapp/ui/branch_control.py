@@ -12,33 +12,24 @@ KV and Tokens panels what the turn kept and prefilled.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
 from textual.binding import Binding
 
 from chatapp.engine.chat.branch_states import BranchSwitch
 from chatapp.engine.chat.engine import Engine
-from chatapp.engine.events import Event
 from chatapp.engine.stats import TurnRecord
 from chatapp.errors import ChatappError, InputError
 from chatapp.format import count
-from chatapp.ui.host import ChatHost
+from chatapp.ui.host import ChatHost, SessionKeeper
 from chatapp.ui.messages import BranchChanged, TreeReady
+from chatapp.ui.turns import SEND, TurnHow
 from chatapp.ui.screens.sessions import ConfirmScreen, NameScreen
-from chatapp.ui.screens.tree import TreeScreen, TreeSnapshot
-from chatapp.ui.widgets.composer import Composer
-from chatapp.ui.widgets.kv_panel import KVPanel
-from chatapp.ui.widgets.tokens_panel import TokensPanel
-from chatapp.ui.branch_view import shown_path
-from chatapp.ui.widgets.transcript import Shown, Transcript, UserMessage
+from chatapp.ui.screens.tree import TreeScreen
+from chatapp.ui.shown import Selection, TreeSnapshot, shown_path
 
-if TYPE_CHECKING:
-    from chatapp.ui.session_control import SessionController
-
-TurnAction = Literal["send", "regenerate", "edit", "branch", "token"]
 BranchAction = Literal["select_previous", "select_next", "edit", "continue_here", "previous_sibling",
                        "next_sibling", "tree", "delete", "fork"]
 
@@ -80,39 +71,6 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
 """(title, help, app action) for the command palette."""
 
 
-@dataclass(frozen=True)
-class TurnHow:
-    """How a turn starts: a new question at the end, or one that branches."""
-
-    action: TurnAction = "send"
-    target: str | None = None
-    """edit: the question edited; branch: the reply it follows; regenerate, token: the reply (None: the last)."""
-    back: int = 0
-    """token: where the new reply leaves the old, in tokens before the old one's end."""
-    token: int = -1
-    """token: the token id it takes there instead."""
-
-
-SEND = TurnHow()
-
-
-def start_events(engine: Engine, text: str, how: TurnHow, since: float | None = None) -> Iterator[Event]:
-    """The engine's turn for `how` (on the turn worker: the tree changes here); `since`: when the
-    user sent it (time.perf_counter()), for a new question's ttft_ms."""
-    if how.action == "regenerate":
-        return engine.regenerate(how.target)
-    if how.action == "token":
-        ids = engine.last_reply_ids()
-        if len(ids) < how.back:
-            raise InputError("the last reply is no longer in the cache as it was written; run a turn and choose again")
-        return engine.regenerate(how.target, forced=[*ids[:len(ids) - how.back], how.token])
-    if how.action == "edit":
-        return engine.edit(how.target or "", text)
-    if how.action == "branch":
-        return engine.send_after(how.target or "", text)
-    return engine.send(text, since=since)
-
-
 UP_TO = {"edit": "up to your edit", "regenerate": "up to the question", "branch": "up to the branch point",
          "token": "up to the token chosen"}
 
@@ -133,11 +91,10 @@ def tree_snapshot(engine: Engine, on_disk: Callable[[str], bool] | None = None) 
     """The tree for the tree screen, with each leaf's tokens (its path's prompt, tokenized here,
     on the worker) and where its KV state is kept. `on_disk(leaf)`: the session keeps a file."""
     tree = engine.tree
-    system = engine.messages[:len(engine.messages) - len(tree.path())]
     kept = engine.kept_leaves()
     tokens = {}
     for leaf in tree.leaves():
-        tokens[leaf] = len(engine.prompt_ids(system + tree.path_to(leaf), add_generation_prompt=False))
+        tokens[leaf] = engine.branch_tokens(leaf)
         if leaf not in kept and on_disk is not None and on_disk(leaf):
             kept[leaf] = "disk"
     return TreeSnapshot(tree, tokens, kept)
@@ -150,7 +107,7 @@ class BranchHost(ChatHost, Protocol):
 
 
 class BranchController:
-    def __init__(self, app: BranchHost, sessions: "SessionController") -> None:
+    def __init__(self, app: BranchHost, sessions: SessionKeeper) -> None:
         self.app = app
         self.sessions = sessions
         self.pending: TurnHow | None = None
@@ -158,58 +115,48 @@ class BranchController:
         self.taken: TurnHow = SEND
         """How the turn running now was asked for, until it ends."""
 
-    def _transcript(self) -> Transcript:
-        return self.app.query_one(Transcript)
-
-    def _selected(self, role: str | None = None, what: str = "") -> tuple[int, str] | None:
-        """(place in the path, id) of the selected message; None, and say why, when there is none
-        or it is not of `role`."""
-        transcript = self._transcript()
-        index, widget = transcript.selected_index(), transcript.selected
-        if index is None or widget is None or not widget.message_id:
+    def _selected(self, role: str | None = None, what: str = "") -> Selection | None:
+        """The selected message; None, and say why, when there is none or it is not of `role`."""
+        chosen = self.app.selection()
+        if chosen is None:
             self.app.notify(f"select a message to {what} first (Alt+Up, or click it)", severity="warning")
             return None
-        if role is not None and (role == "user") != isinstance(widget, UserMessage):
+        if role is not None and role != chosen.role:
             kind = "question" if role == "user" else "reply"
             self.app.notify(f"only a {kind} can be chosen to {what}", severity="warning")
             return None
-        return index, widget.message_id
+        return chosen
 
     # --- the actions -----------------------------------------------------------------------------
     def act(self, action: BranchAction) -> None:
         getattr(self, action)()
 
     def select_previous(self) -> None:
-        self._transcript().select_step(-1)
+        self.app.step_selection(-1)
 
     def select_next(self) -> None:
-        self._transcript().select_step(+1)
+        self.app.step_selection(+1)
 
     def edit(self) -> None:
         chosen = self._selected("user", "edit")
         if chosen is None or self.app.busy("edit a question"):
             return
-        text = next(m.content for m in self.app.engine.messages if m.id == chosen[1])
-        composer = self.app.query_one(Composer)
-        composer.load_text(text)
-        composer.move_cursor(composer.document.end)
-        composer.focus()
-        self._set_pending(TurnHow("edit", chosen[1]), f"editing question {chosen[1]}: Enter asks it anew "
-                                                      "beside the old one (Esc cancels)")
+        text = next(m.content for m in self.app.engine.messages if m.id == chosen.message_id)
+        self.app.edit_text(text)
+        self._set_pending(TurnHow("edit", chosen.message_id), f"editing question {chosen.message_id}: Enter asks "
+                                                              "it anew beside the old one (Esc cancels)")
 
     def continue_here(self) -> None:
         chosen = self._selected("assistant", "continue from")
         if chosen is None:
             return
-        self.app.query_one(Composer).focus()
-        self._set_pending(TurnHow("branch", chosen[1]), f"the next question branches after reply {chosen[1]} "
-                                                        "(Esc cancels)")
+        self.app.focus_composer()
+        self._set_pending(TurnHow("branch", chosen.message_id),
+                          f"the next question branches after reply {chosen.message_id} (Esc cancels)")
 
     def _set_pending(self, how: TurnHow | None, line: str = "") -> None:
         self.pending = how
-        composer = self.app.query_one(Composer)
-        composer.border_title = line or None
-        composer.set_class(how is not None, "-branching")
+        self.app.mark_composer(line if how is not None else None)
         if line:
             self.app.notify(line, timeout=4, markup=False)
 
@@ -240,9 +187,8 @@ class BranchController:
         """Ctrl+R: a new reply beside the selected reply, or beside the last one; the old one stays."""
         if self.app.busy("regenerate"):
             return
-        transcript = self._transcript()
-        widget = transcript.selected
-        target = widget.message_id if widget is not None and not isinstance(widget, UserMessage) else None
+        chosen = self.app.selection()
+        target = chosen.message_id if chosen is not None and chosen.role == "assistant" else None
         messages = self.app.engine.messages
         if not any(m.role == "user" for m in messages):
             self.app.notify("nothing to regenerate yet", severity="warning")
@@ -274,10 +220,10 @@ class BranchController:
         self._sibling(+1)
 
     def _sibling(self, step: int) -> None:
-        transcript = self._transcript()
-        index = transcript.selected_index()
+        chosen = self.app.selection()
+        index = chosen.index if chosen is not None else None
         if index is None:  # the last message that has siblings
-            drawn = transcript.messages()
+            drawn, _ = shown_path(self.app.engine)
             index = next((i for i in range(len(drawn) - 1, -1, -1) if drawn[i].siblings > 1), None)
             if index is None:
                 self.app.notify("no message on this path has another branch", severity="warning")
@@ -326,8 +272,8 @@ class BranchController:
         chosen = self._selected(None, "delete")
         if chosen is None or self.app.busy("delete a branch"):
             return
-        index, message_id = chosen
-        after = len(self._transcript().messages()) - index - 1
+        index, message_id = chosen.index, chosen.message_id
+        after = len(self.app.engine.tree.path()) - index - 1
 
         def confirmed(yes: bool | None) -> None:
             if yes and not self.app.busy("delete a branch"):
@@ -363,54 +309,36 @@ class BranchController:
                 job(engine)
 
     def _change(self, job: Callable[[Engine], tuple[str, BranchSwitch | None, int | None]], engine: Engine) -> None:
-        """On the worker, with the turn lock: change the path, post it, then save the session."""
+        """On the worker, with the turn lock: change the path, post it with the engine's figures for
+        the leaf now shown, then save the session."""
         live = self.sessions.live
         try:
             line, switch, select = job(engine)
         except ChatappError as exc:
-            self.app.post_message(BranchChanged(*shown_path(engine), line=exc.one_line(), select=-1))
-            return
+            line, switch, select = exc.one_line(), None, -1
         except Exception as exc:  # noqa: BLE001 - whatever llama.cpp raises, the app says it and goes on
-            self.app.post_message(BranchChanged(*shown_path(engine), line=f"{type(exc).__name__}: {exc}", select=-1))
-            return
-        self.app.post_message(BranchChanged(*shown_path(engine), line=line, switch=switch, select=select))
-        if live is not None:
+            line, switch, select = f"{type(exc).__name__}: {exc}", None, -1
+        self.app.post_message(BranchChanged(*shown_path(engine), engine.branch_figures(), line=line, switch=switch,
+                                            select=select))
+        if live is not None and select != -1:
             self.sessions.save_after_change(live)
 
     # --- what the workers posted -----------------------------------------------------------------
     async def changed(self, message: BranchChanged) -> None:
-        transcript = self._transcript()
-        await transcript.show_path(message.path, message.dropped)
-        if message.select == -1:  # refused: the path is as it was
+        """Draw the path, and show the leaf's figures: every panel reads them from the app's branch."""
+        refused = message.select == -1
+        await self.app.show_path(message.path, message.dropped, None if refused else message.select)
+        if refused:  # the path is as it was
             self.app.notify(message.line, severity="error", timeout=8, markup=False)
             return
-        if message.select is not None and message.select < len(transcript.messages()):
-            transcript.select(transcript.messages()[message.select])
-        if message.switch is not None:
-            self.app.query_one(KVPanel).show_note(message.line)
-            self.app.query_one(TokensPanel).show_note(message.line)
+        switch = message.switch
+        self.app.branch = self.app.branch.moved(message.figures, message.line,
+                                                switch.source if switch is not None and switch.how == "restored"
+                                                else "")
         if message.line:
             self.app.notify(message.line, title="Branch", timeout=5, markup=False)
 
-    async def turn_started(self, path: list[Shown], dropped: int) -> None:
-        await self._transcript().show_path(path, dropped)
-
-    def turn_finished(self, record: TurnRecord) -> None:
-        """Name the turn's question and reply, and say what a branching turn kept and prefilled."""
+    def turn_note(self, record: TurnRecord) -> str:
+        """What a branching turn kept and prefilled, for the panels; forgets how the turn was asked."""
         how, self.taken = self.taken, SEND
-        extra, transcript = record.extra, self._transcript()
-        reply_id, question_id = extra.get("message_id"), extra.get("parent_id")
-        if not reply_id:
-            return
-        position, siblings = 1, 1
-        if branch := extra.get("branch"):
-            position, siblings = (int(n) for n in str(branch).split("/"))
-        if extra.get("action") == "regenerate":
-            transcript.name_last("assistant", reply_id, position, siblings)
-        else:
-            transcript.name_last("assistant", reply_id)
-            transcript.name_last("user", question_id or "", position, siblings)
-        line = turn_cost(record, "token" if how.action == "token" else None)
-        if line:
-            self.app.query_one(KVPanel).show_note(line)
-            self.app.query_one(TokensPanel).show_note(line)
+        return turn_cost(record, "token" if how.action == "token" else None) or ""

@@ -56,28 +56,3 @@ class ChatCommands(Provider):
             if score > 0:
                 yield Hit(score, matcher.highlight(title), callback, text=title, help=help_text)
 
-
-class ThemePicker(Provider):
-    """chatapp's themes (shipped and the user's), the same list `chatapp themes list` shows:
-    Textual's built-in themes lack the panels' colours and are not offered. Each hit's text is
-    the theme name, so the app can preview the highlighted one (it watches
-    CommandPalette.OptionHighlighted)."""
-
-    def _themes(self) -> list[str]:
-        return sorted(self.app.theme_result.names())
-
-    def _choose(self, name: str) -> None:
-        self.app.theme = name
-
-    async def discover(self) -> Hits:
-        # The palette highlights (so previews) the first hit when it opens: the current theme.
-        current = self.app.theme
-        for name in [current, *(n for n in self._themes() if n != current)]:
-            yield DiscoveryHit(name, partial(self._choose, name), text=name)
-
-    async def search(self, query: str) -> Hits:
-        matcher = self.matcher(query)
-        for name in self._themes():
-            score = matcher.match(name)
-            if score > 0:
-                yield Hit(score, matcher.highlight(name), partial(self._choose, name), text=name)

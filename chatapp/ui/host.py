@@ -1,8 +1,8 @@
 """What the app's controllers may use of the app, and the gate every engine user goes through.
 
-The session, attachment and inside-the-model controllers are written against `ChatHost`, a
-narrow protocol of what they really use, instead of `ChatApp`: they never import the app,
-and a test can run one on a small host App. `ChatApp` satisfies it.
+The controllers are written against `ChatHost`, a narrow protocol of what they really use,
+instead of `ChatApp`: they never import the app or a widget, and a test can run one on a small
+host App. `ChatApp` satisfies it.
 
 `EngineGate` owns the engine's two locks and the "released" flag. A turn, a session or
 attachment worker, the attention capture and prefill while typing hold the turn lock; tokenizing the composer and
@@ -18,17 +18,18 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from textual.message import Message
     from textual.screen import Screen
-    from textual.widget import Widget
 
     from chatapp.config import Settings
     from chatapp.engine.chat import Engine
-
-W = TypeVar("W", bound="Widget")
+    from chatapp.engine.inside.neighbours import Neighbour
+    from chatapp.engine.sessions import LiveSession
+    from chatapp.engine.retrieval.context import RetrievedContext
+    from chatapp.ui.shown import Selection, Shown, ShownBranch
 
 
 class EngineGate:
@@ -105,7 +106,9 @@ class EngineGate:
 
 
 class ChatHost(Protocol):
-    """The part of the app that its controllers use."""
+    """The part of the app that its controllers use: what the screen shows, set as attributes
+    (chatapp.ui.shown), and a few things only the app can do to its widgets. No widget is ever
+    handed out: a controller changes what is shown, and the app's widgets, bound to it, draw."""
 
     gate: EngineGate
     settings: Settings
@@ -117,6 +120,16 @@ class ChatHost(Protocol):
     """A turn's worker runs."""
     loading_model: bool
     """A model switch is loading the next model."""
+    status: str
+    """What the app is doing, in the header: "", "prefill…", "opening session…"."""
+    session_name: str | None
+    """The open session's name, in the header; None: nothing is saved."""
+    attached: tuple[str, ...]
+    """The attached files' names, in the header."""
+    branch: ShownBranch
+    """The shown branch's cache, which the panels draw."""
+    neighbours: tuple[int, list[Neighbour] | None, str | None] | None
+    """The nearest tokens in the embeddings to the token selected in the Tokens panel."""
 
     @property
     def engine(self) -> Engine: ...
@@ -129,7 +142,39 @@ class ChatHost(Protocol):
         ...
 
     def show_attachments(self) -> None:
-        """Redraw the attachments line for the engine's attachments."""
+        """Show the engine's attachments (in the header)."""
+        ...
+
+    async def show_path(self, path: list[Shown], dropped: int = 0, select: int | None = None, *,
+                        anew: bool = False) -> None:
+        """Draw this path in the transcript (`anew`: another conversation, nothing of the old one
+        kept); select its `select`-th message."""
+        ...
+
+    async def add_notice(self, line: str, kind: str = "info") -> None:
+        """A line in the transcript, under the last message."""
+        ...
+
+    async def show_sources(self, context: RetrievedContext) -> None:
+        """What a turn placed before its question, under it in the transcript."""
+        ...
+
+    def selection(self) -> Selection | None:
+        """The message selected in the transcript, if any."""
+        ...
+
+    def step_selection(self, step: int) -> None:
+        """Select the message before (-1) or after (+1) the selected one."""
+        ...
+
+    def edit_text(self, text: str, *, only_if_empty: bool = False) -> None:
+        """Put `text` in the composer to edit and send (with `only_if_empty`, never over what is typed)."""
+        ...
+
+    def focus_composer(self) -> None: ...
+
+    def mark_composer(self, line: str | None) -> None:
+        """Say over the composer what Enter will do (an edit, a branch); None: send as usual."""
         ...
 
     def notify(self, message: str, *, title: str = "", severity: Any = "information",
@@ -139,8 +184,26 @@ class ChatHost(Protocol):
 
     def push_screen(self, screen: Any, callback: Any = None, wait_for_dismiss: bool = False) -> Any: ...
 
-    def query_one(self, selector: type[W]) -> W: ...
-
     def run_worker(self, work: Any, name: str | None = "", group: str = "default", description: str = "",
                    exit_on_error: bool = True, start: bool = True, exclusive: bool = False,
                    thread: bool = False) -> Any: ...
+
+
+class SessionKeeper(Protocol):
+    """What other controllers need of the sessions controller: the open session and its saves.
+    Typed here, so that the controllers sit side by side and none imports another."""
+
+    live: LiveSession | None
+    """The open session, saved after every turn; None: nothing is saved."""
+
+    def request(self, action: Any, name: str, new_name: str | None = None, screen: Any = None) -> None:
+        """Carry out a sessions action ("fork", "open", …), or say in one line why not."""
+        ...
+
+    def save_after_change(self, live: LiveSession) -> None:
+        """On a worker, after the active leaf changed: save it."""
+        ...
+
+    def moved_to(self, engine: Engine) -> None:
+        """After a model switch: the open session goes on with `engine`."""
+        ...

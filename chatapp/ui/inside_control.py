@@ -23,7 +23,6 @@ from chatapp.engine.tokens import Token
 from chatapp.errors import ChatappError
 from chatapp.ui.screens.anatomy import AnatomyScreen
 from chatapp.ui.screens.attention import AttentionScreen
-from chatapp.ui.widgets.tokens_panel import WINDOW, TokensPanel
 
 if TYPE_CHECKING:
     from chatapp.ui.host import ChatHost
@@ -57,9 +56,9 @@ class InsideController:
         summary = app.engine.summary
         app.push_screen(AnatomyScreen(summary.path, summary.kv_type))
 
-    def toggle_attention(self) -> None:
-        """F9 opens the attention view for the last turn, at the reply token selected in the Tokens
-        panel if there is one; F9 again closes it."""
+    def toggle_attention(self, position: int | None = None) -> None:
+        """F9 opens the attention view for the last turn, at the reply token at cache `position` if
+        one is selected; F9 again closes it."""
         app = self.app
         if isinstance(app.screen, AttentionScreen):
             app.screen.dismiss(None)
@@ -67,18 +66,7 @@ class InsideController:
         if app.busy("look at attention"):
             return
         n_layer = app.engine.summary.n_layer or 1
-        app.push_screen(AttentionScreen(self._capture_attention, position=self._selected_reply_position(),
-                                        layer=n_layer // 2))
-
-    def _selected_reply_position(self) -> int | None:
-        """The cache position of the token selected in the Tokens panel, when it is a generated one."""
-        panel = self.app.query_one(TokensPanel)
-        if panel.mode != "turn" or panel.selected is None:
-            return None
-        position = panel.selected + max(len(panel.turn_view) - WINDOW, 0)
-        if position < len(panel.turn_view) and panel.turn_view[position].origin == "generated":
-            return position
-        return None
+        app.push_screen(AttentionScreen(self._capture_attention, position=position, layer=n_layer // 2))
 
     def _capture_attention(self, head_layer: int | None,
                            stop: threading.Event) -> tuple[AttentionMap | AttentionUnavailable, list[Token]]:
@@ -92,8 +80,10 @@ class InsideController:
             tokens = engine.describe(found.tokens) if isinstance(found, AttentionMap) else []
         return found, tokens
 
-    def token_selected(self, message: TokensPanel.TokenSelected) -> None:
-        path, token_id = Path(self.app.engine.summary.path), message.token.id
+    def token_selected(self, token_id: int) -> None:
+        """The nearest tokens to `token_id` in the embeddings, looked up on a worker."""
+        path = Path(self.app.engine.summary.path)
+        self.app.neighbours = (token_id, None, None)
         self.app.run_worker(partial(self._find_neighbours, path, token_id), name="find neighbours",
                             group="neighbours", thread=True, exclusive=True, exit_on_error=False)
 
@@ -124,4 +114,4 @@ class InsideController:
     def found(self, message: NeighboursFound) -> None:
         if Path(self.app.engine.summary.path) != message.path:
             return  # looked up in a model that has since been replaced
-        self.app.query_one(TokensPanel).show_neighbours(message.token_id, message.neighbours, message.problem)
+        self.app.neighbours = (message.token_id, message.neighbours, message.problem)

@@ -18,9 +18,10 @@ its burst and arrives as quickly as before: one loop iteration.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Protocol
 
 from textual import events
+from textual.app import App, ReturnType
 from textual.driver import Driver
 from textual.message import Message
 
@@ -81,3 +82,39 @@ def with_key_bursts(driver_class: type[Driver]) -> type[Driver]:
     if issubclass(driver_class, KeyBurstDriver):
         return driver_class
     return type(f"KeyBurst{driver_class.__name__}", (KeyBurstDriver, driver_class), {})
+
+
+class TypesText(Protocol):
+    def type_text(self, text: str) -> None: ...
+
+
+class KeyBurstApp(App[ReturnType]):
+    """An App that reads keys through a `KeyBurstDriver` and hands printable ones straight to
+    `typing_target()` when it names a widget: no binding takes a printable key there, and
+    Textual's checking and forwarding cost about 75 µs a key, 1.5 s for 20 KB arriving as typed
+    keys."""
+
+    def get_driver_class(self) -> type[Driver]:
+        return with_key_bursts(super().get_driver_class())
+
+    def typing_target(self) -> TypesText | None:
+        """Where printable keys may go straight now; None: through Textual's own handling."""
+        return None
+
+    async def on_event(self, event: events.Event) -> None:
+        if (isinstance(event, events.Key) and not event.is_forwarded and event.is_printable and event.character
+                and (target := self.typing_target()) is not None):
+            self.app_focus = True
+            target.type_text(event.character)
+            return
+        await super().on_event(event)
+
+    async def on_key_burst(self, burst: KeyBurst) -> None:
+        """Printable keys the driver gathered: one edit for the typing target, or each key in
+        turn through Textual's own handling, as if it had come alone."""
+        if (target := self.typing_target()) is not None:
+            self.app_focus = True
+            target.type_text(burst.text)
+            return
+        for key in burst.keys:
+            await self.on_event(key)

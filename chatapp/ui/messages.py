@@ -1,4 +1,8 @@
-"""Messages that UI workers post; widgets react to them. Workers never touch widgets."""
+"""Messages that UI workers post; the App turns them into what it shows. Workers never touch widgets.
+
+A message that changes the shown branch carries the engine's `BranchFigures` for the leaf shown
+after it, read on the worker while it holds the engine, so the App never asks the engine from the
+UI thread and every panel gets the same figures (chatapp.ui.shown)."""
 
 from __future__ import annotations
 
@@ -18,13 +22,13 @@ from chatapp.engine.stats import LiveDecode, TurnRecord
 from chatapp.engine.tokens import Token
 
 if TYPE_CHECKING:
-    from chatapp.engine.chat.branch_states import BranchSwitch
+    from chatapp.engine.chat.branch_states import BranchFigures, BranchSwitch
     from chatapp.engine.chat.engine import Engine
     from chatapp.engine.models.quant import ModelInfo
     from chatapp.engine.sessions import LiveSession
     from chatapp.errors import SessionConflict
-    from chatapp.ui.screens.tree import TreeSnapshot
-    from chatapp.ui.widgets.transcript import Shown
+    from chatapp.ui.shown import TreeSnapshot
+    from chatapp.ui.shown import Shown
 
 
 def dropped_after_exit(handler: Callable) -> Callable:
@@ -63,10 +67,12 @@ class BranchChanged(Message):
     """A switch of branch, a jump from the tree or a delete changed the shown path
     (chatapp.ui.branch_control); or a branching turn was refused and the path is the one before."""
 
-    def __init__(self, path: "list[Shown]", dropped: int, line: str = "",
+    def __init__(self, path: "list[Shown]", dropped: int, figures: "BranchFigures", line: str = "",
                  switch: "BranchSwitch | None" = None, select: int | None = None) -> None:
         super().__init__()
         self.path = path
+        self.figures = figures
+        """The engine's figures for the leaf now shown, read on the worker after the change."""
         self.dropped = dropped
         """How many of the path's first messages are outside the context window."""
         self.line = line
@@ -150,19 +156,24 @@ class ReplyProgress(Message):
 
 
 class TurnFinished(Message):
-    def __init__(self, record: TurnRecord, view: list[PromptToken]) -> None:
+    def __init__(self, record: TurnRecord, view: list[PromptToken], figures: "BranchFigures") -> None:
         super().__init__()
         self.record = record
         self.view = view
+        self.figures = figures
+        """The engine's figures for the leaf the turn wrote, read on the worker after it."""
 
 
 class TurnFailed(Message):
-    def __init__(self, error: str, user_text: str, refused: bool = False) -> None:
+    def __init__(self, error: str, user_text: str, refused: bool = False,
+                 figures: "BranchFigures | None" = None) -> None:
         super().__init__()
         self.error = error
         self.user_text = user_text
         self.refused = refused
         """True when the engine took the message back (e.g. context full): the composer gets it again."""
+        self.figures = figures
+        """The shown leaf's figures after the failure, when the engine could still give them."""
 
 
 class ComposerTokenized(Message):
@@ -188,9 +199,11 @@ class ModelInfoReady(Message):
 class ModelSwitched(Message):
     """A new engine loaded in a worker; the app swaps it in and closes the old one."""
 
-    def __init__(self, engine: "Engine") -> None:
+    def __init__(self, engine: "Engine", figures: "BranchFigures") -> None:
         super().__init__()
         self.engine = engine
+        self.figures = figures
+        """The new engine's figures for the shown leaf, the conversation loaded into it."""
 
 
 class ModelSwitchFailed(Message):
@@ -203,10 +216,12 @@ class ModelSwitchFailed(Message):
 class SessionOpened(Message):
     """A session worker resumed, created or saved a session; from now on the app autosaves into it."""
 
-    def __init__(self, live: "LiveSession", *, replaced: bool, notices: list[str] | None = None,
-                 other_model: str | None = None, forked: bool = False) -> None:
+    def __init__(self, live: "LiveSession", figures: "BranchFigures", *, replaced: bool,
+                 notices: list[str] | None = None, other_model: str | None = None, forked: bool = False) -> None:
         super().__init__()
         self.live = live
+        self.figures = figures
+        """The engine's figures for the session's shown leaf, read on the worker once it was opened."""
         self.forked = forked
         """The shown path of the chat was forked into this new session."""
         self.replaced = replaced

@@ -19,14 +19,10 @@ from chatapp.engine.sessions.fingerprint import model_id, same_model
 from chatapp.engine.sessions.store import ModelIdentity
 from chatapp.engine.stats import TurnRecord
 from chatapp.errors import ChatappError, SessionConflict, SessionError, SessionRemoved
-from chatapp.ui.branch_view import shown_path
 from chatapp.ui.messages import SessionFailed, SessionOpened, SessionSaved
 from chatapp.ui.screens.session_changed import KEEP, RELOAD, SessionChangedScreen
 from chatapp.ui.screens.sessions import NameScreen, SessionAction, SessionsScreen
-from chatapp.ui.widgets.header import AppHeader
-from chatapp.ui.widgets.kv_panel import KVPanel
-from chatapp.ui.widgets.tokens_panel import TokensPanel
-from chatapp.ui.widgets.transcript import SHOWN_CHARS, Transcript, shown  # noqa: F401 - where tests look
+from chatapp.ui.shown import fresh, shown_path
 
 if TYPE_CHECKING:
     from chatapp.ui.host import ChatHost
@@ -40,14 +36,6 @@ STATUS: dict[SessionWork, str] = {"open": "opening session…", "new": "starting
 WHAT: dict[SessionWork, str] = {"open": "open a session", "new": "start a new session",
                                 "save_as": "save this chat as a session", "reload": "reload the session",
                                 "fork": "fork the path into a new session"}
-
-
-async def show_conversation(transcript: Transcript, engine: Engine) -> None:
-    """Rebuild the transcript from the engine's active path (chatapp.ui.branch_view.shown_path):
-    stopped replies marked, turns that left the context window greyed out, each message cut at
-    SHOWN_CHARS."""
-    await transcript.clear()
-    await transcript.show_path(*shown_path(engine))
 
 
 def other_model(saved: ModelIdentity | None, live: LiveSession) -> str | None:
@@ -85,9 +73,6 @@ class SessionController:
     def name(self) -> str | None:
         return self.live.name if self.live is not None else None
 
-    def _header(self) -> AppHeader:
-        return self.app.query_one(AppHeader)
-
     # --- the session database --------------------------------------------------------------
     def _session_manager(self) -> SessionManager | None:
         """The sessions database, opened on first use; None (and say why) when it can't be."""
@@ -103,11 +88,11 @@ class SessionController:
         try:
             validate_name(name)
         except SessionError as exc:
-            self._header().session = None
+            self.app.session_name = None
             self.app.notify(exc.one_line(), severity="error", timeout=10, markup=False)
             return
         if self._session_manager() is None:
-            self._header().session = None
+            self.app.session_name = None
             return
         self._start_work("open", name, self.start_system_prompt)
 
@@ -164,13 +149,13 @@ class SessionController:
             manager.rename(name, new_name)
             if is_open and self.live is not None:
                 self.live.name = new_name
-                self._header().session = new_name
+                self.app.session_name = new_name
             app.notify(f"renamed session {name} to {new_name}", timeout=3, markup=False)
         else:
             manager.delete(name)
             if is_open:
                 self.live = None
-                self._header().session = None
+                self.app.session_name = None
             app.notify(f"deleted session {name}" + ("; this chat is no longer saved" if is_open else ""),
                        timeout=5, markup=False)
         if screen is not None:
@@ -191,7 +176,7 @@ class SessionController:
         except SessionError:
             return False  # the database can't be read now; the autosave will say what is wrong
         if live.name != before:
-            self._header().session = live.name
+            self.app.session_name = live.name
             app.notify(f"session {before} was renamed to {live.name} by another process", title="Session",
                        timeout=5, markup=False)
         if what is None:
@@ -227,7 +212,7 @@ class SessionController:
         rather than overwrite it). Returns its name, or None when none was open."""
         live, self.live = self.live, None
         if live is not None:
-            self._header().session = None
+            self.app.session_name = None
             return live.name
         return None
 
@@ -240,7 +225,7 @@ class SessionController:
     def _start_work(self, action: SessionWork, name: str, system_prompt: str | None = None) -> None:
         app = self.app
         app.session_busy = True
-        self._header().status = STATUS[action]
+        self.app.status = STATUS[action]
         app.run_worker(partial(self._work, action, name, system_prompt), name=f"session {action}",
                        group="session", thread=True, exclusive=True, exit_on_error=False)
 
@@ -274,8 +259,8 @@ class SessionController:
                 notices = live.manager.notices + notices  # what opening the database tidied, said once
                 live.manager.notices = []
                 saved_with = other_model(live.saved_model, live) if action == "open" else None
-                app.post_message(SessionOpened(live, replaced=action != "save_as", notices=notices,
-                                               other_model=saved_with, forked=action == "fork"))
+                app.post_message(SessionOpened(live, engine.branch_figures(), replaced=action != "save_as",
+                                               notices=notices, other_model=saved_with, forked=action == "fork"))
             except ChatappError as exc:
                 app.post_message(SessionFailed(exc.one_line()))
             except Exception as exc:  # noqa: BLE001 - the app must not stay "opening session"
@@ -320,22 +305,15 @@ class SessionController:
     async def opened(self, message: SessionOpened) -> None:
         app, live = self.app, message.live
         self.live, self.manager = live, live.manager
-        header = self._header()
-        header.session, header.status = live.name, ""
+        app.session_name, app.status = live.name, ""
         app.show_attachments()
-        transcript = app.query_one(Transcript)
         report = live.report
-        if message.replaced:
-            engine = app.engine
-            await show_conversation(transcript, engine)
-            app.query_one(TokensPanel).reset()
-            if report.restored:
-                app.query_one(KVPanel).show_restored(report.restored_tokens)
-            else:  # a new chat, or a state that couldn't be used: the next turn fills the cache
-                app.query_one(KVPanel).reset()
+        if message.replaced:  # another conversation: every panel starts from the session's figures
+            await app.show_path(*shown_path(app.engine), anew=True)
+            app.branch = fresh(message.figures, "session" if report.restored else "")
         if report.notice:
             line = f"session {live.name}: {report.notice}"
-            await transcript.add_notice(line, "session" if report.restored else "session-fallback")
+            await app.add_notice(line, "session" if report.restored else "session-fallback")
             app.notify(line, title="Session", severity="information" if report.restored else "warning",
                        timeout=8, markup=False)
         elif report.created and message.forked:
@@ -359,13 +337,12 @@ class SessionController:
 
     def failed(self, message: SessionFailed) -> None:
         self.app.session_busy = False
-        header = self._header()
-        header.session, header.status = self.name, ""
+        self.app.session_name, self.app.status = self.name, ""
         self.app.notify(message.error, severity="error", timeout=10, markup=False)
 
     def saved(self, message: SessionSaved) -> None:
         if self.live is not None:  # the save follows a rename made in another process
-            self._header().session = self.live.name
+            self.app.session_name = self.live.name
         if message.conflict and self.live is not None:
             if isinstance(message.conflict, SessionRemoved):
                 self.detach()

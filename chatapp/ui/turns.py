@@ -1,7 +1,8 @@
-"""Turn an engine turn (a generator of events) into the UI's messages.
+"""Run a turn on the turn's worker, and turn its engine events into the UI's messages.
 
-Runs on a worker thread: it iterates the generator, which is where llama.cpp does its work,
-and only ever calls `post`, which is thread-safe. Reply text is coalesced: at most one
+`run_turn` starts the engine's turn for a `TurnHow` (a new question, or one that branches) and
+streams it (`stream_turn`). It runs on a worker thread: it iterates the generator, which is
+where llama.cpp does its work, and only ever calls `post`, which is thread-safe. Reply text is coalesced: at most one
 ReplyProgress per `interval` seconds, and always the last one before TurnFinished.
 `annotate`, when given, turns the record into the one to post (the session's name and
 restore figures); `finish` then gets it on this thread after TurnFinished is posted (the
@@ -14,15 +15,61 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 from textual.message import Message
+from textual.worker import get_current_worker
 
+from chatapp.engine.chat.branch_states import BranchFigures
 from chatapp.engine.chat.engine import Engine
 from chatapp.engine.events import (
     ContextRetrieved, ContextTrimmed, Event, PrefillDone, PrefillProgress, TextDelta, TurnDone)
 from chatapp.engine.stats import TurnRecord
+from chatapp.errors import ChatappError, ContextFullError, InputError, ServerError
 from chatapp.ui.messages import (
-    PrefillFinished, PrefillProgressed, ReplyProgress, TurnFinished, TurnRetrieved, TurnTrimmed)
+    BranchChanged, PrefillFinished, PrefillProgressed, ReplyProgress, TurnFailed, TurnFinished, TurnRetrieved,
+    TurnStarted, TurnTrimmed)
+from chatapp.ui.shown import shown_path
+
+if TYPE_CHECKING:
+    from chatapp.engine.sessions import LiveSession
+    from chatapp.ui.host import EngineGate
+
+TurnAction = Literal["send", "regenerate", "edit", "branch", "token"]
+
+@dataclass(frozen=True)
+class TurnHow:
+    """How a turn starts: a new question at the end, or one that branches."""
+
+    action: TurnAction = "send"
+    target: str | None = None
+    """edit: the question edited; branch: the reply it follows; regenerate, token: the reply (None: the last)."""
+    back: int = 0
+    """token: where the new reply leaves the old, in tokens before the old one's end."""
+    token: int = -1
+    """token: the token id it takes there instead."""
+
+
+SEND = TurnHow()
+
+
+def start_events(engine: Engine, text: str, how: TurnHow, since: float | None = None) -> Iterator[Event]:
+    """The engine's turn for `how` (on the turn worker: the tree changes here); `since`: when the
+    user sent it (time.perf_counter()), for a new question's ttft_ms."""
+    if how.action == "regenerate":
+        return engine.regenerate(how.target)
+    if how.action == "token":
+        ids = engine.last_reply_ids()
+        if len(ids) < how.back:
+            raise InputError("the last reply is no longer in the cache as it was written; run a turn and choose again")
+        return engine.regenerate(how.target, forced=[*ids[:len(ids) - how.back], how.token])
+    if how.action == "edit":
+        return engine.edit(how.target or "", text)
+    if how.action == "branch":
+        return engine.send_after(how.target or "", text)
+    return engine.send(text, since=since)
+
 
 PROGRESS_INTERVAL = 0.15
 """Seconds between ReplyProgress messages: about seven a second (the Speed panel needs at
@@ -79,6 +126,45 @@ def stream_turn(engine: Engine, events: Iterator[Event], post: Callable[[Message
             if pending and live is not None:
                 post(ReplyProgress(text, live))
             record = event.record if annotate is None else annotate(event.record)
-            post(TurnFinished(record, event.view))
+            post(TurnFinished(record, event.view, engine.branch_figures()))
             if finish is not None:
                 finish(record)
+
+
+def figures_of(engine: Engine) -> BranchFigures | None:
+    """The shown leaf's figures after a turn failed, or None when the engine cannot give them now
+    (a server that went away): the panels then keep what they showed."""
+    try:
+        return engine.branch_figures()
+    except (ChatappError, OSError, RuntimeError, ValueError):
+        return None
+
+
+def run_turn(gate: EngineGate, post: Callable[[Message], object], text: str, how: TurnHow = SEND,
+             since: float | None = None, live: LiveSession | None = None,
+             autosave: Callable[[TurnRecord], object] | None = None) -> None:
+    """The turn's worker: the engine's turn for `how`, streamed as messages, the session saved
+    after it (`live`, `autosave`). Whatever fails is posted as TurnFailed, never raised: the
+    app must not stay "generating"."""
+    worker = get_current_worker()
+    with gate.turn() as engine:
+        if engine is None:
+            return
+        branching = how.action != "send"
+        try:
+            if not branching:
+                post(TurnStarted(text))
+            events = start_events(engine, text, how, since)
+            if branching:  # the path it continues, up to its question, is drawn before the reply
+                post(TurnStarted(text, how.action in ("regenerate", "token"), *shown_path(engine)))
+            with decode_gets_the_gil():
+                stream_turn(engine, events, post, cancelled=lambda: worker.is_cancelled,
+                            annotate=live.annotate if live is not None else None, finish=autosave)
+        except ChatappError as exc:
+            # A turn that never started gives its text back to the composer.
+            refused = isinstance(exc, (ContextFullError, InputError, ServerError))
+            post(TurnFailed(exc.one_line(), text, refused=refused, figures=figures_of(engine)))
+            if branching and refused:  # the engine took the branch back: draw the path as it was
+                post(BranchChanged(*shown_path(engine), engine.branch_figures()))
+        except Exception as exc:  # noqa: BLE001 - whatever llama.cpp raises, the UI must not stay "generating"
+            post(TurnFailed(f"{type(exc).__name__}: {exc}", text, figures=figures_of(engine)))

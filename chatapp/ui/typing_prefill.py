@@ -1,4 +1,5 @@
-"""The app's side of prefill while typing (chatapp.engine.chat.typeahead).
+"""The app's side of the composer's text before Enter: its tokens (the Tokens panel) and prefill
+while typing (chatapp.engine.chat.typeahead).
 
 The composer's debounced tokenization (a pause in typing) starts a run: the engine prefills the
 next prompt as far as the text in the composer makes it certain, a short batch at a time, and
@@ -22,17 +23,25 @@ import os
 import threading
 from typing import TYPE_CHECKING
 
+from typing import Protocol
+
 from textual.message import Message
+from textual.timer import Timer
 
 from chatapp.engine.chat.typeahead import TypeAhead
+from chatapp.engine.tokens import Token
 from chatapp.errors import ChatappError
+from chatapp.ui.host import ChatHost
+from chatapp.ui.messages import ComposerTokenized
 
 if TYPE_CHECKING:
-    from chatapp.ui.host import ChatHost
+    from textual.widget import Widget
 
 NICENESS = 10
 """How much lower than the app's own the prefilling thread's priority is (as `nice -n 10`)."""
 LOCK_WAIT_S = 0.5
+TOKENIZE_DELAY = 0.15
+"""Seconds of no typing before the composer is tokenized again."""
 """How long a run waits for the engine (the run before it letting go); a turn holds it longer."""
 
 
@@ -56,13 +65,68 @@ def lower_priority() -> None:
         pass
 
 
-class TypingPrefill:
-    """Starts and stops the typing prefill runs of one ChatApp."""
+class TypingHost(ChatHost, Protocol):
+    """What the composer's controller needs of the app beyond ChatHost."""
 
-    def __init__(self, app: ChatHost) -> None:
+    composer_tokens: tuple[Token, ...]
+    """The composer's tokens, which the Tokens panel draws."""
+    typed_ahead: TypeAhead | None
+    """Where prefill while typing stands, which the Speed panel draws."""
+
+    @property
+    def composer_text(self) -> str: ...
+
+
+class TypingPrefill:
+    """Tokenizes the composer's text after a pause, and starts and stops the typing prefill runs
+    of one ChatApp."""
+
+    def __init__(self, app: TypingHost) -> None:
         self.app = app
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._tokenize_timer: Timer | None = None
+
+    # --- the composer's tokens ---------------------------------------------------------------------
+    def changed(self, composer: Widget) -> None:
+        """The composer's text changed: tokenize it once typing pauses."""
+        if self._tokenize_timer is not None:
+            self._tokenize_timer.stop()
+        # The composer owns the timer, so it cannot fire after the composer has gone.
+        self._tokenize_timer = composer.set_timer(TOKENIZE_DELAY, self.tokenize_composer)
+
+    def tokenize_composer(self) -> None:
+        text = self.app.composer_text
+        if text:
+            self.app.run_worker(lambda: self._tokenize(text), name="tokenize", group="tokenize", thread=True,
+                                exclusive=True, exit_on_error=False)
+        else:
+            self.app.composer_tokens = ()
+        self.ahead(edited=True)
+
+    def _tokenize(self, text: str) -> None:
+        with self.app.gate.tokenizing() as engine:
+            if engine is not None:
+                self.app.post_message(ComposerTokenized(text, engine.tokenize(text)))
+
+    def tokenized(self, message: ComposerTokenized) -> None:
+        if message.text == self.app.composer_text:
+            self.app.composer_tokens = tuple(message.tokens)
+
+    # --- prefill while typing ----------------------------------------------------------------------
+    def ahead(self, edited: bool = False) -> None:
+        """Prefill the next prompt for the composer's text. When an edit emptied the composer,
+        what was prefilled for its text goes (the cache keeps the conversation)."""
+        text = self.app.composer_text
+        if not text:
+            self.app.typed_ahead = None
+            if not edited:
+                return
+        self.start(text)
+
+    def prefilled(self, message: TypingPrefilled) -> None:
+        if message.text.strip() and message.text == self.app.composer_text and not self.app.generating:
+            self.app.typed_ahead = message.state
 
     def start(self, text: str) -> None:
         """Prefill ahead for the composer's `text`, stopping the run before (UI thread). An empty

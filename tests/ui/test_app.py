@@ -18,6 +18,7 @@ from chatapp import paths
 from chatapp.config import Settings, load_settings
 from chatapp.engine.opening import open_engine
 from chatapp.ui import app as app_module
+from chatapp.ui import turns as turns_module
 from chatapp.ui.app import ChatApp
 from chatapp.format import count, ms, tps
 from chatapp.ui.messages import (
@@ -119,7 +120,7 @@ async def test_typed_message_streams_a_reply_and_fills_the_panels(make_app):
         assert kv.kv_used == record.kv_used == app.engine.kv_used()
         assert f"this turn wrote: {count(record.kv_used - record.cached_tokens)} cells" in kv.plain
 
-        assert app.query_one(TokensPanel).turn_view == seen.of(TurnFinished)[-1].view
+        assert list(app.query_one(TokensPanel).turn_view) == seen.of(TurnFinished)[-1].view
         assert app.query_one(QuantPanel).info is not None
         assert "generating" not in app.query_one(AppHeader).render().plain
 
@@ -319,9 +320,12 @@ async def test_new_chat_clears_the_transcript(make_app):
         await pilot.pause()
         assert not app.query_one(Transcript).children
         assert [m.role for m in app.engine.messages] == ["system"]
-        assert app.query_one(KVPanel).kv_used == 0
+        kv = app.query_one(KVPanel)  # the cache keeps the old cells, of which only the system prompt is reused
+        figures = app.engine.branch_figures()
+        assert kv.kv_used == app.engine.kv_used() == figures.cells and kv.record is None
+        assert f"branch: {figures.tokens} tok" in kv.plain and figures.cached == figures.tokens > 0
         tokens = app.query_one(TokensPanel)
-        assert tokens.turn_view == [] and tokens.mode == "composer"
+        assert tokens.turn_view == () and tokens.mode == "composer"
 
 
 async def test_regenerate_answers_the_last_message_again(make_app):
@@ -441,7 +445,7 @@ async def test_a_turn_at_80x24(make_app):
 async def test_the_decode_worker_gets_the_gil_back_quickly_only_while_a_turn_streams(make_app, monkeypatch):
     app, seen = make_app(max_tokens=48)
     during: list[float] = []
-    stream_turn = app_module.stream_turn
+    stream_turn = turns_module.stream_turn
 
     def recording(engine, events, post, **kwargs) -> None:
         def posted(message) -> None:  # read on the worker thread, as each message is posted
@@ -450,7 +454,7 @@ async def test_the_decode_worker_gets_the_gil_back_quickly_only_while_a_turn_str
 
         stream_turn(engine, events, posted, **kwargs)
 
-    monkeypatch.setattr(app_module, "stream_turn", recording)
+    monkeypatch.setattr(turns_module, "stream_turn", recording)
     before = sys.getswitchinterval()
     async with app.run_test(size=WIDE, message_hook=seen) as pilot:
         assert isinstance(await send(pilot, app, seen, "Tell me about lighthouses."), TurnFinished)
@@ -474,8 +478,9 @@ async def test_a_held_back_reply_still_ends_whole_and_the_panels_stay_live(make_
         monkeypatch.setattr(transcript, "show_progress", counted)
         speed = app.query_one(SpeedPanel)
         live_figures: list[str] = []
-        show_live = speed.show_live
-        monkeypatch.setattr(speed, "show_live", lambda live: (live_figures.append(live), show_live(live)))
+        watch_decode = speed.watch_decode
+        monkeypatch.setattr(speed, "watch_decode",
+                            lambda: (speed.decode is not None and live_figures.append(speed.decode), watch_decode()))
         record = (await send(pilot, app, seen, "Tell me about lighthouses.")).record
         assert seen.count(ReplyProgress) >= 3
         assert len(shown) == 1  # the first update only

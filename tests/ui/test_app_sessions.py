@@ -276,7 +276,9 @@ async def test_save_as_new_and_open_from_the_sessions_screen(make_app):
         assert app.sessions_ui.live.name == "fresh"
         assert not app.query_one(Transcript).query(Reply)
         assert [m.role for m in app.engine.messages] == ["system"]
-        assert app.query_one(KVPanel).kv_used == 0
+        # The cache keeps the old chat's cells (its system prompt is reused): the panel says what it holds.
+        assert app.query_one(KVPanel).kv_used == app.engine.kv_used() == app.branch.figures.cells
+        assert app.query_one(KVPanel).record is None
         assert {s.name for s in store().store.summaries()} == {"fruit", "fresh"}
 
         await pilot.press("f6")

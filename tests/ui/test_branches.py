@@ -11,7 +11,8 @@ from textual.widgets import Input, Tree
 
 from chatapp.config import Settings
 from chatapp.engine.sessions import SessionManager
-from chatapp.ui.branch_control import BranchAction, TurnHow
+from chatapp.ui.branch_control import BranchAction
+from chatapp.ui.turns import TurnHow
 from chatapp.ui.commands import COMMANDS
 from chatapp.ui.messages import BranchChanged, SessionOpened, TurnFailed, TurnFinished, TurnStarted
 from chatapp.ui.screens.help import HelpScreen

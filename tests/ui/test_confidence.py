@@ -15,7 +15,7 @@ from chatapp.ui.widgets.paint import Sketch
 from chatapp.ui.widgets.reply import Reply
 from chatapp.ui.widgets.tokens_panel import TokensPanel
 from chatapp.ui.widgets.transcript import Transcript
-from tests.ui._helpers import wait_until
+from tests.ui._helpers import shown_after, wait_until
 from chatapp.ui.messages import TurnStarted
 from tests.ui.test_app import NARROW, finished, make_app, send  # noqa: F401 - make_app is a fixture
 from tests.ui.test_panels import Host, run_turn, static_text, styles_over, themes  # noqa: F401 - a fixture
@@ -37,7 +37,7 @@ async def test_the_tokens_panel_shades_reply_tokens_and_shows_a_selected_one_s_a
     assert len(record.probs) == record.generated_tokens
     panel = TokensPanel()
     async with Host(themes, panel).run_test(size=(100, 40)) as pilot:
-        panel.show_turn(turn.view, record.reuse_broken_at, record.probs)
+        panel.branch = shown_after(record, turn.view)
         await pilot.pause()
         assert "confidence" not in panel.query_one("#tokens-summary", Sketch).plain
         panel.confidence = True

@@ -31,7 +31,8 @@ from chatapp.ui.screens.sampling import Sampling, SamplingScreen
 from chatapp.ui.screens.session_changed import SessionChangedScreen
 from chatapp.ui.screens.sessions import ConfirmScreen, NameScreen, SessionsScreen
 from chatapp.ui.screens.system_prompt import SystemPromptScreen
-from chatapp.ui.screens.tree import TreeScreen, TreeSnapshot
+from chatapp.ui.screens.tree import TreeScreen
+from chatapp.ui.shown import TreeSnapshot
 
 FRAME_WORDS = ("align:", "border:", "background:", "padding:")
 """What only Dialog's CSS says about the frame; a dialog's own rule for `#dialog` sets sizes only."""

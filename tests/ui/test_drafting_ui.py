@@ -28,7 +28,7 @@ from chatapp.ui.widgets.tokens_panel import TokensPanel
 from chatapp.format import visible_piece
 from tests.engine.drafting.test_speculative import AlwaysDraft
 from tests.engine.local.test_speculative_engine import PROMPTS, known_exact
-from tests.ui._helpers import Messages, notified, wait_until
+from tests.ui._helpers import Messages, notified, shown_after, wait_until
 from tests.ui.test_panels import Host, colour_of, static_text, styles_over
 
 SETTINGS = Settings(n_ctx=1024, temperature=0.0, max_tokens=64, draft="ngram")
@@ -48,9 +48,9 @@ def drafted_turn(default_model_path):
     events = list(engine.send(PROMPTS["copy"]))
     done = events[-1]
     assert isinstance(done, TurnDone)
-    view = done.view
+    view, summary = done.view, engine.summary
     engine.close()
-    return events, done.record, view
+    return events, done.record, view, summary
 
 
 @pytest.fixture(scope="module")
@@ -61,13 +61,12 @@ def themes(tmp_path_factory):
 
 
 async def test_the_speed_panel_shows_drafting_and_the_roofline_live_and_after(drafted_turn, themes):
-    events, record, _ = drafted_turn
+    events, record, _, summary = drafted_turn
     prefill = next(e for e in events if isinstance(e, PrefillDone))
     live = [e.live for e in events if isinstance(e, TextDelta) and e.live.draft and e.live.draft.accepted][-1]
     panel = SpeedPanel()
     async with Host(themes, panel).run_test(size=(100, 40)) as pilot:
-        panel.show_prefill(prefill)
-        panel.show_live(live)
+        panel.prefill_done, panel.decode = prefill, live
         await pilot.pause()
         shown = panel.query_one("#speed-figures", Sketch).plain
         draft = live.draft
@@ -84,7 +83,8 @@ async def test_the_speed_panel_shows_drafting_and_the_roofline_live_and_after(dr
         assert "bandwidth alone would allow ~" in shown and "prefill needs ~0.27 GFLOP/token" in shown
         assert all(value in shown for value in panel.figures.values())
 
-        panel.show_turn(record)
+        panel.prefill_done = panel.decode = None
+        panel.branch = shown_after(record)
         await pilot.pause()
         shown = panel.query_one("#speed-figures", Sketch).plain
         final = draft_figures(record)
@@ -94,41 +94,41 @@ async def test_the_speed_panel_shows_drafting_and_the_roofline_live_and_after(dr
         assert all(value in shown for value in panel.figures.values())
 
         # On a GPU the bandwidth is not measured: the panel says so rather than guess.
-        panel.backend = "CUDA"
-        panel.show_turn(replace(record, extra={**record.extra, "memory_bandwidth_gbps": None}))
+        panel.model = replace(summary, backend="CUDA")
+        panel.branch = shown_after(replace(record, extra={**record.extra, "memory_bandwidth_gbps": None}))
         await pilot.pause()
         assert "memory bandwidth not measured on CUDA" in panel.query_one("#speed-figures", Sketch).plain
 
 
 async def test_a_turn_that_could_not_draft_says_why(drafted_turn, themes):
-    _, record, _ = drafted_turn
+    _, record, _, summary = drafted_turn
     why = "flash attention is off (flash_attn = off)"
     plain = replace(record, extra={**record.extra, "draft": "off", "draft_off_because": why})
     panel = SpeedPanel()
     async with Host(themes, panel).run_test(size=(100, 40)) as pilot:
-        panel.show_turn(plain)
+        panel.branch = shown_after(plain)
         await pilot.pause()
         shown = panel.query_one("#speed-figures", Sketch).plain
         assert f"drafting off: {why}" in shown and "drafts " not in shown
 
 
 async def test_the_speed_panel_says_what_was_chosen_so_that_drafts_stay_exact(drafted_turn, themes):
-    _, record, _ = drafted_turn
+    _, record, _, summary = drafted_turn
     chosen = "KV cache q8_0 instead of f16, so verify batches are exact"
     panel = SpeedPanel()
     async with Host(themes, panel).run_test(size=(100, 40)) as pilot:
-        panel.show_turn(replace(record, extra={**record.extra, "draft_config": chosen}))
+        panel.branch = shown_after(replace(record, extra={**record.extra, "draft_config": chosen}))
         await pilot.pause()
         assert chosen in panel.query_one("#speed-figures", Sketch).plain
 
 
 async def test_the_tokens_panel_tints_the_tokens_that_came_from_drafts(drafted_turn, themes):
-    _, record, view = drafted_turn
+    _, record, view, summary = drafted_turn
     drafted = [item for item in view if item.drafted]
     assert drafted and all(item.origin == "generated" for item in drafted)
     panel = TokensPanel()
     async with Host(themes, panel).run_test(size=(100, 40)) as pilot:
-        panel.show_turn(view, record.reuse_broken_at)
+        panel.branch = shown_after(record, view)
         await pilot.pause()
         assert f"from drafts {len(drafted)}" in panel.query_one("#tokens-summary", Sketch).plain
         pieces = static_text(panel, "#tokens-pieces")

@@ -16,7 +16,7 @@ from chatapp.ui.attach_control import AttachController
 from chatapp.ui.host import ChatHost, EngineGate
 from chatapp.ui.messages import AttachFailed, Attached
 from chatapp.ui.widgets.composer import Composer
-from chatapp.ui.widgets.header import AppHeader
+from chatapp.ui.shown import ShownBranch
 from chatapp.ui.widgets.transcript import Notice, Transcript
 from tests.engine.retrieval.conftest import DOCS
 from tests.ui._helpers import Messages, wait_until
@@ -106,7 +106,8 @@ def test_release_leaves_a_worker_stuck_past_its_timeout_and_says_so():
 
 
 class Host(App[None]):
-    """The least a controller needs: ChatHost's members and the widgets it draws into."""
+    """The least a controller needs: ChatHost's members, drawn into a transcript and a composer
+    this host keeps (no controller ever sees them)."""
 
     def __init__(self, engine) -> None:
         super().__init__()
@@ -116,8 +117,14 @@ class Host(App[None]):
         self.attaching = False
         self.generating = False
         self.loading_model = False
+        self.status = ""
+        self.session_name = None
+        self.attached = ()
+        self.branch = ShownBranch()
+        self.neighbours = None
         self.busy_with: list[str] = []
         self.shown = 0
+        self.transcript, self.composer = Transcript(), Composer()
         self.controller = AttachController(self)
 
     @property
@@ -131,10 +138,34 @@ class Host(App[None]):
     def show_attachments(self) -> None:
         self.shown += 1
 
+    async def show_path(self, path, dropped=0, select=None, *, anew=False) -> None:
+        await self.transcript.show_path(path, dropped)
+
+    async def add_notice(self, line: str, kind: str = "info") -> None:
+        await self.transcript.add_notice(line, kind)
+
+    async def show_sources(self, context) -> None:
+        await self.transcript.show_sources(context)
+
+    def selection(self):
+        return self.transcript.selection()
+
+    def step_selection(self, step: int) -> None:
+        self.transcript.select_step(step)
+
+    def edit_text(self, text: str, *, only_if_empty: bool = False) -> None:
+        if not (only_if_empty and self.composer.text.strip()):
+            self.composer.load_text(text)
+
+    def focus_composer(self) -> None:
+        self.composer.focus()
+
+    def mark_composer(self, line) -> None:
+        self.composer.border_title = line
+
     def compose(self) -> ComposeResult:
-        yield AppHeader()
-        yield Transcript()
-        yield Composer()
+        yield self.transcript
+        yield self.composer
 
     def on_attached(self, message: Attached) -> None:
         self.run_worker(self.controller.attached(message))
@@ -158,7 +189,8 @@ def test_chat_app_and_the_small_host_are_chat_hosts(engine):
 
     app = ChatApp(engine, settings=SETTINGS)
     try:
-        assert {"gate", "engine", "busy", "show_attachments", "query_one"} <= host_members()
+        assert {"gate", "engine", "busy", "show_attachments", "branch", "show_path"} <= host_members()
+        assert "query_one" not in host_members()  # no controller is handed the widget tree
         assert lacks(app) == set() and lacks(Host(engine)) == set()
         assert lacks(App()) >= {"gate", "busy", "settings"}  # the check can fail: a bare App is no host
     finally:
@@ -178,7 +210,7 @@ async def test_the_attach_controller_runs_on_a_small_host(engine):
         missing = Path(DOCS / "no-such-file.md")
         assert host.controller.composer_command(f"/attach {missing}")
         await wait_until(pilot, lambda: seen.of(AttachFailed))
-        assert host.query_one(Composer).text == f"/attach {missing}"  # the command comes back to be fixed
+        assert host.composer.text == f"/attach {missing}"  # the command comes back to be fixed
         assert not host.attaching
 
         host.gate.release(lambda e: [], timeout=5)

@@ -27,6 +27,7 @@ from chatapp.ui.widgets.quant_panel import QuantPanel
 from chatapp.ui.widgets.reply import Reply
 from chatapp.ui.widgets.speed_panel import SpeedPanel
 from chatapp.ui.widgets.tokens_panel import WINDOW, TokensPanel
+from tests.ui._helpers import shown_after
 
 SETTINGS = Settings(n_ctx=1024, temperature=0.0, max_tokens=16)
 COMPOSER_TEXT = "Hello <|im_start|> world\n\tindented  twice"
@@ -113,20 +114,21 @@ async def test_speed_panel_shows_live_figures_then_the_records(session, themes):
     panel = SpeedPanel()
     async with Host(themes, panel).run_test(size=(80, 24)) as pilot:
         first = session.turns[0]
-        panel.show_prefill(first.prefill)
+        panel.prefill_done = first.prefill
         await pilot.pause()
         shown = panel.query_one("#speed-figures", Sketch).plain
         assert f"prefill {first.prefill.prefill_tokens} tok" in shown
         assert f"{first.prefill.prefill_tps:,.1f} tok/s" in shown
         live = first.deltas[-1].live
-        panel.show_live(live)
+        panel.decode = live
         await pilot.pause()
         shown = panel.query_one("#speed-figures", Sketch).plain
         assert f"decode {live.decode_tokens} tok (live)" in shown
         assert f"{live.decode_tps:,.1f} tok/s" in shown
 
+        panel.prefill_done = panel.decode = None  # the turn is over
         for turn in session.turns:
-            panel.show_turn(turn.record)
+            panel.branch = shown_after(turn.record, branch=panel.branch)
         await pilot.pause()
         record = session.turns[-1].record
         assert panel.last_record is record
@@ -154,14 +156,14 @@ async def test_speed_panel_says_how_many_llama_cpp_threads_ran_and_why(session, 
     assert isinstance(extra["threads"], int) and extra["threads"] >= 1 and extra["threads_reason"]
     panel = SpeedPanel()
     async with Host(themes, panel).run_test(size=(80, 24)) as pilot:
-        panel.show_prefill(turn.prefill)
-        panel.show_live(live)
+        panel.prefill_done, panel.decode = turn.prefill, live
         await pilot.pause()
         line = f"{live.threads} thread{'s' if live.threads != 1 else ''}: {live.threads_reason}"
         assert panel.figures["threads"] == line
         assert f"  {line}" in panel.query_one("#speed-figures", Sketch).plain.split("\n")
 
-        panel.show_turn(turn.record)
+        panel.prefill_done = panel.decode = None
+        panel.branch = shown_after(turn.record)
         await pilot.pause()
         n = extra["threads"]
         line = f"{n} thread{'s' if n != 1 else ''}: {extra['threads_reason']}"
@@ -181,16 +183,17 @@ async def test_kv_panel_grows_by_each_turns_tokens(session, themes):
     summary = session.engine.summary
     panel = KVPanel()
     async with Host(themes, panel).run_test(size=(80, 24)) as pilot:
-        panel.set_capacity(summary.n_ctx, summary.kv_bytes_per_token, summary.kv_type)
+        panel.model = summary
         first, second = session.turns[:2]
         for delta in first.deltas:
-            panel.show_live(delta.live.kv_used)
+            panel.live_cells = delta.live.kv_used
         await pilot.pause()
         assert f"{first.deltas[-1].live.kv_used} / 1,024 cells" in panel.plain
         assert "decoding…" in panel.plain
         assert_height_fits(panel)
 
-        panel.show_turn(first.record, first.view)
+        panel.live_cells = None
+        panel.branch = shown_after(first.record, first.view)
         await pilot.pause()
         used_after_first = panel.kv_used
         assert_height_fits(panel)
@@ -198,7 +201,7 @@ async def test_kv_panel_grows_by_each_turns_tokens(session, themes):
         assert f"{human_bytes(first.record.kv_used * summary.kv_bytes_per_token)} of " \
                f"{human_bytes(1024 * summary.kv_bytes_per_token)} (f16, " in panel.plain
 
-        panel.show_turn(second.record, second.view)
+        panel.branch = shown_after(second.record, second.view, panel.branch)
         await pilot.pause()
         assert second.record.cached_tokens == first.record.kv_used  # the whole first turn was reused
         grew = second.record.prefill_tokens + second.record.decode_tokens
@@ -229,20 +232,21 @@ async def test_kv_panel_warns_at_80_and_95_percent(session, themes):
     real = session.turns[0].record
     panel = KVPanel()
     async with Host(themes, panel).run_test(size=(80, 24)) as pilot:
-        panel.set_capacity(real.n_ctx, real.kv_bytes_per_token, "f16")
-        panel.show_turn(replace(real, kv_used=819, cached_tokens=0), session.turns[0].view)  # 79.98%
+        panel.model = session.engine.summary
+        panel.branch = shown_after(replace(real, kv_used=819, cached_tokens=0), session.turns[0].view)  # 79.98%
         await pilot.pause()
         assert not panel.has_class("-warn") and "▲" not in panel.plain
-        panel.show_live(820)
+        panel.live_cells = 820
         await pilot.pause()
         assert panel.has_class("-warn") and not panel.has_class("-critical")
         assert "▲ cache 80% full" in panel.plain
         assert_height_fits(panel)
-        panel.show_turn(replace(real, kv_used=973, cached_tokens=900), session.turns[0].view)  # 95.02%
+        panel.live_cells = None
+        panel.branch = shown_after(replace(real, kv_used=973, cached_tokens=900), session.turns[0].view)  # 95.02%
         await pilot.pause()
         assert panel.has_class("-critical") and not panel.has_class("-warn")
         assert "▲ cache 95% full: the oldest turns will be dropped" in panel.plain
-        panel.show_turn(real, session.turns[0].view)
+        panel.branch = shown_after(real, session.turns[0].view)
         await pilot.pause()
         assert not panel.has_class("-warn") and not panel.has_class("-critical")
         assert "▲" not in panel.plain
@@ -254,7 +258,7 @@ async def test_tokens_panel_counts_what_the_tokenizer_counts(session, themes):
     tokens = session.engine.tokenize(COMPOSER_TEXT)
     panel = TokensPanel()
     async with Host(themes, panel).run_test(size=(80, 24)) as pilot:
-        panel.show_composer(tokens)
+        panel.composer_tokens = tuple(tokens)
         await pilot.pause()
         assert panel.mode == "composer"
         summary = panel.query_one("#tokens-summary", Sketch).plain
@@ -274,7 +278,7 @@ async def test_tokens_panel_counts_what_the_tokenizer_counts(session, themes):
 
         # The templated prompt's special tokens are marked, in either view.
         view = session.turns[0].view
-        panel.show_composer([item.token for item in view])
+        panel.composer_tokens = tuple(item.token for item in view)
         await pilot.pause()
         assert_specials_marked(panel, static_text(panel, "#tokens-pieces"), [item.token for item in view])
 
@@ -294,8 +298,8 @@ async def test_tokens_panel_shows_the_turn_by_origin(session, themes):
     turn = session.turns[1]
     panel = TokensPanel()
     async with Host(themes, panel).run_test(size=(80, 24)) as pilot:
-        panel.show_composer(session.engine.tokenize("draft"))
-        panel.show_turn(turn.view, turn.record.reuse_broken_at)
+        panel.composer_tokens = tuple(session.engine.tokenize("draft"))
+        panel.branch = shown_after(turn.record, turn.view)
         await pilot.pause()
         assert panel.mode == "turn"
         summary = panel.query_one("#tokens-summary", Sketch).plain
@@ -316,9 +320,9 @@ async def test_tokens_panel_shows_the_turn_by_origin(session, themes):
                 assert colour_of(panel.app, origin_colour[item.origin]) in colours
             at += len(shown)
 
-        panel.show_composer([])  # an emptied composer keeps the turn in view
+        panel.composer_tokens = ()  # an emptied composer keeps the turn in view
         assert panel.mode == "turn"
-        panel.show_composer(session.engine.tokenize("next"))
+        panel.composer_tokens = tuple(session.engine.tokenize("next"))
         assert panel.mode == "composer"
         panel.toggle_mode()
         assert panel.mode == "turn"
@@ -330,7 +334,7 @@ async def test_tokens_panel_points_at_where_prefix_reuse_broke(session, themes):
     assert broken is not None and turn.record.cached_tokens == broken
     panel = TokensPanel()
     async with Host(themes, panel).run_test(size=(80, 24)) as pilot:
-        panel.show_turn(turn.view, broken)
+        panel.branch = shown_after(turn.record, turn.view)
         await pilot.pause()
         piece = visible_piece(turn.view[broken].token.piece)
         assert f"prefix reuse broke at token {broken}: {piece!r}" in panel.query_one("#tokens-summary", Sketch).plain
@@ -344,7 +348,7 @@ async def test_tokens_panel_takes_10000_characters(session, themes):
     assert len(tokens) > WINDOW
     panel = TokensPanel()
     async with Host(themes, panel).run_test(size=(80, 24)) as pilot:
-        panel.show_composer(tokens)
+        panel.composer_tokens = tuple(tokens)
         await pilot.pause()
         summary = panel.query_one("#tokens-summary", Sketch).plain
         assert f"{len(tokens):,} tokens" in summary and f"showing the last {WINDOW:,}" in summary
@@ -357,13 +361,13 @@ async def test_quant_panel_shows_the_mix_and_weights_against_kv(session, themes,
     summary = session.engine.summary
     panel = QuantPanel()
     async with Host(themes, panel).run_test(size=(80, 24)) as pilot:
-        panel.show_summary(summary)
+        panel.model = summary
         await pilot.pause()
         assert "scanning tensors…" in panel.plain and "Q4_1" in panel.plain and "f16" in panel.plain
 
         info = model_info(default_model_path)
-        panel.show_info(info, summary)
-        panel.show_kv_used(session.turns[0].record.kv_used)
+        panel.model_info = info
+        panel.branch = shown_after(session.turns[0].record)
         await pilot.pause()
         text = panel.plain
         assert "scanning" not in text
@@ -380,7 +384,7 @@ async def test_quant_panel_shows_the_mix_and_weights_against_kv(session, themes,
     try:
         panel = QuantPanel()
         async with Host(themes, panel).run_test(size=(80, 24)) as pilot:
-            panel.show_info(info, big.summary)
+            panel.model, panel.model_info = big.summary, info
             await pilot.pause()
             full = big.summary.n_ctx * big.summary.kv_bytes_per_token
             assert full > info.weight_bytes
@@ -393,15 +397,13 @@ async def test_quant_panel_shows_the_mix_and_weights_against_kv(session, themes,
 # --- every panel, narrow and wide, under every theme ---------------------------------------
 def feed_all(session, info, tokens: TokensPanel, kv: KVPanel, speed: SpeedPanel, quant: QuantPanel) -> None:
     summary = session.engine.summary
-    quant.show_summary(summary)
-    quant.show_info(info, summary)
-    kv.set_capacity(summary.n_ctx, summary.kv_bytes_per_token, summary.kv_type)
-    for turn in session.turns:
-        speed.show_prefill(turn.prefill)
-        kv.show_turn(turn.record, turn.view)
-        speed.show_turn(turn.record)
-        quant.show_kv_used(turn.record.kv_used)
-    tokens.show_turn(session.turns[-1].view, session.turns[-1].record.reuse_broken_at)
+    quant.model, quant.model_info, kv.model, speed.model = summary, info, summary, summary
+    branch = None
+    for turn in session.turns:  # as the App hands each turn's branch down to every panel
+        speed.prefill_done = turn.prefill
+        speed.prefill_done = None
+        branch = shown_after(turn.record, turn.view, branch)
+        kv.branch = speed.branch = quant.branch = tokens.branch = branch
 
 
 @pytest.mark.parametrize("size", [(30, 24), (80, 24), (140, 50)])

@@ -6,7 +6,8 @@ from __future__ import annotations
 from textual.app import App, ComposeResult
 
 from chatapp.engine.events import Message
-from chatapp.ui.widgets.transcript import Notice, Reply, Shown, Transcript, UserMessage
+from chatapp.ui.shown import Shown
+from chatapp.ui.widgets.transcript import Notice, Reply, Transcript, UserMessage
 
 
 class Host(App[None]):

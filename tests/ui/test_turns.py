@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from itertools import count as counter
 
+from chatapp.engine.chat.branch_states import BranchFigures
 from chatapp.engine.events import ContextTrimmed, Message, PrefillDone, TextDelta, TurnDone
 from chatapp.engine.stats import LiveDecode, TurnRecord
 from chatapp.ui.messages import PrefillFinished, ReplyProgress, TurnFinished, TurnTrimmed
@@ -17,6 +18,9 @@ class FakeEngine:
 
     def stop(self):
         self.stops += 1
+
+    def branch_figures(self) -> BranchFigures:
+        return BranchFigures("leaf", 10, 10, 10, 256)
 
 
 def record(reply: str) -> TurnRecord:

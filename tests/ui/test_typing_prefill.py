@@ -151,7 +151,7 @@ async def test_a_turn_a_session_or_a_model_switch_while_it_runs(make_app, defaul
 
         composer.load_text(FOLLOW_UP)
         await pilot.pause(0.2)
-        app._model_chosen(str(copy))  # as the model picker does
+        app.models_ui.chosen(str(copy))  # as the model picker does
         await wait_until(pilot, lambda: seen.count(ModelSwitched) + seen.count(ModelSwitchFailed), TURN_TIMEOUT)
         assert not seen.of(ModelSwitchFailed)
         await settled(pilot, app)

@@ -9,7 +9,6 @@ jumps: the path through that message is shown, on to the leaf last viewed below 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -17,27 +16,16 @@ from textual.binding import Binding
 from textual.widgets import Label, Tree
 from textual.widgets.tree import TreeNode
 
-from chatapp.engine.chat.tree import MessageTree
 from chatapp.engine.events import Message
 from chatapp.format import count
 from chatapp.ui.screens.dialog import Dialog
+from chatapp.ui.shown import TreeSnapshot
 
 FIRST_LINE = 48
 """Characters of a message's first line shown in the tree."""
 EXPAND_ALL = 200
 """Up to this many messages every branch is listed open; past it, only the shown path's."""
 KEPT_WORDS = {"cache": "KV in the cache now", "memory": "KV kept in memory", "disk": "KV kept on disk"}
-
-
-@dataclass(frozen=True)
-class TreeSnapshot:
-    """The tree as the screen lists it, read on a worker (chatapp.ui.branch_control.tree_snapshot)."""
-
-    tree: MessageTree
-    tokens: dict[str, int] = field(default_factory=dict)
-    """Each leaf's path in tokens (its prompt without a generation prompt)."""
-    kept: dict[str, str] = field(default_factory=dict)
-    """The leaves whose KV state is kept: cache, memory or disk."""
 
 
 def first_line(message: Message) -> str:

@@ -6,23 +6,24 @@ reusable prefix, so only the new turn (the retrieved text and the question) was 
 
 from __future__ import annotations
 
-from collections import deque
-
 from rich.text import Text
+from textual.reactive import reactive
 
 from chatapp.engine import kv
 from chatapp.engine.backend import NOT_REPORTED
-from chatapp.engine.events import PromptToken
+from chatapp.engine.chat.branch_states import BranchFigures
+from chatapp.engine.chat.engine import ModelSummary
 from chatapp.engine.chat.prompt_view import ROLES, role_counts
 from chatapp.engine.stats import TurnRecord
 from chatapp.format import count, human_bytes, percent
+from chatapp.ui.shown import ShownBranch
 from chatapp.ui.widgets.paint import ThemedPanel, fg, fit, legend, stacked_bar, swatch
-
-FORECAST_WINDOW = 5
-"""Recent turns whose average size the forecast goes by."""
 
 
 class KVPanel(ThemedPanel):
+    """Draws the App's shown branch (chatapp.ui.shown), the live cells of a turn being written
+    and the loaded model's cache capacity; it is bound to them and keeps no figure of its own."""
+
     DEFAULT_CSS = """
     KVPanel {
         height: auto;
@@ -34,70 +35,69 @@ class KVPanel(ThemedPanel):
     KVPanel.-critical { border: round $error; border-title-color: $error; }
     """
 
+    branch: reactive[ShownBranch] = reactive(ShownBranch, init=False)
+    live_cells: reactive[int | None] = reactive(None, init=False)
+    """Cells in use while a turn runs (not yet split by role); None between turns."""
+    model: reactive[ModelSummary | None] = reactive(None, init=False)
+
     def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.border_title = "KV cache"
-        self.n_ctx = 0
-        self.bytes_per_token: int | None = 0
-        """None (or 0 in a record) when the backend cannot tell, as a llama-server cannot."""
-        self.kv_type: str | None = ""
-        self.kv_used = 0
-        self.live = False
-        """True while a reply streams: the bar shows cells used, not yet split by role."""
-        self.record: TurnRecord | None = None
-        self.roles: dict[str, int] = {}
-        self.retrieved_now = 0
-        """Retrieved tokens the last turn computed (its own block); the rest were reused."""
-        self.growths: deque[int] = deque(maxlen=FORECAST_WINDOW)
-        self.restored = 0
-        """Cells a session resume loaded, until the next turn splits them by role."""
-        self.note = ""
-        """What the last switch of branch, or branching turn, cost the cache (chatapp.ui.branch_control)."""
 
-    # --- what the shell calls ---------------------------------------------------------
-    def set_capacity(self, n_ctx: int, bytes_per_token: int | None, kv_type: str | None) -> None:
-        self.n_ctx, self.bytes_per_token, self.kv_type = n_ctx, bytes_per_token, kv_type
+    def watch_branch(self) -> None:
         self._changed()
 
-    def show_live(self, kv_used: int) -> None:
-        self.kv_used, self.live, self.restored = kv_used, True, 0
+    def watch_live_cells(self) -> None:
         self._changed()
 
-    def show_restored(self, kv_used: int) -> None:
-        """Another conversation was loaded (a session): its cells, not yet split by role."""
-        self.reset()
-        self.kv_used = self.restored = kv_used
-        self._changed()
-
-    def show_note(self, line: str) -> None:
-        """What a switch of branch or a branching turn cost, until the next turn or switch."""
-        self.note = line
-        self._changed()
-
-    def show_turn(self, record: TurnRecord, view: list[PromptToken]) -> None:
-        self.record, self.live, self.restored, self.note = record, False, 0, ""
-        self.kv_used = record.kv_used
-        self.n_ctx, self.bytes_per_token = record.n_ctx, record.kv_bytes_per_token or None
-        self.roles = role_counts(view)
-        self.retrieved_now = sum(1 for item in view if item.role == "retrieved" and item.origin == "prefilled")
-        self.growths.append(kv.turn_growth(record.kv_used, record.cached_tokens))
-        self._changed()
-
-    def reset(self) -> None:
-        """A new conversation: forget the turns seen so far (capacity stays)."""
-        self.record, self.kv_used, self.live, self.roles, self.restored = None, 0, False, {}, 0
-        self.retrieved_now, self.note = 0, ""
-        self.growths.clear()
+    def watch_model(self) -> None:
         self._changed()
 
     # --- figures ------------------------------------------------------------------------
+    @property
+    def live(self) -> bool:
+        """A reply streams: the bar shows cells used, not yet split by role."""
+        return self.live_cells is not None
+
+    @property
+    def kv_used(self) -> int:
+        return self.live_cells if self.live_cells is not None else self.branch.cells
+
+    @property
+    def n_ctx(self) -> int:
+        return self.branch.n_ctx or (self.model.n_ctx if self.model is not None else 0)
+
+    @property
+    def bytes_per_token(self) -> int | None:
+        """None (or 0) when the backend cannot tell, as a llama-server cannot."""
+        turn = self.branch.turn
+        if turn is not None:
+            return turn.record.kv_bytes_per_token or None
+        return self.model.kv_bytes_per_token if self.model is not None else None
+
+    @property
+    def kv_type(self) -> str:
+        return (self.model.kv_type if self.model is not None else None) or "?"
+
+    @property
+    def record(self) -> TurnRecord | None:
+        return self.branch.turn.record if self.branch.turn is not None else None
+
+    @property
+    def roles(self) -> dict[str, int]:
+        return role_counts(list(self.branch.turn.view)) if self.branch.turn is not None else {}
+
+    @property
+    def note(self) -> str:
+        return self.branch.note
+
     @property
     def pressure(self) -> str:
         return kv.pressure(self.kv_used, self.n_ctx)
 
     @property
     def forecast(self) -> int | None:
-        return kv.forecast_turns(self.kv_used, self.n_ctx, list(self.growths))
+        return kv.forecast_turns(self.kv_used, self.n_ctx, list(self.branch.growths))
 
     def _changed(self) -> None:
         level = self.pressure
@@ -126,10 +126,14 @@ class KVPanel(ThemedPanel):
                                  for role in ROLES if role != "retrieved" or self.roles[role]], width))
             lines.extend(self._retrieved_lines(width))
             lines.append(Text(f"reused from cache: {count(self.record.cached_tokens)} tok"))
-            lines.append(Text(f"this turn wrote: {count(self.growths[-1])} cells"))
+            if self.branch.growths:
+                lines.append(Text(f"this turn wrote: {count(self.branch.growths[-1])} cells"))
             lines.append(self._forecast_line(width))
-        elif self.restored:
-            lines.append(Text(f"restored from the session: {count(self.restored)} cells"))
+        elif (figures := self.branch.figures) is not None and figures.tokens:
+            lines.append(self._branch_line(figures, width))
+            if figures.cells > figures.cached:
+                lines.append(Text(f"{count(figures.cells - figures.cached)} cells hold another path's tokens: "
+                                  "the next turn overwrites them", style="dim"))
         if self.note and not self.live:
             lines.append(Text(f"⑂ {self.note}", style=fg(self, "accent")))
         warning = self._warning_line()
@@ -142,7 +146,16 @@ class KVPanel(ThemedPanel):
         if not per_token:
             return Text(f"bytes, KV type: {NOT_REPORTED}", style="dim")
         return fit(f"{human_bytes(self.kv_used * per_token)} of {human_bytes(self.n_ctx * per_token)}",
-                   f"{self.kv_type or '?'}, {human_bytes(per_token)}/token", width)
+                   f"{self.kv_type}, {human_bytes(per_token)}/token", width)
+
+    def _branch_line(self, figures: BranchFigures, width: int) -> Text:
+        """The shown branch before any turn on it: its tokens, and how many the cache holds."""
+        where = {"memory": "restored from memory", "disk": "restored from disk",
+                 "session": "restored from the session"}.get(self.branch.restored, "in the cache")
+        held = f"{count(figures.cached)} {where}"
+        if figures.to_prefill:
+            held += f", {count(figures.to_prefill)} to prefill"
+        return fit(f"branch: {count(figures.tokens)} tok", held, width)
 
     def _retrieved_lines(self, width: int) -> list[Text]:
         """The retrieved segment's cost, and the cache consequence of this turn's block."""
@@ -150,8 +163,10 @@ class KVPanel(ThemedPanel):
         if not retrieved:
             return []
         lines = [fit(f"retrieved: {count(retrieved)} tok", human_bytes(retrieved * self.bytes_per_token), width)]
-        if self.retrieved_now:
-            record, now = self.record, count(self.retrieved_now)
+        view = self.branch.turn.view if self.branch.turn is not None else ()
+        retrieved_now = sum(1 for item in view if item.role == "retrieved" and item.origin == "prefilled")
+        if retrieved_now:
+            record, now = self.record, count(retrieved_now)
             if record.cached_tokens:
                 line = (f"placed late: the {count(record.cached_tokens)} tok before it came from the cache; "
                         f"{count(record.prefill_tokens)} prefilled ({now} retrieved)")
@@ -165,7 +180,7 @@ class KVPanel(ThemedPanel):
         turns = self.forecast
         if turns is None:
             return Text("room for: unknown")
-        average = sum(self.growths) / len(self.growths)
+        average = sum(self.branch.growths) / len(self.branch.growths)
         return fit(f"room for ~{count(turns)} more turns", f"~{count(round(average))} tok each", width)
 
     def _warning_line(self) -> Text | None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich.text import Text
+from textual.reactive import reactive
 
 from chatapp.engine.backend import NOT_REPORTED
 from chatapp.format import count, human_bytes, human_count, percent
+from chatapp.ui.shown import ShownBranch
 from chatapp.ui.widgets.paint import ThemedPanel, fg, fit, legend, stacked_bar, swatch
 
 if TYPE_CHECKING:
@@ -28,28 +30,40 @@ class QuantPanel(ThemedPanel):
     }
     """
 
+    model: reactive[ModelSummary | None] = reactive(None, init=False)
+    model_info: reactive[ModelInfo | None] = reactive(None, init=False)
+    """The tensor scan of the loaded model's file (the App's: None until it is done)."""
+    branch: reactive[ShownBranch] = reactive(ShownBranch, init=False)
+    live_cells: reactive[int | None] = reactive(None, init=False)
+
     def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.border_title = "Model"
-        self.summary: ModelSummary | None = None
-        self.info: ModelInfo | None = None
-        self.kv_used = 0
 
-    # --- what the shell calls ---------------------------------------------------------
-    def show_summary(self, summary: ModelSummary) -> None:
-        """The loaded model, at once; the tensor scan's figures follow in show_info."""
-        if self.summary is None or summary.path != self.summary.path:
-            self.info = None
-        self.summary = summary
+    def watch_model(self) -> None:
         self.redraw()
 
-    def show_info(self, info: ModelInfo, summary: ModelSummary) -> None:
-        self.info, self.summary = info, summary
+    def watch_model_info(self) -> None:
         self.redraw()
 
-    def show_kv_used(self, kv_used: int) -> None:
-        self.kv_used = kv_used
+    def watch_branch(self) -> None:
         self.redraw()
+
+    def watch_live_cells(self) -> None:
+        self.redraw()
+
+    @property
+    def summary(self) -> ModelSummary | None:
+        return self.model
+
+    @property
+    def info(self) -> ModelInfo | None:
+        return self.model_info
+
+    @property
+    def kv_used(self) -> int:
+        """Cells in use now: the running turn's, else the shown branch's (the KV panel's figure)."""
+        return self.live_cells if self.live_cells is not None else self.branch.cells
 
     # --- figures ------------------------------------------------------------------------
     @property

@@ -10,13 +10,16 @@ from collections import deque
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.reactive import reactive
 from textual.widgets import Sparkline, Static
 
+from chatapp.engine.chat.engine import ModelSummary
 from chatapp.engine.chat.typeahead import TypeAhead
 from chatapp.engine.events import PrefillDone, PrefillProgress
 from chatapp.engine.machine.roofline import decode_line, prefill_line
 from chatapp.engine.stats import DraftFigures, LiveDecode, TurnRecord, draft_figures
 from chatapp.format import count, ms, percent, tps
+from chatapp.ui.shown import ShownBranch
 from chatapp.ui.widgets.paint import Sketch
 
 POSITIONS_SHOWN = 8
@@ -82,21 +85,23 @@ class SpeedPanel(Vertical):
     SpeedPanel.-no-history .history { display: none; }
     """
 
+    branch: reactive[ShownBranch] = reactive(ShownBranch, init=False)
+    """The shown branch: its turn's record is the one the panel reads out between turns."""
+    prefill_progress: reactive[PrefillProgress | None] = reactive(None, init=False)
+    """The running turn's prefill while it runs (chunk by chunk)."""
+    prefill_done: reactive[PrefillDone | None] = reactive(None, init=False)
+    """The running turn's prefill, from its end until the turn ends."""
+    decode: reactive[LiveDecode | None] = reactive(None, init=False)
+    typing: reactive[TypeAhead | None] = reactive(None, init=False)
+    """Prefill while typing, while the composer holds the next question (chatapp.engine.chat.typeahead)."""
+    model: reactive[ModelSummary | None] = reactive(None, init=False)
+
     def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.border_title = "Speed"
         self.add_class("-no-history")
-        self.last_record: TurnRecord | None = None
-        self.prefill: PrefillDone | None = None
-        """The running turn's prefill, from PrefillFinished until the turn ends."""
-        self.progress: PrefillProgress | None = None
-        """The running turn's prefill while it runs (chunk by chunk)."""
-        self.live: LiveDecode | None = None
         self.history: deque[TurnRecord] = deque(maxlen=HISTORY)
-        self.typing: TypeAhead | None = None
-        """Prefill while typing, while the composer holds the next question (chatapp.engine.chat.typeahead)."""
-        self.backend = "CPU"
-        """Where decode runs (the model summary's backend): named when its bandwidth is not measured."""
+        """This machine's recent turns, on any branch: the sparklines."""
 
     def compose(self) -> ComposeResult:
         # A Sketch, not a Static: live figures repaint several times a second, and a Sketch
@@ -107,28 +112,45 @@ class SpeedPanel(Vertical):
         yield Static("", id="decode-label", classes="history history-label -decode")
         yield Sparkline([], id="decode-history", classes="history")
 
-    # --- what the shell calls ---------------------------------------------------------
-    def show_typing(self, state: TypeAhead | None) -> None:
-        self.typing = state
+    def watch_branch(self, branch: ShownBranch) -> None:
+        turn = branch.turn
+        if turn is not None and (not self.history or self.history[-1] is not turn.record):
+            self.history.append(turn.record)
+            self._paint_history()
         self._paint()
 
-    def show_prefill_progress(self, event: PrefillProgress) -> None:
-        self.progress = event
+    def watch_prefill_progress(self) -> None:
         self._paint()
 
-    def show_prefill(self, event: PrefillDone) -> None:
-        self.prefill, self.live, self.progress = event, None, None
+    def watch_prefill_done(self) -> None:
         self._paint()
 
-    def show_live(self, live: LiveDecode) -> None:
-        self.live = live
+    def watch_decode(self) -> None:
         self._paint()
 
-    def show_turn(self, record: TurnRecord) -> None:
-        self.last_record, self.prefill, self.live, self.progress = record, None, None, None
-        self.history.append(record)
+    def watch_typing(self) -> None:
         self._paint()
-        self._paint_history()
+
+    @property
+    def backend(self) -> str:
+        """Where decode runs (the model summary's backend): named when its bandwidth is not measured."""
+        return self.model.backend if self.model is not None else "CPU"
+
+    @property
+    def last_record(self) -> TurnRecord | None:
+        return self.branch.turn.record if self.branch.turn is not None else None
+
+    @property
+    def prefill(self) -> PrefillDone | None:
+        return self.prefill_done
+
+    @property
+    def progress(self) -> PrefillProgress | None:
+        return self.prefill_progress
+
+    @property
+    def live(self) -> LiveDecode | None:
+        return self.decode
 
     # --- figures ------------------------------------------------------------------------
     @property
@@ -202,10 +224,15 @@ class SpeedPanel(Vertical):
     def _record_text(self) -> Text:
         f = self.figures
         if not f:
-            return Text("no turn yet", style="italic")
+            figures = self.branch.figures
+            since = " on this branch since it was shown" if figures is not None and figures.tokens else " yet"
+            return Text(f"no turn{since}", style="italic")
         typed = f" ({f['prefilled_while_typing']} while typing)" if "prefilled_while_typing" in f else ""
-        lines = [f"prefill {f['prefill_tokens']} tok, {f['cached_tokens']} cached{typed}",
-                 f"  {f['prefill_ms']} · {f['prefill_tps']}"]
+        lines = [f"prefill {f['prefill_tokens']} tok, {f['cached_tokens']} cached{typed}"]
+        if f["prefill_tokens"] == "0" and "prefilled_while_typing" in f:
+            lines.append("  all prefilled while typing")  # not "0.0 tok/s", which reads as a failure
+        else:
+            lines.append(f"  {f['prefill_ms']} · {f['prefill_tps']}")
         if "prefill_compute" in f:
             lines.append(f"  {f['prefill_compute']}")
         if "restored_tokens" in f:

@@ -1,8 +1,8 @@
 """Tokens: the composer's text as the tokenizer cuts it, or the last turn's prompt as the model saw it.
 
-A token can be selected (←/→ while the panel has focus, or a click): the panel posts
-TokenSelected, and whoever finds the token's neighbours in the embedding matrix hands them back
-through show_neighbours.
+The panel draws what the App shows (the shown branch's last turn, the composer's tokens), bound
+to the App's attributes. A token can be selected (←/→ while the panel has focus, or a click):
+the panel posts TokenSelected, and the App sets the neighbours found in the embedding matrix.
 """
 
 from __future__ import annotations
@@ -23,11 +23,14 @@ from chatapp.engine.events import PromptToken
 from chatapp.engine.sampling import TokenProbs, band
 from chatapp.engine.tokens import Token
 from chatapp.format import count
+from chatapp.ui.shown import ShownBranch
 from chatapp.ui.widgets.confidence import CHOOSABLE, alternatives, band_styles, legend_line, summary
 from chatapp.ui.widgets.paint import Sketch, bg, fg, legend, shown_piece, swatch
 
 if TYPE_CHECKING:
     from chatapp.engine.inside.neighbours import Neighbour
+
+    Neighbours = tuple[int, list[Neighbour] | None, str | None]
 
 WINDOW = 1000
 """Tokens drawn at most; a longer text shows its last WINDOW tokens."""
@@ -90,21 +93,19 @@ class TokensPanel(VerticalScroll):
     """Show each token's id after its piece."""
     confidence: reactive[bool] = reactive(False)
     """The confidence view: reply tokens shaded by their probability, a selected one's alternatives."""
+    branch: reactive[ShownBranch] = reactive(ShownBranch, init=False)
+    """The shown branch (the App's): the turn that wrote it is the prompt drawn in "turn" mode."""
+    composer_tokens: reactive[tuple[Token, ...]] = reactive((), init=False)
+    """The composer's text as the tokenizer cuts it (the App's)."""
+    neighbours: reactive[Neighbours | None] = reactive(None, init=False)
+    """(token id, its neighbours or None while they are looked up, a problem): the App's, for the
+    token this panel asked about; drawn while that token is the one selected."""
 
     def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.border_title = "Tokens"
-        self.composer_tokens: list[Token] = []
-        self.turn_view: list[PromptToken] = []
-        self.reuse_broken_at: int | None = None
-        self.probs: tuple[TokenProbs, ...] = ()
-        """The last turn's sampled reply tokens with their probabilities (the view's last generated ones)."""
         self.selected: int | None = None
         """Index of the selected token among the tokens shown, or None."""
-        self.note = ""
-        """What the last switch of branch, or branching turn, cost (chatapp.ui.branch_control)."""
-        self.neighbours: tuple[int, list[Neighbour] | None, str | None] | None = None
-        """(token id, its neighbours or None while they are looked up, a problem) for the selection."""
 
     def compose(self) -> ComposeResult:
         yield Sketch(self._summary, id="tokens-summary")
@@ -116,33 +117,42 @@ class TokensPanel(VerticalScroll):
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self._paint())
         self._paint()
 
-    # --- what the shell calls ---------------------------------------------------------
-    def show_composer(self, tokens: list[Token]) -> None:
-        """The composer's tokens; typing switches back to this view (an empty composer doesn't)."""
-        self.composer_tokens = tokens
+    # --- the shown state, as the App hands it down ----------------------------------------
+    @property
+    def turn_view(self) -> tuple[PromptToken, ...]:
+        return self.branch.turn.view if self.branch.turn is not None else ()
+
+    @property
+    def reuse_broken_at(self) -> int | None:
+        return self.branch.turn.record.reuse_broken_at if self.branch.turn is not None else None
+
+    @property
+    def probs(self) -> tuple[TokenProbs, ...]:
+        return self.branch.turn.record.probs if self.branch.turn is not None else ()
+
+    @property
+    def note(self) -> str:
+        return self.branch.note
+
+    def watch_branch(self) -> None:
+        """Another branch, or a new turn on this one: its prompt, scrolled to the turn just made."""
+        self._unselect()
+        if self.branch.turn is not None or not self.composer_tokens:
+            self.mode = "turn" if self.branch.turn is not None else "composer"
+        else:
+            self._paint()
+
+    def watch_composer_tokens(self, tokens: tuple[Token, ...]) -> None:
+        """Typing switches back to the composer's view (an empty composer doesn't)."""
         self._unselect()
         if tokens or not self.turn_view:
             self.mode = "composer"
         elif self.mode == "composer":
             self._paint()
 
-    def show_note(self, line: str) -> None:
-        """What a switch of branch or a branching turn cost, until the next turn or switch."""
-        self.note = line
-        self._paint()
-
-    def show_turn(self, view: list[PromptToken], reuse_broken_at: int | None,
-                  probs: tuple[TokenProbs, ...] = ()) -> None:
-        self.turn_view, self.reuse_broken_at, self.note, self.probs = view, reuse_broken_at, "", probs
-        self._unselect()
-        self.mode = "turn"
-
-    def reset(self) -> None:
-        """A different conversation: the last turn's view no longer describes the cache."""
-        self.turn_view, self.reuse_broken_at, self.note, self.probs = [], None, "", ()
-        self._unselect()
-        self.mode = "composer"
-        self._paint()
+    def watch_neighbours(self) -> None:
+        if self.is_mounted:
+            self.query_one("#tokens-neighbours", Sketch).redraw()
 
     def toggle_ids(self) -> None:
         self.show_ids = not self.show_ids
@@ -150,13 +160,6 @@ class TokensPanel(VerticalScroll):
     def toggle_mode(self) -> None:
         self._unselect()
         self.mode = "composer" if self.mode == "turn" else "turn"
-
-    def show_neighbours(self, token_id: int, neighbours: list[Neighbour] | None, problem: str | None = None) -> None:
-        """The selected token's neighbours (None: still being looked up); ignored if the selection moved on."""
-        token = self.selected_token
-        if token is not None and token.id == token_id:
-            self.neighbours = (token_id, neighbours, problem)
-            self.query_one("#tokens-neighbours", Sketch).redraw()
 
     # --- selecting a token --------------------------------------------------------------
     @property
@@ -177,7 +180,6 @@ class TokensPanel(VerticalScroll):
             return
         self.selected = max(0, min(index, len(tokens) - 1))
         token = tokens[self.selected]
-        self.neighbours = (token.id, None, None)
         self.add_class("-selecting")
         self.set_class(self.confidence and self.selected_probs is not None, "-alternatives")
         self._paint()
@@ -209,13 +211,22 @@ class TokensPanel(VerticalScroll):
             self.select(index)
 
     def _unselect(self) -> None:
-        self.selected, self.neighbours = None, None
+        self.selected = None
         self.remove_class("-selecting", "-alternatives")
 
     def _step_at(self) -> dict[int, TokenProbs]:
         """Index in the turn's view -> its probabilities: the last generated tokens are the sampled ones."""
         generated = [i for i, item in enumerate(self.turn_view) if item.origin == "generated"]
         return dict(zip(generated[len(generated) - len(self.probs):], self.probs)) if self.probs else {}
+
+    def selected_reply_position(self) -> int | None:
+        """The cache position of the selected token, when it is one the last turn generated."""
+        if self.mode != "turn" or self.selected is None:
+            return None
+        position = self.selected + max(len(self.turn_view) - WINDOW, 0)
+        if position < len(self.turn_view) and self.turn_view[position].origin == "generated":
+            return position
+        return None
 
     @property
     def selected_probs(self) -> TokenProbs | None:
@@ -235,8 +246,8 @@ class TokensPanel(VerticalScroll):
         self._paint()
         if self.mode == "composer":
             self.scroll_end(animate=False)  # the cursor is usually at the end
-        else:
-            self.scroll_home(animate=False)
+        else:  # the turn just made is at the end of its prompt
+            self.scroll_end(animate=False)
 
     def watch_show_ids(self) -> None:
         self._paint()
@@ -341,7 +352,7 @@ class TokensPanel(VerticalScroll):
 
     def _neighbours_text(self, width: int) -> Text:
         token = self.selected_token
-        if token is None or self.neighbours is None:
+        if token is None or self.neighbours is None or self.neighbours[0] != token.id:
             return Text("")
         _, found, problem = self.neighbours
         title = Text(f"nearest to {shown_piece(token.piece)!r} (id {token.id}) in the embeddings, by cosine:",

@@ -9,17 +9,16 @@ selected (Alt+Up/Alt+Down or a click), for the branch actions (chatapp.ui.branch
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from textual import events
 from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
-from chatapp.engine.events import ContextTrimmed, Message as ChatMessage
+from chatapp.engine.events import ContextTrimmed
 from chatapp.engine.retrieval.context import RetrievedContext
-from chatapp.engine.sampling import TokenProbs
 from chatapp.engine.stats import TurnRecord
+from chatapp.ui.shown import Selection, Shown
 from chatapp.ui.widgets.reply import Reply
 
 FINISH_NOTES = {
@@ -39,17 +38,6 @@ def shown(content: str) -> str:
         return content
     return (f"{content[:SHOWN_CHARS]}\n\n… {len(content) - SHOWN_CHARS:,} more characters not shown "
             "(`chatapp sessions export` has all of it)")
-
-
-@dataclass(frozen=True)
-class Shown:
-    """A message of the active path as the transcript draws it: with its place among its siblings."""
-
-    message: ChatMessage
-    position: int = 1
-    siblings: int = 1
-    probs: tuple[TokenProbs, ...] = ()
-    """A reply's tokens with their probabilities, where its turn computed them (confidence view)."""
 
 
 def title(role: str, message_id: str, position: int = 1, siblings: int = 1) -> str:
@@ -184,6 +172,21 @@ class Transcript(VerticalScroll):
         if found:
             name_message(found[-1], message_id, position, siblings)
 
+    def name_turn(self, record: TurnRecord) -> None:
+        """A finished turn's question and reply get their ids, and the one that branched its ‹ n/m ›."""
+        extra = record.extra
+        reply_id, question_id = extra.get("message_id"), extra.get("parent_id")
+        if not reply_id:
+            return
+        position, siblings = 1, 1
+        if branch := extra.get("branch"):
+            position, siblings = (int(n) for n in str(branch).split("/"))
+        if extra.get("action") == "regenerate":
+            self.name_last("assistant", reply_id, position, siblings)
+        else:
+            self.name_last("assistant", reply_id)
+            self.name_last("user", question_id or "", position, siblings)
+
     # --- selecting a message -----------------------------------------------------------------
     def select(self, widget: Widget | None) -> None:
         if self.selected is not None:
@@ -210,6 +213,13 @@ class Transcript(VerticalScroll):
         """The selected message's place in the path (0: the first question), or None."""
         drawn = self.messages()
         return drawn.index(self.selected) if self.selected in drawn else None
+
+    def selection(self) -> Selection | None:
+        """The selected message as plain data (chatapp.ui.shown.Selection), or None."""
+        index, widget = self.selected_index(), self.selected
+        if index is None or widget is None or not widget.message_id:
+            return None
+        return Selection(index, widget.message_id, "user" if isinstance(widget, UserMessage) else "assistant")
 
     def on_click(self, event: events.Click) -> None:
         widget = event.widget
