@@ -69,7 +69,7 @@ def build_tree(branches: int = 100):
 async def measure(app, rounds: int, switches: int) -> dict[str, list[float]]:
     from chatapp.ui.messages import BranchChanged, SessionOpened
     from chatapp.ui.screens.tree import TreeScreen
-    from chatapp.ui.session_control import show_conversation
+    from chatapp.ui.controllers.sessions import show_conversation
     from chatapp.ui.widgets.transcript import Transcript
 
     figures: dict[str, list[float]] = {"open tree": [], "open path": [], "open wall": [], "draw": [],

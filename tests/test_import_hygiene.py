@@ -79,7 +79,7 @@ def test_import_linter_contract_holds():
 
 CIRCLES = {
     "a TYPE_CHECKING import of the app by a controller": (
-        "ui/inside_control.py", "if TYPE_CHECKING:\n", "if TYPE_CHECKING:\n    from chatapp.ui.app import ChatApp\n"),
+        "ui/controllers/inside.py", "if TYPE_CHECKING:\n", "if TYPE_CHECKING:\n    from chatapp.ui.app import ChatApp\n"),
     "a function-level import between two shared engine modules": (
         "engine/tokens.py", "\nclass Vocabulary",
         "\ndef _late():\n    from chatapp.engine import kv\n\n\nclass Vocabulary"),

@@ -35,15 +35,15 @@ from chatapp.engine.retrieval.context import RetrievedContext
 from chatapp.engine.sessions import SessionManager
 from chatapp.engine.stats import LiveDecode
 from chatapp.engine.tokens import Token
-from chatapp.ui.attach_control import AttachController, command_of
-from chatapp.ui.branch_control import BranchAction, BranchController
+from chatapp.ui.controllers.attachments import AttachController, command_of
+from chatapp.ui.controllers.branches import BranchAction, BranchController
 from chatapp.ui.commands import ChatCommands
 from chatapp.ui.event_loop import close_loop
 from chatapp.ui.host import EngineGate
-from chatapp.ui.inside_control import InsideController, NeighboursFound
+from chatapp.ui.controllers.inside import InsideController, NeighboursFound
 from chatapp.ui.key_bursts import KeyBurstApp
 from chatapp.ui.keys import APP_BINDINGS, help_sections
-from chatapp.ui.model_control import ModelController, Opener
+from chatapp.ui.controllers.models import ModelController, Opener
 from chatapp.ui.pacing import UpdatePacer
 from chatapp.ui.messages import (
     AttachFailed, Attached, BranchChanged, ComposerTokenized, ModelInfoReady, ModelSwitched, ModelSwitchFailed,
@@ -53,13 +53,13 @@ from chatapp.ui.messages import (
 from chatapp.ui.screens.help import HelpScreen
 from chatapp.ui.screens.model_picker import ModelsFound
 from chatapp.ui.screens.sessions import SessionsScreen
-from chatapp.ui.session_control import SessionController
+from chatapp.ui.controllers.sessions import SessionController
 from chatapp.ui.shown import Selection, Shown, ShownBranch, fresh
-from chatapp.ui.settings_control import SettingsController
-from chatapp.ui.theme_control import ThemeController
+from chatapp.ui.controllers.settings import SettingsController
+from chatapp.ui.controllers.theme_picker import ThemeController
 from chatapp.ui.themes import DEFAULT_THEME, ThemeLoadResult, load_themes, register_themes
-from chatapp.ui.turns import SEND, TurnHow, run_turn
-from chatapp.ui.typing_prefill import TypingPrefill, TypingPrefilled
+from chatapp.ui.controllers.turns import SEND, TurnHow, run_turn
+from chatapp.ui.controllers.typing_prefill import TypingPrefill, TypingPrefilled
 from chatapp.ui.widgets.composer import Composer
 from chatapp.ui.widgets.confidence import VIEW_CANDIDATES
 from chatapp.ui.widgets.header import AppHeader
@@ -99,12 +99,12 @@ class ChatApp(KeyBurstApp[None]):
     session_busy: var[bool] = var(False, bindings=True)
     """A session worker is opening, starting or saving a session."""
     attaching: var[bool] = var(False, bindings=True)
-    """An attach worker is reading and sizing a file (chatapp.ui.attach_control)."""
+    """An attach worker is reading and sizing a file (chatapp.ui.controllers.attachments)."""
 
     # --- what the screen shows: the header and the panels are bound to these ---------------------
     model: var[ModelSummary | None] = var(None)
     model_info: var[ModelInfo | None] = var(None)
-    """The loaded file's tensor scan (chatapp.ui.model_control), None until done."""
+    """The loaded file's tensor scan (chatapp.ui.controllers.models), None until done."""
     status: var[str] = var("")
     """What the app is doing: "", "prefill…", "generating…", "loading model…"."""
     session_name: var[str | None] = var(None)
@@ -117,7 +117,7 @@ class ChatApp(KeyBurstApp[None]):
     prefill_done: var[PrefillDone | None] = var(None)
     decode: var[LiveDecode | None] = var(None)
     typed_ahead: var[TypeAhead | None] = var(None)
-    """Prefill while typing, for the composer's text now (chatapp.ui.typing_prefill)."""
+    """Prefill while typing, for the composer's text now (chatapp.ui.controllers.typing_prefill)."""
     composer_tokens: var[tuple[Token, ...]] = var(())
     confidence: var[bool] = var(False)
     """The confidence view: reply tokens shaded by probability, their alternatives in the Tokens panel."""
@@ -158,7 +158,7 @@ class ChatApp(KeyBurstApp[None]):
         self.themes_ui = ThemeController(self)
         self.settings_ui = SettingsController(self)
         self.typing_prefill = TypingPrefill(self)
-        """Prefills the next prompt while it is typed (chatapp.ui.typing_prefill)."""
+        """Prefills the next prompt while it is typed (chatapp.ui.controllers.typing_prefill)."""
         # The widgets the app composes, kept (never looked up): only the app draws into them.
         self._transcript = Transcript(id="transcript")
         self._composer = Composer(id="composer")
@@ -285,7 +285,7 @@ class ChatApp(KeyBurstApp[None]):
         self.start_turn(message.text, self.branches_ui.take_pending(), since=sent)
 
     def start_turn(self, text: str, how: TurnHow = SEND, since: float | None = None) -> None:
-        """Run a turn: a new question at the end, or one that branches (chatapp.ui.branch_control).
+        """Run a turn: a new question at the end, or one that branches (chatapp.ui.controllers.branches).
         `since`: when Enter was pressed (time.perf_counter()), for the record's ttft_ms."""
         self.typing_prefill.stop()
         self.generating = True
@@ -477,7 +477,7 @@ class ChatApp(KeyBurstApp[None]):
             self.branches_ui.regenerate()
 
     def action_branch(self, action: BranchAction) -> None:
-        """The branch actions (chatapp.ui.branch_control): select, edit, continue, switch, tree, delete, fork."""
+        """The branch actions (chatapp.ui.controllers.branches): select, edit, continue, switch, tree, delete, fork."""
         self.branches_ui.act(action)
 
     @dropped_after_exit

@@ -6,7 +6,7 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from chatapp.ui import branch_control
+from chatapp.ui.controllers import branches as branch_control
 
 COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("New chat", "Start a new conversation (same system prompt)", "new_chat"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from textual.binding import Binding
 
-from chatapp.ui import branch_control
+from chatapp.ui.controllers import branches as branch_control
 from chatapp.ui.screens.attention import AttentionScreen
 from chatapp.ui.screens.sessions import SessionsScreen
 from chatapp.ui.screens.tree import TreeScreen

@@ -65,7 +65,7 @@ class TurnStarted(Message):
 
 class BranchChanged(Message):
     """A switch of branch, a jump from the tree or a delete changed the shown path
-    (chatapp.ui.branch_control); or a branching turn was refused and the path is the one before."""
+    (chatapp.ui.controllers.branches); or a branching turn was refused and the path is the one before."""
 
     def __init__(self, path: "list[Shown]", dropped: int, figures: "BranchFigures", line: str = "",
                  switch: "BranchSwitch | None" = None, select: int | None = None) -> None:

@@ -107,7 +107,7 @@ def shown_path(engine: Engine) -> tuple[list[Shown], int]:
 
 @dataclass(frozen=True)
 class TreeSnapshot:
-    """The tree as the screen lists it, read on a worker (chatapp.ui.branch_control.tree_snapshot)."""
+    """The tree as the screen lists it, read on a worker (chatapp.ui.controllers.branches.tree_snapshot)."""
 
     tree: MessageTree
     tokens: dict[str, int] = field(default_factory=dict)

@@ -18,7 +18,7 @@ from chatapp import paths
 from chatapp.config import Settings, load_settings
 from chatapp.engine.opening import open_engine
 from chatapp.ui import app as app_module
-from chatapp.ui import turns as turns_module
+from chatapp.ui.controllers import turns as turns_module
 from chatapp.ui.app import ChatApp
 from chatapp.format import count, ms, tps
 from chatapp.ui.messages import (
@@ -27,7 +27,7 @@ from chatapp.ui.messages import (
 )
 from chatapp.ui.screens.help import HelpScreen
 from chatapp.ui.pacing import UpdatePacer
-from chatapp.ui.turns import DECODE_SWITCH_INTERVAL
+from chatapp.ui.controllers.turns import DECODE_SWITCH_INTERVAL
 from chatapp.ui.screens.model_picker import ModelPickerScreen
 from chatapp.ui.screens.sampling import SamplingScreen
 from chatapp.ui.screens.system_prompt import SystemPromptScreen

@@ -22,7 +22,7 @@ from chatapp.engine.sessions.store import ModelIdentity, Snapshot
 from chatapp.ui.app import ChatApp
 from chatapp.ui.messages import PrefillProgressed, ReplyProgress, SessionOpened, TurnFinished
 from chatapp.ui.screens.sessions import ConfirmScreen, NameScreen, SessionsScreen
-from chatapp.ui.session_control import other_model
+from chatapp.ui.controllers.sessions import other_model
 from chatapp.ui.widgets.header import AppHeader
 from chatapp.ui.widgets.kv_panel import KVPanel
 from chatapp.ui.widgets.paint import Sketch

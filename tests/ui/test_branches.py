@@ -1,4 +1,4 @@
-"""Conversation trees in the TUI (chatapp.ui.branch_control), driven through the pilot against the
+"""Conversation trees in the TUI (chatapp.ui.controllers.branches), driven through the pilot against the
 real default model: selecting, editing, regenerating, continuing from a reply, sibling arrows,
 the tree screen, deleting with confirmation, forking into a session, and what the KV and
 Tokens panels say each one cost."""
@@ -11,8 +11,8 @@ from textual.widgets import Input, Tree
 
 from chatapp.config import Settings
 from chatapp.engine.sessions import SessionManager
-from chatapp.ui.branch_control import BranchAction
-from chatapp.ui.turns import TurnHow
+from chatapp.ui.controllers.branches import BranchAction
+from chatapp.ui.controllers.turns import TurnHow
 from chatapp.ui.commands import COMMANDS
 from chatapp.ui.messages import BranchChanged, SessionOpened, TurnFailed, TurnFinished, TurnStarted
 from chatapp.ui.screens.help import HelpScreen

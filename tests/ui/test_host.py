@@ -12,7 +12,7 @@ from textual.app import App, ComposeResult
 
 from chatapp.config import Settings
 from chatapp.engine.opening import open_engine
-from chatapp.ui.attach_control import AttachController
+from chatapp.ui.controllers.attachments import AttachController
 from chatapp.ui.host import ChatHost, EngineGate
 from chatapp.ui.messages import AttachFailed, Attached
 from chatapp.ui.widgets.composer import Composer

@@ -12,7 +12,7 @@ from textual.command import CommandPalette
 from chatapp.config import Settings
 from chatapp.engine.opening import open_engine
 from chatapp.ui.app import ChatApp
-from chatapp.ui.inside_control import NeighboursFound
+from chatapp.ui.controllers.inside import NeighboursFound
 from chatapp.ui.screens.anatomy import AnatomyScreen, AnatomyView
 from chatapp.ui.widgets.composer import Composer
 from chatapp.ui.widgets.tokens_panel import TokensPanel

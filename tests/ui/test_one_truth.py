@@ -12,7 +12,7 @@ from textual.widgets import Input, Tree
 
 from chatapp import paths
 from chatapp.format import count, human_bytes
-from chatapp.ui.branch_control import tree_snapshot
+from chatapp.ui.controllers.branches import tree_snapshot
 from chatapp.ui.messages import BranchChanged, ModelSwitched, SessionOpened, TurnFinished
 from chatapp.ui.screens.sessions import ConfirmScreen, NameScreen
 from chatapp.ui.screens.tree import TreeScreen

@@ -8,7 +8,7 @@ from chatapp.engine.chat.branch_states import BranchFigures
 from chatapp.engine.events import ContextTrimmed, Message, PrefillDone, TextDelta, TurnDone
 from chatapp.engine.stats import LiveDecode, TurnRecord
 from chatapp.ui.messages import PrefillFinished, ReplyProgress, TurnFinished, TurnTrimmed
-from chatapp.ui.turns import stream_turn
+from chatapp.ui.controllers.turns import stream_turn
 from chatapp.ui.widgets.transcript import trim_notice
 
 

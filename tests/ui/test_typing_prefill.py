@@ -1,4 +1,4 @@
-"""Prefill while typing in the app (chatapp.ui.typing_prefill), through Textual's pilot against
+"""Prefill while typing in the app (chatapp.ui.controllers.typing_prefill), through Textual's pilot against
 the real default model: what typing does to the cache, the Speed panel's line, the record, and
 that whatever happens while it runs, the cache stays a prefix of the next prompt and replies are
 the ones the app gives with it off."""
@@ -16,7 +16,7 @@ from chatapp.engine.chat.typeahead import next_question
 from chatapp.engine.opening import open_engine
 from chatapp.ui.app import ChatApp
 from chatapp.ui.messages import ModelSwitched, ModelSwitchFailed, TurnFinished
-from chatapp.ui.typing_prefill import TypingPrefilled
+from chatapp.ui.controllers.typing_prefill import TypingPrefilled
 from chatapp.ui.widgets.composer import Composer
 from chatapp.ui.widgets.paint import Sketch
 from chatapp.ui.widgets.speed_panel import SpeedPanel

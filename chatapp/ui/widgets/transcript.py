@@ -3,7 +3,7 @@
 It draws the active path of the conversation tree only (each message titled with its short id,
 and ‹ n/m › when it has siblings), never the whole tree: a switch of branch keeps the widgets
 of the messages both paths share and mounts the rest (`show_path`). One message can be
-selected (Alt+Up/Alt+Down or a click), for the branch actions (chatapp.ui.branch_control).
+selected (Alt+Up/Alt+Down or a click), for the branch actions (chatapp.ui.controllers.branches).
 """
 
 from __future__ import annotations

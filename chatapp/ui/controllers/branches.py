@@ -25,7 +25,7 @@ from chatapp.errors import ChatappError, InputError
 from chatapp.format import count
 from chatapp.ui.host import ChatHost, SessionKeeper
 from chatapp.ui.messages import BranchChanged, TreeReady
-from chatapp.ui.turns import SEND, TurnHow
+from chatapp.ui.controllers.turns import SEND, TurnHow
 from chatapp.ui.screens.sessions import ConfirmScreen, NameScreen
 from chatapp.ui.screens.tree import TreeScreen
 from chatapp.ui.shown import Selection, TreeSnapshot, shown_path
