@@ -79,7 +79,8 @@ def test_import_linter_contract_holds():
 
 CIRCLES = {
     "a TYPE_CHECKING import of the app by a controller": (
-        "ui/controllers/inside.py", "if TYPE_CHECKING:\n", "if TYPE_CHECKING:\n    from chatapp.ui.app import ChatApp\n"),
+        "ui/controllers/inside.py", "if TYPE_CHECKING:\n",
+        "if TYPE_CHECKING:\n    from chatapp.ui.app import ChatApp\n"),
     "a function-level import between two shared engine modules": (
         "engine/tokens.py", "\nclass Vocabulary",
         "\ndef _late():\n    from chatapp.engine import kv\n\n\nclass Vocabulary"),
@@ -111,3 +112,43 @@ def test_a_circle_anywhere_breaks_a_contract(tmp_path, circle):
     target.write_text(text.replace(before, after, 1))
     out = lint_imports(tmp_path)
     assert out.returncode != 0 and "No import circle among siblings BROKEN" in out.stdout, out.stdout
+
+
+UI_BREACHES = {
+    "Controllers never import a widget": (
+        "ui/controllers/branches.py", "\nBranchAction",
+        "\nfrom chatapp.ui.widgets.kv_panel import KVPanel  # noqa\nBranchAction"),
+    "Controllers side by side, over the turn helpers": (
+        "ui/controllers/models.py", "\nclass ModelHost",
+        "\nfrom chatapp.ui.controllers import sessions  # noqa\nclass ModelHost"),
+    "Widgets know no screen, controller or App": (
+        "ui/widgets/kv_panel.py", "\nclass KVPanel", "\nfrom chatapp.ui.screens import help  # noqa\nclass KVPanel"),
+    "The UI's floors, top to bottom": (
+        "ui/messages.py", "\nclass TurnStarted", "\nfrom chatapp.ui.widgets import paint  # noqa\nclass TurnStarted"),
+    "Layers: cli, commands, ui, engine, then the bottom modules": (
+        "paths.py", "", ""),
+}
+
+
+@pytest.mark.parametrize("breach", list(UI_BREACHES))
+def test_each_ui_contract_catches_its_breach(tmp_path, breach):
+    """Each UI contract is run on a copy of chatapp with one import it forbids added (or, for the
+    exhaustive top layers, a new top-level module given no layer): it must break."""
+    import shutil
+    from pathlib import Path
+
+    repo = Path(__file__).parent.parent
+    shutil.copytree(repo / "chatapp", tmp_path / "chatapp", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(repo / "pyproject.toml", tmp_path)
+    path, before, after = UI_BREACHES[breach]
+    if before:
+        target = tmp_path / "chatapp" / path
+        text = target.read_text()
+        assert before in text
+        target.write_text(text.replace(before, after, 1))
+    else:  # a module at the top of chatapp that no layer names
+        (tmp_path / "chatapp" / "stray.py").write_text("from chatapp import paths  # noqa: F401\n")
+    out = lint_imports(tmp_path)
+    assert out.returncode != 0, out.stdout
+    broken = [line for line in out.stdout.splitlines() if line.endswith("BROKEN")]
+    assert f"{breach} BROKEN" in broken, out.stdout
