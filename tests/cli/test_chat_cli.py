@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
-import pty
-import select
-import struct
 import sys
-import termios
 import time
 from pathlib import Path
 
@@ -16,48 +11,7 @@ import numpy as np
 from gguf import GGUFWriter
 
 from chatapp.ui.widgets.composer import PLACEHOLDER
-
-CTRL_Q = b"\x11"
-
-
-class Terminal:
-    """`chatapp` started on a pseudo-terminal of 120x40, as a user's terminal would run it."""
-
-    def __init__(self, *args: str) -> None:
-        exe = Path(sys.executable).with_name("chatapp")
-        self.pid, self.fd = pty.fork()
-        if self.pid == 0:
-            fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-            os.environ["TERM"] = "xterm-256color"
-            os.execv(str(exe), [str(exe), *args])
-        self.screen = b""
-
-    def read_until(self, text: bytes, timeout: float = 60.0) -> None:
-        """Read until `text` is on the screen; fail once `timeout` seconds have passed in all
-        (the TUI redraws now and then, so a silence-only timeout could wait forever)."""
-        deadline = time.monotonic() + timeout
-        while text not in self.screen:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
-                raise AssertionError(f"no {text!r} on the screen within {timeout:g} s: {self.screen[-400:]!r}")
-            try:
-                self.screen += os.read(self.fd, 1 << 16)
-            except OSError:  # the child has gone: the pty reads EIO
-                raise AssertionError(f"chatapp exited before showing {text!r}: {self.screen[-400:]!r}") from None
-
-    def exit_code(self, timeout: float = 30.0) -> int:
-        """Read until the child exits; its exit status."""
-        while select.select([self.fd], [], [], timeout)[0]:
-            try:
-                data = os.read(self.fd, 1 << 16)
-            except OSError:
-                break
-            if not data:
-                break
-            self.screen += data
-        _, status = os.waitpid(self.pid, 0)
-        os.close(self.fd)
-        return os.waitstatus_to_exitcode(status)
+from tests.cli.terminal import CTRL_Q, Terminal
 
 
 def test_chat_opens_the_tui_on_the_default_model_and_ctrl_q_quits(isolated_dirs):

@@ -3,10 +3,7 @@
 import json
 
 import pytest
-
-ASK_KEYS = {"reply", "prompt_tokens", "cached_tokens", "prefill_tokens", "prefill_ms", "prefill_tps", "ttft_ms",
-            "decode_tokens", "decode_ms", "decode_tps", "kv_used", "n_ctx", "kv_bytes_per_token", "dropped_turns",
-            "model", "quant", "backend"}
+from tests.cli.ask_json import ASK_KEYS
 
 
 def test_version_names_all_three(chatapp_exe):

@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 
 from chatapp.ui.widgets.composer import PLACEHOLDER
-from tests.cli.test_chat_cli import CTRL_Q, Terminal
+from tests.cli.terminal import CTRL_Q, Terminal
 from tests.engine.retrieval.conftest import DOCS, make_bomb_pdf
 
 

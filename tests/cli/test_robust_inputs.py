@@ -19,8 +19,8 @@ from chatapp import paths
 from chatapp.engine.models.quant import model_info
 from chatapp.engine.sessions.store import SessionStore
 from chatapp.private import tighten_install
-from tests.cli.test_robust_io import namespace_run
-from tests.cli.test_sessions_cli import seed
+from tests.cli.namespaces import namespace_run
+from tests.cli.seeded_sessions import seed
 
 EXE = Path(sys.executable).with_name("chatapp")
 QUICK = ("--temperature", "0", "--max-tokens", "2", "--ctx", "512")

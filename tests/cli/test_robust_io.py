@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from chatapp import paths
-from tests.cli.test_sessions_cli import seed
+from tests.cli.seeded_sessions import seed
+from tests.cli.namespaces import namespace_run
 
 EXE = Path(sys.executable).with_name("chatapp")
 BAD_UTF8 = b"caf\xff\xfe\xc0\x80 au lait"
@@ -111,14 +112,6 @@ def test_a_closed_stdout_is_not_a_silent_success(env):
 
 
 # --- reading sessions on a full disk and in a read-only folder -----------------------------------------
-def namespace_run(script: str, env: dict) -> subprocess.CompletedProcess:
-    """Run `script` as root of new user and mount namespaces, where it may mount a tmpfs or a
-    read-only bind; the rest of the system is untouched."""
-    if shutil.which("unshare") is None or subprocess.run(["unshare", "-rm", "true"]).returncode != 0:
-        pytest.skip("needs user namespaces (unshare -rm) to mount a full or read-only folder")
-    return subprocess.run(["unshare", "-rm", "bash", "-c", f"set -e\n{script}"], capture_output=True, text=True,
-                          env=env, timeout=300)
-
 
 def commands_script(results: Path, commands: list[str]) -> str:
     """Run each chatapp command, keeping its stdout, stderr and exit status in `results`."""

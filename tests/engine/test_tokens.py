@@ -6,15 +6,7 @@ from chatapp.engine.events import Message
 from chatapp.engine.tokens import describe, joined, tokenize_text
 
 from .conftest import make_engine
-
-SAMPLES = [
-    "Hello, world! The quick brown fox.",
-    "emoji: 🦙🔥👩‍👩‍👧 done",
-    "CJK: 日本語のテキストと中文字符",
-    "whitespace   runs\t\tand\n\n\nnewlines    ",
-    "combining: e\u0301 a\u0308 n\u0303 and Zalgo z\u0336\u0311\u0300",
-    "  leading spaces",
-]
+from tests.engine.token_samples import SAMPLES
 
 
 @pytest.mark.parametrize("text", SAMPLES)

@@ -13,19 +13,12 @@ from pathlib import Path
 
 import httpx
 
-from tests.cli.test_core_cli import ASK_KEYS
+from tests.cli.ask_json import ASK_KEYS
 
 from .conftest import free_port
+from tests.remote.server_cli import SECRET, one_line
 
 GREEDY = ("--temperature", "0", "--max-tokens", "24")
-SECRET = "s3cret-key-0123456789"
-
-
-def one_line(stderr: str) -> str:
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in stderr, stderr
-    return lines[0]
-
 
 def test_ask_json_over_a_server_has_every_key(chatapp_run, llama_server):
     out = chatapp_run("ask", "Name a fruit.", "Name another.", "--json", "--server", llama_server.url, *GREEDY)

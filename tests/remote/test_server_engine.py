@@ -20,7 +20,7 @@ from chatapp.engine.models.quant import model_info
 from chatapp.engine.server.backend import ServerBackend
 from chatapp.engine.stats import LiveDecode
 from chatapp.errors import ContextFullError, ServerError
-from tests.engine.test_tokens import SAMPLES
+from tests.engine.token_samples import SAMPLES
 
 from .conftest import N_CTX, SETTINGS
 

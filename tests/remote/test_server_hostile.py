@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from .rewriting_proxy import Reply, data, events_until, keep_alives, silence
-from .test_server_cli import SECRET, one_line
+from tests.remote.server_cli import SECRET, one_line
 
 ASK = ("--temperature", "0", "--max-tokens", "24")
 PIECES = 2

@@ -17,7 +17,7 @@ from chatapp.ui.widgets.transcript import Reply, Transcript, UserMessage
 from tests.ui._helpers import Messages, wait_until
 
 from .conftest import SETTINGS
-from .test_server_tui import TURN_TIMEOUT, WIDE, send
+from tests.remote.server_tui import TURN_TIMEOUT, WIDE, send
 
 QUESTIONS = ("Name a colour.", "Name another one.", "And a third?")
 

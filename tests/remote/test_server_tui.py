@@ -22,9 +22,7 @@ from chatapp.ui.widgets.transcript import Reply, Transcript
 from tests.ui._helpers import Messages, notified, wait_until
 
 from .conftest import SETTINGS, start_llama_server
-
-WIDE = (120, 40)
-TURN_TIMEOUT = 120.0
+from tests.remote.server_tui import TURN_TIMEOUT, WIDE, send
 
 
 @pytest.fixture
@@ -44,14 +42,6 @@ def server_app():
     for app in apps:
         app.release_engine()
 
-
-async def send(pilot, app: ChatApp, seen: Messages, text: str):
-    done = seen.count(TurnFinished) + seen.count(TurnFailed)
-    app.query_one(Composer).load_text(text)
-    await pilot.press("enter")
-    await wait_until(pilot, lambda: seen.count(TurnFinished) + seen.count(TurnFailed) > done, TURN_TIMEOUT)
-    await wait_until(pilot, lambda: not app.generating)
-    return [m for m in seen if isinstance(m, (TurnFinished, TurnFailed))][-1]
 
 
 async def test_every_panel_shows_the_servers_figures(server_app, llama_server):

@@ -7,7 +7,7 @@ import threading
 
 from chatapp.engine.chat.typeahead import next_question
 from chatapp.engine.opening import connect_engine
-from tests.engine.chat.test_typeahead import QUESTION
+from tests.engine.chat.typeahead_texts import QUESTION
 
 from .conftest import SETTINGS
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import itertools
 
 import numpy as np
 import pytest
 
 from tests.engine.drafting.acceptance import accept_draft, draw
 from tests.engine.drafting import chi_square
+from tests.engine.drafting.markov import IDS4, LENGTH, MARKOV, VOCAB, exact_joint
 
 IDS = np.array([10, 11, 12, 13, 14])
 P = np.array([0.30, 0.25, 0.20, 0.15, 0.10])
@@ -68,15 +68,6 @@ def test_temperature_zero_accepts_exactly_the_argmax():
 
 
 # --- chains of drafts ---------------------------------------------------------------------
-VOCAB = 4
-# p(next | previous): each row favours previous + 1, so drafts of the cycle are often right.
-MARKOV = np.array([[0.10, 0.60, 0.20, 0.10],
-                   [0.15, 0.05, 0.55, 0.25],
-                   [0.30, 0.10, 0.05, 0.55],
-                   [0.50, 0.20, 0.20, 0.10]])
-IDS4 = np.arange(VOCAB)
-LENGTH = 3
-
 
 def cycle_drafts(previous: int, k: int) -> list[int]:
     """A deterministic drafter: the cycle after the last token."""
@@ -107,16 +98,6 @@ def joint_counts(rule, k: int, trials: int, seed: int = 7) -> np.ndarray:
         counts[tuple(seq[1:LENGTH + 1])] += 1
     return counts
 
-
-def exact_joint(start: int = 0) -> np.ndarray:
-    joint = np.zeros((VOCAB,) * LENGTH)
-    for seq in itertools.product(range(VOCAB), repeat=LENGTH):
-        prob, prev = 1.0, start
-        for token in seq:
-            prob *= MARKOV[prev, token]
-            prev = token
-        joint[seq] = prob
-    return joint
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])

@@ -352,7 +352,7 @@ def test_a_reply_that_starts_copying_midway_drafts_from_then_on():
 
 
 def test_no_speedup_is_claimed_before_a_plain_step_was_timed():
-    from tests.engine.drafting.test_speculative import AlwaysDraft
+    from tests.engine.drafting.always_draft import AlwaysDraft
 
     rng = np.random.default_rng(5)
     paragraph = zipf_tokens(rng, 200)

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from tests.engine.drafting.acceptance import draw
-from chatapp.engine.drafting.policy import DraftPolicy
 from chatapp.engine.drafting.lookup import NgramDrafter
 from chatapp.engine.drafting.speculative import SpeculativeDecoder
 from tests.engine.drafting import chi_square
-from tests.engine.drafting.test_acceptance import IDS4, LENGTH, MARKOV, VOCAB, exact_joint
+from tests.engine.drafting.markov import IDS4, LENGTH, MARKOV, VOCAB, exact_joint
+from tests.engine.drafting.always_draft import AlwaysDraft
 
 PROMPT = [1, 2, 3, 0, 1, 2, 3, 0]
 
@@ -47,12 +47,6 @@ class MarkovTarget:
     def truncate(self, n):
         del self.cache[n:]
 
-
-class AlwaysDraft(DraftPolicy):
-    """Verify every draft the drafter has, up to k_max: the chain is then exercised every step."""
-
-    def choose(self, match, available, reply=None):
-        return min(available, self.k_max)
 
 
 def reply(target, decoder, length, is_end=None):

@@ -150,7 +150,7 @@ def test_accepted_drafts_report_their_verify_rows(default_model_path):
     the plain loop's (the drafting tests' exactness check guards the rows being a single step's).
     A q8_0 cache, as the drafting tests run: with f16 drafting turns itself off on 2 threads."""
     from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
-    from tests.engine.local.test_speculative_engine import PROMPTS, drafting_engine
+    from tests.engine.local.speculative import PROMPTS, drafting_engine
 
     runtime = LlamaRuntime(default_model_path, LoadOptions(n_ctx=1024, kv_type="q8_0"))
     try:

@@ -15,42 +15,18 @@ from chatapp.engine.backend import Drafting, GenerationSettings
 from chatapp.engine.drafting.policy import RESTORED_ACCEPTANCE, DraftPolicy
 from chatapp.engine.chat.engine import Engine
 from chatapp.engine.events import TextDelta, TurnDone
-from chatapp.engine.local.exact_batches import batch_check
 from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
 from chatapp.engine.local.backend import LocalBackend
 from chatapp.engine.local.drafting import LocalDrafting
 from chatapp.engine.sessions import SessionManager
 from chatapp.engine.stats import DRAFT_KEYS, ROOFLINE_KEYS, draft_figures
 from chatapp.errors import ConfigError
-from tests.engine.drafting.test_speculative import AlwaysDraft
-from tests.engine.local.test_speculative_llama import PARAGRAPH
+from tests.engine.drafting.always_draft import AlwaysDraft
+from tests.engine.local.speculative import PROMPTS, drafting_engine, known_exact
 
-FUNCTION = ("def total(items):\n    result = 0\n    for item in items:\n        result += item.price * item.count\n"
-            "    return result\n")
-PROMPTS = {
-    "copy": f"Repeat the following paragraph exactly, but change the word 'red' to 'green':\n\n{PARAGRAPH}",
-    "code": f"{FUNCTION}\nRename the variable result to acc and show the whole function.",
-    "names": ("Anna Karlsson met Bertil Lindqvist and Cecilia Oyelaran at the Vasa Museum in Stockholm. "
-              "Summarise this in one sentence, keeping every name."),
-    "chat": "Write a short poem about autumn leaves.",
-    "question": "Why is the sky blue? Answer in two sentences.",
-}
 COPY_HEAVY = ("copy", "code", "names")
 GREEDY = GenerationSettings(temperature=0.0, max_tokens=96)
 
-
-def known_exact(runtime: LlamaRuntime, draft_max: int = Settings().draft_max) -> None:
-    """The exactness verdict that a first drafted turn leaves on disk (LocalDrafting checks after
-    a turn that had none), so that the turns of a test draft from their first."""
-    batch_check(runtime, draft_max + 1, runtime.threads[0])
-
-
-def drafting_engine(runtime: LlamaRuntime, policy=None, max_tokens: int = 96) -> Engine:
-    known_exact(runtime)
-    backend = LocalBackend(runtime, draft_policy=policy or AlwaysDraft(k_max=8))
-    engine = Engine(backend, Settings(n_ctx=runtime.n_ctx, system_prompt="", draft="ngram"))
-    engine.generation = GenerationSettings(temperature=0.0, max_tokens=max_tokens)
-    return engine
 
 
 def checked_turn(engine: Engine, runtime: LlamaRuntime, text: str, *, fresh: bool = True):

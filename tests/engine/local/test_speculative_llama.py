@@ -10,11 +10,9 @@ from chatapp.engine.drafting.policy import DraftPolicy
 from chatapp.engine.local.llama import ChainDistribution, LlamaRuntime, LoadOptions, VerifyTarget, can_remove_cells
 from chatapp.engine.drafting.speculative import SpeculativeDecoder
 from tests.engine.drafting import chi_square
-from tests.engine.drafting.test_speculative import AlwaysDraft
+from tests.engine.drafting.always_draft import AlwaysDraft
+from tests.engine.local.paragraph import PARAGRAPH
 
-PARAGRAPH = ("The old lighthouse stood on a rocky point at the edge of the bay. Every evening the keeper "
-             "climbed the spiral stairs, trimmed the wick and polished the great glass lens until it shone. "
-             "Ships passing in the night saw its red beam sweep across the water and knew they were close to home.")
 PROMPTS = {
     "copy": f"Repeat the following paragraph exactly, but change the word 'red' to 'green':\n\n{PARAGRAPH}",
     "code": ("def total(items):\n    result = 0\n    for item in items:\n        result += item.price * item.count\n"

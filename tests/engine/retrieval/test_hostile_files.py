@@ -19,7 +19,7 @@ from chatapp.engine.retrieval.attachments import AttachmentSet
 from chatapp.engine.retrieval.cancel import AttachStopped, stoppable
 from chatapp.engine.retrieval.loading import load_path
 from tests.engine.retrieval.conftest import DOCS, make_bomb_pdf, make_pdf, pdf_readers
-from tests.engine.retrieval.test_loading import refused
+from tests.engine.retrieval.refusals import refused
 
 SLOW_PDF_BYTES = 4 * 2**20
 """Within the inflate limit, and a minute or more of pypdf's time: an attach to stop."""

@@ -12,14 +12,8 @@ from chatapp.engine.retrieval.document import Attachment
 from chatapp.engine.retrieval.loading import load_path, load_paths
 from chatapp.errors import AttachmentError
 from tests.engine.retrieval.conftest import DOCS, make_pdf
+from tests.engine.retrieval.refusals import refused
 
-
-def refused(path) -> str:
-    with pytest.raises(AttachmentError) as info:
-        load_path(path)
-    line = info.value.one_line()
-    assert line.startswith("Attachment: ") and "\n" not in line
-    return line
 
 
 def test_a_text_file_keeps_its_text_and_a_sha256_of_it(tmp_path):
