@@ -1,4 +1,5 @@
-"""Waiting on a running app without bare sleeps (after oterm's tests/_helpers.py)."""
+"""What the UI tests share: waiting on a running app without bare sleeps (after oterm's
+tests/_helpers.py), sending a turn, the sessions they open, and the scripted app the snapshots draw."""
 
 from __future__ import annotations
 
@@ -8,6 +9,19 @@ from collections.abc import Callable
 from textual.message import Message
 from textual.notifications import Notification, Notify
 from textual.pilot import Pilot
+from textual.widgets import Input
+
+from chatapp.config import Settings
+from chatapp.engine.chat.engine import Engine
+from chatapp.engine.sessions import SessionManager
+from chatapp.ui.app import ChatApp
+from chatapp.ui.messages import SessionOpened, TurnFailed, TurnFinished
+from chatapp.ui.screens.sessions import NameScreen
+from chatapp.ui.widgets.composer import Composer
+from chatapp.ui.widgets.header import AppHeader
+from chatapp.ui.themes import load_themes
+from chatapp.ui.widgets.transcript import Reply, Transcript
+from tests.ui.scripted import ScriptedBackend
 
 
 async def wait_until(pilot: Pilot, predicate: Callable[[], object], timeout: float = 60.0,
@@ -97,3 +111,71 @@ async def next_of(pilot: Pilot, seen: Messages, kind: type, before: int, group: 
                      and not pilot.app.loading_model, TURN_TIMEOUT)
     await pilot.pause()
     return seen.of(kind)[before]
+
+
+# --- the app's own pilot tests (tests/ui/test_app*.py and the modules beside them) -------------------
+WIDE, NARROW = (120, 40), (80, 24)
+
+
+async def send_text(pilot, app: ChatApp, seen: Messages, text: str) -> TurnFinished | TurnFailed:
+    """Put text in the composer (as typed into it), press Enter, and wait for the turn to end."""
+    done = seen.count(TurnFinished) + seen.count(TurnFailed)
+    composer = app.query_one(Composer)
+    composer.load_text(text)
+    await pilot.press("enter")
+    await wait_until(pilot, lambda: seen.count(TurnFinished) + seen.count(TurnFailed) > done, TURN_TIMEOUT)
+    await wait_until(pilot, lambda: not app.generating)
+    await turn_worker_done(pilot, app)
+    return [m for m in seen if isinstance(m, (TurnFinished, TurnFailed))][-1]
+
+
+async def turn_worker_done(pilot, app: ChatApp) -> None:
+    """The turn's worker goes on after TurnFinished to autosave the session: wait for it."""
+    await wait_until(pilot, lambda: not any(w.group == "turn" and w.is_running for w in app.workers), TURN_TIMEOUT)
+
+
+async def finished(pilot, app: ChatApp, seen: Messages, turns: int = 1) -> TurnFinished:
+    """Wait for the n-th TurnFinished and for its handler to finish (the hook sees it first)."""
+    await wait_until(pilot, lambda: seen.count(TurnFinished) >= turns, TURN_TIMEOUT)
+    await wait_until(pilot, lambda: not app.generating)
+    await turn_worker_done(pilot, app)
+    return seen.of(TurnFinished)[turns - 1]
+
+
+# --- sessions ---------------------------------------------------------------------------------------
+def store():
+    return SessionManager.open(Settings(), create=False)
+
+
+async def opened(pilot, seen: Messages, n: int = 1) -> SessionOpened:
+    await wait_until(pilot, lambda: seen.count(SessionOpened) >= n, TURN_TIMEOUT)
+    await wait_until(pilot, lambda: not pilot.app.session_busy)
+    return seen.of(SessionOpened)[n - 1]
+
+
+def header(app: ChatApp) -> str:
+    return app.query_one(AppHeader).render().plain
+
+
+def texts(app: ChatApp, kind) -> list[str]:
+    widgets = app.query_one(Transcript).query(kind)
+    return [w.source if isinstance(w, Reply) else w.render().plain for w in widgets]
+
+
+async def press_in_name_box(pilot, name: str) -> None:
+    assert isinstance(pilot.app.screen, NameScreen)
+    pilot.app.screen.query_one(Input).value = name
+    await pilot.press("enter")
+    await pilot.pause()
+
+
+# --- the scripted app the snapshots draw ----------------------------------------------------------------
+SHIPPED_THEMES = sorted(theme.name for theme in load_themes().themes)
+
+
+def scripted_app(default_model_path, theme: str) -> ChatApp:
+    # Prefill while typing runs when the typing pauses: how much it did before Enter depends on
+    # timing, so the snapshots leave it off (tests/ui/test_typing_prefill.py covers it).
+    settings = Settings(theme=theme, n_ctx=4096, temperature=0.0, prefill_while_typing=False)
+    engine = Engine(ScriptedBackend(str(default_model_path), n_ctx=4096), settings)
+    return ChatApp(engine, settings=settings)

@@ -15,11 +15,9 @@ from textual.command import CommandPalette
 from textual.widgets import Input, OptionList, TextArea
 
 from chatapp import paths
-from chatapp.config import Settings, load_settings
-from chatapp.engine.opening import open_engine
+from chatapp.config import load_settings
 from chatapp.ui import app as app_module
 from chatapp.ui.controllers import turns as turns_module
-from chatapp.ui.app import ChatApp
 from chatapp.format import count, ms, tps
 from chatapp.ui.messages import (
     ComposerTokenized, ModelInfoReady, ModelSwitched, ModelSwitchFailed, PrefillFinished, PrefillProgressed,
@@ -38,52 +36,9 @@ from chatapp.ui.widgets.quant_panel import QuantPanel
 from chatapp.ui.widgets.speed_panel import SpeedPanel
 from chatapp.ui.widgets.tokens_panel import TokensPanel
 from chatapp.ui.widgets.transcript import Notice, Reply, Transcript, UserMessage
-from tests.ui._helpers import Messages, notified, wait_until
+from tests.ui._helpers import NARROW, TURN_TIMEOUT, WIDE, finished, notified, send_text, wait_until
 
-WIDE, NARROW = (120, 40), (80, 24)
-TURN_TIMEOUT = 120.0
-
-
-@pytest.fixture
-def make_app(default_model_path):
-    """Build ChatApp around a real Engine; every engine is closed after the test."""
-    apps: list[ChatApp] = []
-
-    def make(session: str | None = None, **overrides) -> tuple[ChatApp, Messages]:
-        settings = Settings().replace(**{"n_ctx": 1024, "temperature": 0.0, "max_tokens": 24, **overrides})
-        engine = open_engine(settings, str(default_model_path))
-        app = ChatApp(engine, settings=settings, session=session, opener=open_engine)
-        apps.append(app)
-        return app, Messages()
-
-    yield make
-    for app in apps:
-        app.release_engine()
-
-
-async def send(pilot, app: ChatApp, seen: Messages, text: str) -> TurnFinished | TurnFailed:
-    """Put text in the composer, press Enter, and wait for the turn to end."""
-    done = seen.count(TurnFinished) + seen.count(TurnFailed)
-    composer = app.query_one(Composer)
-    composer.load_text(text)
-    await pilot.press("enter")
-    await wait_until(pilot, lambda: seen.count(TurnFinished) + seen.count(TurnFailed) > done, TURN_TIMEOUT)
-    await wait_until(pilot, lambda: not app.generating)
-    await turn_worker_done(pilot, app)
-    return [m for m in seen if isinstance(m, (TurnFinished, TurnFailed))][-1]
-
-
-async def turn_worker_done(pilot, app: ChatApp) -> None:
-    """The turn's worker goes on after TurnFinished to autosave the session: wait for it."""
-    await wait_until(pilot, lambda: not any(w.group == "turn" and w.is_running for w in app.workers), TURN_TIMEOUT)
-
-
-async def finished(pilot, app: ChatApp, seen: Messages, turns: int = 1) -> TurnFinished:
-    """Wait for the n-th TurnFinished and for its handler to finish (the hook sees it first)."""
-    await wait_until(pilot, lambda: seen.count(TurnFinished) >= turns, TURN_TIMEOUT)
-    await wait_until(pilot, lambda: not app.generating)
-    await turn_worker_done(pilot, app)
-    return seen.of(TurnFinished)[turns - 1]
+pytestmark = pytest.mark.app_settings(threads=0)
 
 
 # --- a turn ---------------------------------------------------------------------------------
@@ -125,7 +80,7 @@ async def test_typed_message_streams_a_reply_and_fills_the_panels(make_app):
         assert "generating" not in app.query_one(AppHeader).render().plain
 
         first = record
-        second = (await send(pilot, app, seen, "And one more thing?")).record
+        second = (await send_text(pilot, app, seen, "And one more thing?")).record
         assert second.cached_tokens > 0
         assert kv.kv_used == second.kv_used > first.kv_used
         assert f"this turn wrote: {count(second.kv_used - second.cached_tokens)} cells" in kv.plain
@@ -220,7 +175,7 @@ async def test_escape_during_a_long_prefill_stops_it_and_the_speed_panel_showed_
         assert record.prefill_tokens < record.prompt_tokens - record.cached_tokens
         assert app.engine.kv_used() == record.kv_used == record.cached_tokens + record.prefill_tokens
         assert app.engine.cached_tokens() == app.engine.prompt_ids(app.engine.messages[:-1])[:record.kv_used]
-        again = (await send(pilot, app, seen, "Say hi.")).record
+        again = (await send_text(pilot, app, seen, "Say hi.")).record
         assert again.finish_reason in ("stop", "length")
 
 
@@ -242,7 +197,7 @@ async def test_escape_stops_and_keeps_the_partial_reply_then_the_next_turn_works
         assert app.engine.messages[-1].stopped
 
         app.engine.set_generation(max_tokens=24)
-        after = await send(pilot, app, seen, "Thanks!")
+        after = await send_text(pilot, app, seen, "Thanks!")
         assert isinstance(after, TurnFinished)
         assert after.record.finish_reason in ("stop", "length")
         assert not transcript.query(Reply).last().has_class("-stopped")
@@ -283,7 +238,7 @@ async def test_a_full_context_drops_old_turns_and_says_which(make_app):
                "so that old turns must go: turn {}.")
     async with app.run_test(size=WIDE, message_hook=seen) as pilot:
         for turn in range(1, 9):
-            result = await send(pilot, app, seen, message.format(turn))
+            result = await send_text(pilot, app, seen, message.format(turn))
             assert isinstance(result, TurnFinished), result.error
             if seen.count(TurnTrimmed):
                 break
@@ -303,7 +258,7 @@ async def test_a_message_too_big_for_the_context_goes_back_to_the_composer(make_
     app, seen = make_app(n_ctx=256)
     huge = "word " * 400
     async with app.run_test(size=NARROW, message_hook=seen) as pilot:
-        result = await send(pilot, app, seen, huge)
+        result = await send_text(pilot, app, seen, huge)
         assert isinstance(result, TurnFailed) and result.refused
         assert app.query_one(Composer).text == huge
         assert not app.query_one(Transcript).query(UserMessage)
@@ -314,7 +269,7 @@ async def test_a_message_too_big_for_the_context_goes_back_to_the_composer(make_
 async def test_new_chat_clears_the_transcript(make_app):
     app, seen = make_app()
     async with app.run_test(size=NARROW, message_hook=seen) as pilot:
-        await send(pilot, app, seen, "Hi!")
+        await send_text(pilot, app, seen, "Hi!")
         assert app.query_one(Transcript).query(Reply)
         await pilot.press("ctrl+n")
         await pilot.pause()
@@ -331,7 +286,7 @@ async def test_new_chat_clears_the_transcript(make_app):
 async def test_regenerate_answers_the_last_message_again(make_app):
     app, seen = make_app()
     async with app.run_test(size=WIDE, message_hook=seen) as pilot:
-        first = (await send(pilot, app, seen, "Name a colour.")).record
+        first = (await send_text(pilot, app, seen, "Name a colour.")).record
         await pilot.press("ctrl+r")
         again = (await finished(pilot, app, seen, 2)).record
         assert seen.of(TurnStarted)[-1].regenerate
@@ -347,7 +302,7 @@ async def test_regenerate_answers_the_last_message_again(make_app):
 async def test_copy_last_reply(make_app):
     app, seen = make_app()
     async with app.run_test(size=NARROW, message_hook=seen) as pilot:
-        record = (await send(pilot, app, seen, "Say hello.")).record
+        record = (await send_text(pilot, app, seen, "Say hello.")).record
         await pilot.press("f5")
         assert app.clipboard == record.reply
 
@@ -389,7 +344,7 @@ async def test_switch_model_loads_the_new_engine_and_keeps_the_conversation(make
     shutil.copyfile(default_model_path, copy)
     app, seen = make_app()
     async with app.run_test(size=WIDE, message_hook=seen) as pilot:
-        await send(pilot, app, seen, "Hi!")
+        await send_text(pilot, app, seen, "Hi!")
         old = app.engine
         await pilot.press("ctrl+l")
         await wait_until(pilot, lambda: isinstance(app.screen, ModelPickerScreen))  # listed off the UI thread
@@ -404,7 +359,7 @@ async def test_switch_model_loads_the_new_engine_and_keeps_the_conversation(make
         assert Path(app.engine.summary.path) == copy.resolve()
         assert [m.content for m in app.engine.messages] == [m.content for m in old.messages]
         await wait_until(pilot, lambda: any(m.path == str(copy.resolve()) for m in seen.of(ModelInfoReady)))
-        result = await send(pilot, app, seen, "And again?")
+        result = await send_text(pilot, app, seen, "And again?")
         assert isinstance(result, TurnFinished)
 
 
@@ -436,7 +391,7 @@ async def test_panels_beside_when_wide_toggle_below_when_narrow(make_app):
 async def test_a_turn_at_80x24(make_app):
     app, seen = make_app()
     async with app.run_test(size=NARROW, message_hook=seen) as pilot:
-        result = await send(pilot, app, seen, "Hello!")
+        result = await send_text(pilot, app, seen, "Hello!")
         assert isinstance(result, TurnFinished)
         reply = app.query_one(Transcript).query(Reply).last()
         assert reply.region.height > 0 and reply.region.bottom <= NARROW[1]
@@ -457,7 +412,7 @@ async def test_the_decode_worker_gets_the_gil_back_quickly_only_while_a_turn_str
     monkeypatch.setattr(turns_module, "stream_turn", recording)
     before = sys.getswitchinterval()
     async with app.run_test(size=WIDE, message_hook=seen) as pilot:
-        assert isinstance(await send(pilot, app, seen, "Tell me about lighthouses."), TurnFinished)
+        assert isinstance(await send_text(pilot, app, seen, "Tell me about lighthouses."), TurnFinished)
         assert sys.getswitchinterval() == before
     assert len(during) >= 3 and during == pytest.approx([DECODE_SWITCH_INTERVAL] * len(during))
     assert DECODE_SWITCH_INTERVAL < before
@@ -481,7 +436,7 @@ async def test_a_held_back_reply_still_ends_whole_and_the_panels_stay_live(make_
         watch_decode = speed.watch_decode
         monkeypatch.setattr(speed, "watch_decode",
                             lambda: (speed.decode is not None and live_figures.append(speed.decode), watch_decode()))
-        record = (await send(pilot, app, seen, "Tell me about lighthouses.")).record
+        record = (await send_text(pilot, app, seen, "Tell me about lighthouses.")).record
         assert seen.count(ReplyProgress) >= 3
         assert len(shown) == 1  # the first update only
         assert len(live_figures) == seen.count(ReplyProgress)  # the panels took every one
@@ -572,7 +527,7 @@ async def test_a_bad_user_theme_warns_and_the_app_still_runs(make_app):
                        and "primary" in n.message)
         await notified(pilot, seen, lambda n: n.severity == "warning" and "no-such-theme" in n.message)
         assert app.theme == "chatapp-dark"
-        assert isinstance(await send(pilot, app, seen, "Hi"), TurnFinished)
+        assert isinstance(await send_text(pilot, app, seen, "Hi"), TurnFinished)
 
 
 async def test_typed_keys_reach_the_composer_directly_and_bindings_still_work(make_app):

@@ -3,6 +3,7 @@ isn't chatapp's, or a sampling value is out of range. Real default model through
 
 from __future__ import annotations
 
+import pytest
 import asyncio
 import os
 import subprocess
@@ -24,9 +25,9 @@ from chatapp.ui.screens.sessions import ConfirmScreen, SessionsScreen
 from chatapp.ui.themes import load_themes
 from chatapp.ui.widgets.composer import Composer
 from chatapp.ui.widgets.transcript import UserMessage
-from tests.ui._helpers import notified, wait_until
-from tests.ui.test_app import NARROW, TURN_TIMEOUT, WIDE, send
-from tests.ui.test_app_sessions import header, make_app, opened, store, texts  # noqa: F401 - make_app is a fixture
+from tests.ui._helpers import NARROW, TURN_TIMEOUT, WIDE, header, notified, opened, send_text, store, texts, wait_until
+
+pytestmark = pytest.mark.app_settings(max_tokens=16, threads=0, opener=None)
 
 EXE = Path(sys.executable).with_name("chatapp")
 
@@ -47,7 +48,7 @@ async def test_a_cli_turn_on_the_open_session_is_noticed_and_reloaded(make_app):
     app, seen = make_app(session="s")
     async with app.run_test(size=WIDE, message_hook=seen) as pilot:
         await opened(pilot, seen)
-        await send(pilot, app, seen, "Hi!")
+        await send_text(pilot, app, seen, "Hi!")
         await asyncio.to_thread(cli_ask, "s", "Name a colour.")
         composer = app.query_one(Composer)
         composer.load_text("And a fruit?")
@@ -68,7 +69,7 @@ async def test_keeping_the_chat_leaves_the_session_as_the_other_process_saved_it
     app, seen = make_app(session="s")
     async with app.run_test(size=NARROW, message_hook=seen) as pilot:
         await opened(pilot, seen)
-        await send(pilot, app, seen, "Hi!")
+        await send_text(pilot, app, seen, "Hi!")
         await asyncio.to_thread(cli_ask, "s", "Name a colour.")
         app.query_one(Composer).load_text("And a fruit?")
         await pilot.press("enter")
@@ -76,7 +77,7 @@ async def test_keeping_the_chat_leaves_the_session_as_the_other_process_saved_it
         await pilot.press("k")
         await pilot.pause()
         assert app.sessions_ui.live is None and "session: (none)" in header(app)
-        await send(pilot, app, seen, "And a fruit?")
+        await send_text(pilot, app, seen, "And a fruit?")
     assert user_turns("s") == ["Hi!", "Name a colour."]
 
 
@@ -106,7 +107,7 @@ async def test_a_save_during_a_turn_is_refused_not_overwritten_and_offers_a_relo
 
     async with app.run_test(size=WIDE, message_hook=hook) as pilot:
         await opened(pilot, seen)
-        await send(pilot, app, seen, "Hi!")
+        await send_text(pilot, app, seen, "Hi!")
         threading.Thread(target=other_process, daemon=True).start()
         app.query_one(Composer).load_text(story)
         await pilot.press("enter")
@@ -127,9 +128,9 @@ async def test_a_session_removed_elsewhere_is_let_go_with_a_warning(make_app):
     app, seen = make_app(session="s")
     async with app.run_test(size=NARROW, message_hook=seen) as pilot:
         await opened(pilot, seen)
-        await send(pilot, app, seen, "Hi!")
+        await send_text(pilot, app, seen, "Hi!")
         store().delete("s")
-        await send(pilot, app, seen, "Still there?")
+        await send_text(pilot, app, seen, "Still there?")
         await notified(pilot, seen, lambda n: "session 's' was removed by another process; this chat is no longer "
                                               "saved" in n.message)
         assert app.sessions_ui.live is None

@@ -10,7 +10,7 @@ import sqlite3
 from types import SimpleNamespace
 
 import pytest
-from textual.widgets import DataTable, Input, TextArea
+from textual.widgets import DataTable, TextArea
 
 from chatapp import paths
 from chatapp.config import Settings
@@ -20,58 +20,18 @@ from chatapp.engine.sessions import SessionManager
 from chatapp.engine.sessions.reports import ResumeReport
 from chatapp.engine.sessions.store import ModelIdentity, Snapshot
 from chatapp.ui.app import ChatApp
-from chatapp.ui.messages import PrefillProgressed, ReplyProgress, SessionOpened, TurnFinished
+from chatapp.ui.messages import PrefillProgressed, ReplyProgress, TurnFinished
 from chatapp.ui.screens.sessions import ConfirmScreen, NameScreen, SessionsScreen
 from chatapp.ui.controllers.sessions import other_model
-from chatapp.ui.widgets.header import AppHeader
 from chatapp.ui.widgets.kv_panel import KVPanel
 from chatapp.ui.widgets.paint import Sketch
 from chatapp.ui.widgets.speed_panel import SpeedPanel
 from chatapp.ui.widgets.transcript import Notice, Reply, Transcript, UserMessage
-from tests.ui._helpers import Messages, notified, wait_until
-from tests.ui.test_app import NARROW, TURN_TIMEOUT, WIDE, finished, send
+from tests.ui._helpers import (
+    NARROW, TURN_TIMEOUT, WIDE, Messages, finished, header, notified, opened, press_in_name_box, send_text, store,
+    texts, wait_until)
 
-
-@pytest.fixture
-def make_app(default_model_path):
-    """ChatApp around a real Engine; each app's engine is released (so its session saved) after the test."""
-    apps: list[ChatApp] = []
-
-    def make(session: str | None = None, **overrides) -> tuple[ChatApp, Messages]:
-        settings = Settings().replace(**{"n_ctx": 1024, "temperature": 0.0, "max_tokens": 16, **overrides})
-        app = ChatApp(open_engine(settings, str(default_model_path)), settings=settings, session=session)
-        apps.append(app)
-        return app, Messages()
-
-    yield make
-    for app in apps:
-        app.release_engine()
-
-
-def store():
-    return SessionManager.open(Settings(), create=False)
-
-
-async def opened(pilot, seen: Messages, n: int = 1) -> SessionOpened:
-    await wait_until(pilot, lambda: seen.count(SessionOpened) >= n, TURN_TIMEOUT)
-    await wait_until(pilot, lambda: not pilot.app.session_busy)
-    return seen.of(SessionOpened)[n - 1]
-
-
-def header(app: ChatApp) -> str:
-    return app.query_one(AppHeader).render().plain
-
-
-def texts(app: ChatApp, kind) -> list[str]:
-    widgets = app.query_one(Transcript).query(kind)
-    return [w.source if isinstance(w, Reply) else w.render().plain for w in widgets]
-
-
-async def press_in_name_box(pilot, name: str) -> None:
-    assert isinstance(pilot.app.screen, NameScreen)
-    pilot.app.screen.query_one(Input).value = name
-    await pilot.press("enter")
-    await pilot.pause()
+pytestmark = pytest.mark.app_settings(max_tokens=16, threads=0, opener=None)
 
 
 # --- autosave and resume ------------------------------------------------------------------------
@@ -79,7 +39,7 @@ async def test_a_turn_is_saved_and_a_new_app_resumes_it_with_its_kv_cache(make_a
     app, seen = make_app(session="s1")
     async with app.run_test(size=WIDE, message_hook=seen) as pilot:
         assert (await opened(pilot, seen)).live.report.created
-        first = (await send(pilot, app, seen, "Name a colour.")).record
+        first = (await send_text(pilot, app, seen, "Name a colour.")).record
         assert first.extra["session"] == "s1"
         (summary,) = store().store.summaries()
         assert (summary.name, summary.turns) == ("s1", 1)
@@ -100,7 +60,7 @@ async def test_a_turn_is_saved_and_a_new_app_resumes_it_with_its_kv_cache(make_a
         assert kv.kv_used == report.restored_tokens > 0
         assert "restored from the session" in kv.plain
 
-        record = (await send(pilot, again, seen, "And another one?")).record
+        record = (await send_text(pilot, again, seen, "And another one?")).record
         assert record.restored_tokens == report.restored_tokens > 0
         assert record.cached_tokens >= record.restored_tokens
         assert record.prefill_tokens == record.prompt_tokens - record.cached_tokens
@@ -192,7 +152,7 @@ async def test_ctrl_q_during_a_turn_quits_and_the_session_keeps_the_turn_marked_
 async def test_without_a_session_nothing_is_saved(make_app):
     app, seen = make_app()
     async with app.run_test(size=NARROW, message_hook=seen) as pilot:
-        await send(pilot, app, seen, "Hi!")
+        await send_text(pilot, app, seen, "Hi!")
         assert "session: (none)" in header(app)
     app.release_engine()
     assert store().store.summaries() == []
@@ -203,7 +163,7 @@ async def test_a_system_prompt_from_the_command_line_replaces_the_sessions_from_
     app, seen = make_app(session="s1")
     async with app.run_test(size=NARROW, message_hook=seen) as pilot:
         await opened(pilot, seen)
-        await send(pilot, app, seen, "Name a colour.")
+        await send_text(pilot, app, seen, "Name a colour.")
     app.release_engine()
 
     pirate = "You are a pirate. Answer like one."  # `chatapp chat --session s1 --system ...`
@@ -222,7 +182,7 @@ async def test_a_system_prompt_from_the_command_line_replaces_the_sessions_from_
             assert line in [n.render().plain for n in again.query_one(Transcript).query(Notice)]
             await notified(pilot, seen, lambda n: n.message == line)
 
-            record = (await send(pilot, again, seen, "And another one?")).record
+            record = (await send_text(pilot, again, seen, "And another one?")).record
             assert record.cached_tokens == 0 and record.prefill_tokens == record.prompt_tokens
             history = again.engine.messages[:-2]
             assert history[0].content == pirate
@@ -237,13 +197,13 @@ async def test_a_system_prompt_from_the_command_line_replaces_the_sessions_from_
 async def test_a_new_system_prompt_mid_chat_says_the_next_turn_prefills_again(make_app):
     app, seen = make_app()
     async with app.run_test(size=NARROW, message_hook=seen) as pilot:
-        await send(pilot, app, seen, "Name a colour.")
+        await send_text(pilot, app, seen, "Name a colour.")
         await pilot.press("ctrl+s")
         app.screen.query_one(TextArea).load_text("You answer in one word.")
         await pilot.press("ctrl+s")
         await notified(pilot, seen, lambda n: n.message == "System prompt set; the next turn prefills the "
                        "conversation again (the cache starts with the old one)")
-        record = (await send(pilot, app, seen, "Another?")).record
+        record = (await send_text(pilot, app, seen, "Another?")).record
         system_at = len(app.engine.prompt_ids(app.engine.messages[:1], add_generation_prompt=False))
         assert record.cached_tokens < system_at  # at most the template's opening, before the prompt's text
 
@@ -252,7 +212,7 @@ async def test_a_new_system_prompt_mid_chat_says_the_next_turn_prefills_again(ma
 async def test_save_as_new_and_open_from_the_sessions_screen(make_app):
     app, seen = make_app()
     async with app.run_test(size=WIDE, message_hook=seen) as pilot:
-        first = (await send(pilot, app, seen, "Name a fruit.")).record
+        first = (await send_text(pilot, app, seen, "Name a fruit.")).record
         await pilot.press("f6")
         assert isinstance(app.screen, SessionsScreen)
         assert app.screen.query_one(DataTable).row_count == 0
@@ -296,7 +256,7 @@ async def test_save_as_new_and_open_from_the_sessions_screen(make_app):
         assert texts(app, UserMessage) == ["Name a fruit."] and texts(app, Reply) == [first.reply]
         assert "session: fruit" in header(app)
         assert app.query_one(KVPanel).kv_used == opening.live.report.restored_tokens
-        record = (await send(pilot, app, seen, "And a vegetable?")).record
+        record = (await send_text(pilot, app, seen, "And a vegetable?")).record
         assert record.restored_tokens > 0 and record.extra["session"] == "fruit"
 
 
@@ -304,7 +264,7 @@ async def test_rename_and_delete_from_the_sessions_screen(make_app):
     app, seen = make_app(session="s1")
     async with app.run_test(size=WIDE, message_hook=seen) as pilot:
         await opened(pilot, seen)
-        await send(pilot, app, seen, "Hi!")
+        await send_text(pilot, app, seen, "Hi!")
         await pilot.press("f6")
         screen = app.screen
         assert screen.names == ["s1"]
@@ -328,7 +288,7 @@ async def test_rename_and_delete_from_the_sessions_screen(make_app):
         assert app.sessions_ui.live is None and "session: (none)" in header(app)
         await pilot.press("escape")
         assert not isinstance(app.screen, SessionsScreen)
-        await send(pilot, app, seen, "Still here?")  # no session: nothing is saved
+        await send_text(pilot, app, seen, "Still here?")  # no session: nothing is saved
         assert store().store.summaries() == []
 
         await pilot.press("ctrl+p")  # the palette saves the chat too
@@ -347,11 +307,11 @@ async def test_new_chat_leaves_the_open_session_as_saved(make_app):
     app, seen = make_app(session="kept")
     async with app.run_test(size=NARROW, message_hook=seen) as pilot:
         await opened(pilot, seen)
-        await send(pilot, app, seen, "Hi!")
+        await send_text(pilot, app, seen, "Hi!")
         await pilot.press("ctrl+n")
         await pilot.pause()
         assert app.sessions_ui.live is None and "session: (none)" in header(app)
-        await send(pilot, app, seen, "Another topic.")
+        await send_text(pilot, app, seen, "Another topic.")
     assert [m.content for m in store().store.get("kept").messages if m.role == "user"] == ["Hi!"]
 
 
@@ -368,7 +328,7 @@ async def test_a_session_far_larger_than_the_context_opens_with_long_messages_cu
         cut, question = texts(app, UserMessage)
         assert cut.startswith(huge[:1000]) and len(cut) < 25_000 and "more characters not shown" in cut
         assert question == "Name a colour." and "session: big" in header(app)
-        assert isinstance(await send(pilot, app, seen, "And another?"), TurnFinished)
+        assert isinstance(await send_text(pilot, app, seen, "And another?"), TurnFinished)
     saved = store().store.get("big").messages
     assert saved[:5] == messages and saved[5].content == "And another?" and len(saved) == 7
 
@@ -387,7 +347,7 @@ async def test_a_newer_session_database_is_one_line_and_the_app_keeps_running(ma
         await pilot.press("f6")
         await pilot.pause()
         assert not isinstance(app.screen, SessionsScreen)
-        assert isinstance(await send(pilot, app, seen, "Hi"), TurnFinished)
+        assert isinstance(await send_text(pilot, app, seen, "Hi"), TurnFinished)
 
 
 async def test_an_invalid_session_name_at_start_is_one_line(make_app):

@@ -9,8 +9,6 @@ from textual.command import CommandPalette
 from textual.notifications import Notify
 from textual.widgets import DirectoryTree
 
-from chatapp.config import Settings
-from chatapp.engine.opening import open_engine
 from chatapp.engine.chat.prompt_view import role_counts
 from chatapp.ui.app import ChatApp
 from chatapp.ui.messages import AttachFailed, Attached, TurnFinished, TurnRetrieved
@@ -20,27 +18,13 @@ from chatapp.ui.widgets.header import AppHeader
 from chatapp.ui.widgets.kv_panel import KVPanel
 from chatapp.ui.widgets.tokens_panel import TokensPanel
 from chatapp.ui.widgets.transcript import Notice, Transcript, UserMessage
-from tests.cli.test_attach_cli import bad_inputs
+from tests.cli.attach_inputs import bad_inputs
 from tests.engine.retrieval.conftest import DOCS, make_bomb_pdf, pdf_readers
-from tests.ui._helpers import Messages, notified, wait_until
-from tests.ui.test_app import TURN_TIMEOUT, WIDE, send
+from tests.ui._helpers import TURN_TIMEOUT, WIDE, Messages, notified, send_text, wait_until
+
+pytestmark = pytest.mark.app_settings(n_ctx=2048, max_tokens=16, threads=0, opener=None)
 
 QUESTION = "How do I disable Rich globally in Typer?"
-
-
-@pytest.fixture
-def make_app(default_model_path):
-    apps: list[ChatApp] = []
-
-    def make(session: str | None = None) -> tuple[ChatApp, Messages]:
-        settings = Settings().replace(n_ctx=2048, temperature=0.0, max_tokens=16)
-        app = ChatApp(open_engine(settings, str(default_model_path)), settings=settings, session=session)
-        apps.append(app)
-        return app, Messages()
-
-    yield make
-    for app in apps:
-        app.release_engine()
 
 
 def header(app: ChatApp) -> str:
@@ -80,7 +64,7 @@ async def test_attach_typed_then_asked_shows_its_sources_and_its_cost(make_app, 
         assert any("attached typer.md: " in n.render().plain and " chunks" in n.render().plain
                    for n in app.query_one(Transcript).query(Notice))
 
-        done = await send(pilot, app, seen, QUESTION)
+        done = await send_text(pilot, app, seen, QUESTION)
         assert isinstance(done, TurnFinished)
         [retrieved] = seen.of(TurnRetrieved)
         context = app.engine.messages[-2].context
@@ -100,7 +84,7 @@ async def test_attach_typed_then_asked_shows_its_sources_and_its_cost(make_app, 
         placed = f"placed late: {done.record.prefill_tokens:,} prefilled ({n:,} retrieved)"
         assert f"{placed}; the next turn reuses it all" in kv
         # The second question: the conversation before its block comes from the cache.
-        done = await send(pilot, app, seen, "Since which version does Typer include Click's source code?")
+        done = await send_text(pilot, app, seen, "Since which version does Typer include Click's source code?")
         second = app.engine.messages[-2].context
         n2 = sum(1 for p in done.view if p.role == "retrieved" and p.origin == "prefilled")
         assert n2 == len(app.engine.tokenize(second.text)) > 0
@@ -185,7 +169,7 @@ async def test_each_bad_input_is_one_notice_and_nothing_changes(make_app, tmp_pa
     async with app.run_test(size=WIDE, message_hook=seen) as pilot:
         await type_command(pilot, f"/attach {good}")
         await attached(pilot, seen, 1)
-        await send(pilot, app, seen, "Hello")
+        await send_text(pilot, app, seen, "Hello")
         before = (app.engine.messages, app.engine.attachments, header(app),
                   len(app.query_one(Transcript).children))
         (tmp_path / "bad").mkdir()
@@ -249,7 +233,7 @@ async def test_file_names_and_texts_with_escapes_reach_the_screen_escaped(make_a
         await pilot.press("escape")
         await type_command(pilot, f"/attach {folder}")
         await attached(pilot, seen, 1)
-        await send(pilot, app, seen, "Who runs the staging server?")
+        await send_text(pilot, app, seen, "Who runs the staging server?")
         await pilot.press("f8")
         await wait_until(pilot, lambda: isinstance(app.screen, DetachScreen))
         listed = "\n".join(str(option.prompt) for option in app.screen.query_one("OptionList")._options)

@@ -9,26 +9,16 @@ import numpy as np
 import pytest
 from textual.command import CommandPalette
 
-from chatapp.config import Settings
-from chatapp.engine.opening import open_engine
-from chatapp.ui.app import ChatApp
 from chatapp.ui.screens.attention import AttentionScreen, AttentionView
 from chatapp.ui.widgets.paint import blend
 from chatapp.ui.widgets.tokens_panel import TokensPanel
 
-from ._helpers import Messages, fixed_ids, wait_until
-from .test_snapshots import SHIPPED_THEMES, scripted_app
+from tests.ui._helpers import SHIPPED_THEMES, Messages, fixed_ids, scripted_app, wait_until
+
+pytestmark = pytest.mark.app_settings(n_ctx=512, max_tokens=8, opener=None)  # fixed threads: one reply
 
 WIDE = (140, 44)
 QUESTION = "What is the capital of France?"
-
-
-@pytest.fixture
-def app(default_model_path):
-    settings = Settings(n_ctx=512, temperature=0.0, max_tokens=8, threads=2)  # fixed threads: one reply
-    chat_app = ChatApp(open_engine(settings, str(default_model_path)), settings=settings)
-    yield chat_app
-    chat_app.release_engine()
 
 
 async def answer(pilot, text: str = QUESTION) -> None:

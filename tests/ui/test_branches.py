@@ -5,6 +5,7 @@ Tokens panels say each one cost."""
 
 from __future__ import annotations
 
+import pytest
 from rich.console import Console
 from textual.command import CommandPalette
 from textual.widgets import Input, Tree
@@ -22,9 +23,9 @@ from chatapp.ui.widgets.composer import Composer
 from chatapp.ui.widgets.kv_panel import KVPanel
 from chatapp.ui.widgets.tokens_panel import TokensPanel
 from chatapp.ui.widgets.transcript import Transcript, UserMessage
-from tests.ui._helpers import wait_until
-from tests.ui.test_app import TURN_TIMEOUT, WIDE, finished, send
-from tests.ui.test_app import make_app  # noqa: F401 - the fixture
+from tests.ui._helpers import TURN_TIMEOUT, WIDE, finished, send_text, wait_until
+
+pytestmark = pytest.mark.app_settings(threads=0)
 
 
 def path_ids(app) -> list[str]:
@@ -65,8 +66,8 @@ async def select(pilot, app, index: int) -> None:
 
 
 async def two_turns(pilot, app, seen) -> None:
-    await send(pilot, app, seen, "Name a colour.")
-    await send(pilot, app, seen, "Name a fruit.")
+    await send_text(pilot, app, seen, "Name a colour.")
+    await send_text(pilot, app, seen, "Name a fruit.")
 
 
 async def test_messages_show_their_ids_and_are_selected_by_keys_and_clicks(make_app):
@@ -94,7 +95,7 @@ async def test_messages_show_their_ids_and_are_selected_by_keys_and_clicks(make_
 async def test_ctrl_r_keeps_the_old_reply_as_a_sibling(make_app):
     app, seen = make_app()
     async with app.run_test(size=WIDE, message_hook=seen) as pilot:
-        first = (await send(pilot, app, seen, "Name a colour.")).record
+        first = (await send_text(pilot, app, seen, "Name a colour.")).record
         question, old_reply = path_ids(app)
         await pilot.press("ctrl+r")
         again = (await finished(pilot, app, seen, 2)).record
@@ -125,7 +126,7 @@ async def test_edit_a_question_asks_it_beside_the_old_one(make_app):
         await pilot.press("alt+e")
         composer = app.query_one(Composer)
         assert composer.text == "Name a fruit." and app.branches_ui.pending is not None
-        record = (await send(pilot, app, seen, "Name a vegetable.")).record
+        record = (await send_text(pilot, app, seen, "Name a vegetable.")).record
         assert record.extra["action"] == "edit" and record.extra["branch"] == "2/2"
         now = path_ids(app)
         assert now[:2] == old[:2] and now[2] != old[2]
@@ -152,11 +153,11 @@ async def test_edit_a_question_asks_it_beside_the_old_one(make_app):
 async def test_esc_cancels_a_pending_edit(make_app):
     app, seen = make_app()
     async with app.run_test(size=WIDE, message_hook=seen) as pilot:
-        await send(pilot, app, seen, "Name a colour.")
+        await send_text(pilot, app, seen, "Name a colour.")
         await select(pilot, app, 0)
         await pilot.press("alt+e", "escape")
         assert app.branches_ui.pending is None
-        record = (await send(pilot, app, seen, "Name a fruit.")).record
+        record = (await send_text(pilot, app, seen, "Name a fruit.")).record
         assert record.extra["action"] == "send" and len(path_ids(app)) == 4
 
 
@@ -168,7 +169,7 @@ async def test_an_edit_too_long_for_the_context_is_refused_and_waits_again(make_
         await select(pilot, app, 2)
         await pilot.press("alt+e")
         too_long = "word " * 2000  # n_ctx is 1024
-        failed = await send(pilot, app, seen, too_long)
+        failed = await send_text(pilot, app, seen, too_long)
         assert isinstance(failed, TurnFailed) and failed.refused
         await wait_until(pilot, lambda: seen.count(BranchChanged) >= 1)
         await pilot.pause()
@@ -185,7 +186,7 @@ async def test_continue_from_an_earlier_reply(make_app):
         old = path_ids(app)
         await select(pilot, app, 1)
         await pilot.press("alt+c")
-        record = (await send(pilot, app, seen, "Name an animal.")).record
+        record = (await send_text(pilot, app, seen, "Name an animal.")).record
         assert record.extra["action"] == "branch" and record.extra["parent_id"] == path_ids(app)[2]
         now = path_ids(app)
         assert now[:2] == old[:2] and len(now) == 4 and app.engine.tree[now[2]].parent == old[1]
@@ -198,7 +199,7 @@ async def test_continue_from_an_earlier_reply(make_app):
 async def test_edit_wants_a_question_and_continue_wants_a_reply(make_app):
     app, seen = make_app()
     async with app.run_test(size=WIDE, message_hook=seen) as pilot:
-        await send(pilot, app, seen, "Name a colour.")
+        await send_text(pilot, app, seen, "Name a colour.")
         await pilot.press("alt+e")  # nothing selected
         await select(pilot, app, 1)
         await pilot.press("alt+e")
@@ -219,7 +220,7 @@ async def test_the_tree_screen_lists_every_branch_and_jumps(make_app):
         old = path_ids(app)
         await select(pilot, app, 2)
         await pilot.press("alt+e")
-        await send(pilot, app, seen, "Name a vegetable.")
+        await send_text(pilot, app, seen, "Name a vegetable.")
         await pilot.press("alt+t")
         await wait_until(pilot, lambda: isinstance(app.screen, TreeScreen), TURN_TIMEOUT)
         screen = app.screen
@@ -247,7 +248,7 @@ async def test_delete_a_branch_after_confirming(make_app):
         old = path_ids(app)
         await select(pilot, app, 2)
         await pilot.press("alt+e")
-        await send(pilot, app, seen, "Name a vegetable.")
+        await send_text(pilot, app, seen, "Name a vegetable.")
         edited = path_ids(app)
         await select(pilot, app, 2)
         await pilot.press("alt+d")
@@ -274,7 +275,7 @@ async def test_a_switch_is_saved_and_a_fork_keeps_only_the_path(make_app):
         old = path_ids(app)
         await select(pilot, app, 2)
         await pilot.press("alt+e")
-        await send(pilot, app, seen, "Name a vegetable.")
+        await send_text(pilot, app, seen, "Name a vegetable.")
         await select(pilot, app, 2)
         await pilot.press("alt+left")
         await branch_changed(pilot, seen, 1)
@@ -291,7 +292,7 @@ async def test_a_switch_is_saved_and_a_fork_keeps_only_the_path(make_app):
         assert len([m for m in manager.store.load("main").tree if m.role != "system"]) == 6
         assert app.sessions_ui.name == "side" and app.engine.tree.leaves() == [old[3]]
         assert_drawn_is_the_path(app)
-        record = (await send(pilot, app, seen, "Name a tree.")).record
+        record = (await send_text(pilot, app, seen, "Name a tree.")).record
         assert record.cached_tokens > 0  # the fork continues from the cache it had
         assert len(manager.store.load("side").tree) == len(forked.tree) + 2
 

@@ -4,14 +4,16 @@ paste goes in whole, its line breaks never sending."""
 
 from __future__ import annotations
 
+import pytest
 from textual import events
 from textual.app import App, ComposeResult
 
 from chatapp.ui.messages import TurnStarted
 from chatapp.ui.widgets.composer import Composer
 
-from ._helpers import wait_until
-from .test_app import WIDE, make_app  # noqa: F401 - make_app is a fixture
+from tests.ui._helpers import WIDE, wait_until
+
+pytestmark = pytest.mark.app_settings(threads=0)
 
 
 class Host(App):

@@ -17,8 +17,10 @@ from chatapp.ui.widgets.tokens_panel import TokensPanel
 from chatapp.ui.widgets.transcript import Transcript
 from tests.ui._helpers import shown_after, wait_until
 from chatapp.ui.messages import TurnStarted
-from tests.ui.test_app import NARROW, finished, make_app, send  # noqa: F401 - make_app is a fixture
+from tests.ui._helpers import NARROW, finished, send_text
 from tests.ui.test_panels import Host, run_turn, static_text, styles_over, themes  # noqa: F401 - a fixture
+
+pytestmark = pytest.mark.app_settings(threads=0)
 
 SETTINGS = Settings(n_ctx=1024, temperature=1.0, seed=21, max_tokens=24)
 
@@ -106,11 +108,11 @@ async def test_f10_turns_the_view_and_the_engine_s_probabilities_on_and_off(make
     app, seen = make_app(max_tokens=8)
     async with app.run_test(size=NARROW, message_hook=seen) as pilot:
         assert app.engine.generation.logprobs == 0
-        await send(pilot, app, seen, "Hi")
+        await send_text(pilot, app, seen, "Hi")
         assert not app.query_one(Transcript).replies()[-1].probs  # nothing computed with the view off
         await pilot.press("f10")  # from the composer, which has the focus
         assert app.engine.generation.logprobs == VIEW_CANDIDATES and app.query_one(TokensPanel).confidence
-        await send(pilot, app, seen, "Hello again")
+        await send_text(pilot, app, seen, "Hello again")
         reply = app.query_one(Transcript).replies()[-1]
         await wait_until(pilot, lambda: reply.confidence and reply.probs)
         assert app.query_one(TokensPanel).probs == reply.probs
@@ -128,7 +130,7 @@ async def test_a_number_key_on_a_reply_token_branches_the_reply_with_that_candid
     app, seen = make_app(max_tokens=12)
     async with app.run_test(size=NARROW, message_hook=seen) as pilot:
         await pilot.press("f10")
-        first = (await send(pilot, app, seen, "Name a fruit.")).record
+        first = (await send_text(pilot, app, seen, "Name a fruit.")).record
         question, old_reply = [m.id for m in app.engine.messages if m.id]
         old_ids = app.engine.last_reply_ids()
         panel = app.query_one(TokensPanel)

@@ -26,8 +26,8 @@ from chatapp.ui.widgets.paint import Sketch
 from chatapp.ui.widgets.speed_panel import SpeedPanel
 from chatapp.ui.widgets.tokens_panel import TokensPanel
 from chatapp.format import visible_piece
-from tests.engine.drafting.test_speculative import AlwaysDraft
-from tests.engine.local.test_speculative_engine import PROMPTS, known_exact
+from tests.engine.drafting.always_draft import AlwaysDraft
+from tests.engine.local.speculative import PROMPTS, known_exact
 from tests.ui._helpers import Messages, notified, shown_after, wait_until
 from tests.ui.test_panels import Host, colour_of, static_text, styles_over
 

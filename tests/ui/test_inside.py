@@ -17,21 +17,15 @@ from chatapp.ui.screens.anatomy import AnatomyScreen, AnatomyView
 from chatapp.ui.widgets.composer import Composer
 from chatapp.ui.widgets.tokens_panel import TokensPanel
 
-from ._helpers import Messages, wait_until
+from tests.ui._helpers import Messages, wait_until
 from tests.gguf_copy import write_absurd_header
 
-from .test_snapshots import SHIPPED_THEMES, scripted_app
+from tests.ui._helpers import SHIPPED_THEMES, scripted_app
+
+pytestmark = pytest.mark.app_settings(n_ctx=512, max_tokens=8, threads=0, opener=None)
 
 WIDE = (140, 44)
 WEEKDAYS = {"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"}
-
-
-@pytest.fixture
-def app(default_model_path):
-    settings = Settings(n_ctx=512, temperature=0.0, max_tokens=8)
-    chat_app = ChatApp(open_engine(settings, str(default_model_path)), settings=settings)
-    yield chat_app
-    chat_app.release_engine()
 
 
 async def anatomy_shown(pilot) -> AnatomyView:

@@ -3,6 +3,7 @@ everything else, and land in the composer (or, elsewhere, through Textual's own 
 
 from __future__ import annotations
 
+import pytest
 import threading
 
 from textual import events
@@ -13,8 +14,9 @@ from textual.widgets import Input
 from chatapp.ui.key_bursts import KeyBurst, gathers, with_key_bursts
 from chatapp.ui.widgets.composer import Composer
 
-from ._helpers import wait_until
-from .test_app import WIDE, make_app  # noqa: F401 - make_app is a fixture
+from tests.ui._helpers import WIDE, wait_until
+
+pytestmark = pytest.mark.app_settings(threads=0)
 
 
 def key(character: str) -> events.Key:

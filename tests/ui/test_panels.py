@@ -427,7 +427,6 @@ async def test_every_panel_renders_under_every_theme(session, themes, default_mo
             assert quant.plain and kv.plain
 
 
-
 async def test_panels_paint_under_textuals_ansi_themes(session, themes, default_model_path):
     panels = TokensPanel(), KVPanel(), SpeedPanel(), QuantPanel()
     app = Host(themes, *panels)

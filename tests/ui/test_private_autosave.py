@@ -6,8 +6,9 @@ import pytest
 
 from chatapp import paths
 from tests.private_helpers import not_private, umask
-from tests.ui.test_app import WIDE, send
-from tests.ui.test_app_sessions import make_app, opened, store  # noqa: F401 - make_app is a fixture
+from tests.ui._helpers import WIDE, opened, send_text, store
+
+pytestmark = pytest.mark.app_settings(max_tokens=16, threads=0, opener=None)
 
 
 @pytest.mark.parametrize("mask", [0o000, 0o022])
@@ -16,7 +17,7 @@ async def test_autosave_after_a_turn_is_private_whatever_the_umask(make_app, mas
         app, seen = make_app(session="s")
         async with app.run_test(size=WIDE, message_hook=seen) as pilot:
             await opened(pilot, seen)
-            await send(pilot, app, seen, "Name a colour.")
+            await send_text(pilot, app, seen, "Name a colour.")
             (summary,) = store().store.summaries()
             assert store().state_size(summary.state_key) > 0
         app.release_engine()  # the save on quit

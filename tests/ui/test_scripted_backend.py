@@ -10,7 +10,7 @@ import pytest
 
 from chatapp.engine.backend import Backend, Drafting, ModelSummary
 
-from .scripted import ScriptedBackend
+from tests.ui.scripted import ScriptedBackend
 
 METHODS = sorted(name for name, member in vars(Backend).items() if callable(member) and not name.startswith("_"))
 ATTRIBUTES = {"summary": ModelSummary, "drafting": Drafting}

@@ -9,15 +9,7 @@ import itertools
 
 import pytest
 
-from chatapp.config import Settings
-from chatapp.engine.chat.engine import Engine
-from chatapp.ui.app import ChatApp
-from chatapp.ui.themes import load_themes
-
-from ._helpers import fixed_ids, wait_until
-from .scripted import ScriptedBackend
-
-SHIPPED_THEMES = sorted(theme.name for theme in load_themes().themes)
+from tests.ui._helpers import SHIPPED_THEMES, fixed_ids, scripted_app, wait_until
 
 
 @pytest.fixture
@@ -25,14 +17,6 @@ def scripted_clock(monkeypatch):
     ticks = itertools.count()
     monkeypatch.setattr("chatapp.engine.chat.engine.time.perf_counter", lambda: next(ticks) * 0.004)
     fixed_ids(monkeypatch)  # the transcript shows each message's id
-
-
-def scripted_app(default_model_path, theme: str) -> ChatApp:
-    # Prefill while typing runs when the typing pauses: how much it did before Enter depends on
-    # timing, so the snapshots leave it off (tests/ui/test_typing_prefill.py covers it).
-    settings = Settings(theme=theme, n_ctx=4096, temperature=0.0, prefill_while_typing=False)
-    engine = Engine(ScriptedBackend(str(default_model_path), n_ctx=4096), settings)
-    return ChatApp(engine, settings=settings)
 
 
 async def send_one_turn(pilot):

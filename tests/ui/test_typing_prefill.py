@@ -11,35 +11,17 @@ from pathlib import Path
 import pytest
 
 from chatapp import paths
-from chatapp.config import Settings
 from chatapp.engine.chat.typeahead import next_question
-from chatapp.engine.opening import open_engine
 from chatapp.ui.app import ChatApp
 from chatapp.ui.messages import ModelSwitched, ModelSwitchFailed, TurnFinished
 from chatapp.ui.controllers.typing_prefill import TypingPrefilled
 from chatapp.ui.widgets.composer import Composer
 from chatapp.ui.widgets.paint import Sketch
 from chatapp.ui.widgets.speed_panel import SpeedPanel
-from tests.engine.chat.test_typeahead import FOLLOW_UP, QUESTION
-from tests.ui._helpers import Messages, wait_until
-from tests.ui.test_app import TURN_TIMEOUT, WIDE, send
-from tests.ui.test_app_sessions import opened, press_in_name_box
+from tests.engine.chat.typeahead_texts import FOLLOW_UP, QUESTION
+from tests.ui._helpers import TURN_TIMEOUT, WIDE, opened, press_in_name_box, send_text, wait_until
 
-
-@pytest.fixture
-def make_app(default_model_path):
-    apps: list[ChatApp] = []
-
-    def make(**overrides) -> tuple[ChatApp, Messages]:
-        settings = Settings().replace(**{"n_ctx": 2048, "temperature": 0.0, "max_tokens": 24, "threads": 2,
-                                         **overrides})
-        app = ChatApp(open_engine(settings, str(default_model_path)), settings=settings, opener=open_engine)
-        apps.append(app)
-        return app, Messages()
-
-    yield make
-    for app in apps:
-        app.release_engine()
+pytestmark = pytest.mark.app_settings(n_ctx=2048)
 
 
 async def settled(pilot, app: ChatApp) -> None:
@@ -125,7 +107,7 @@ async def test_a_turn_a_session_or_a_model_switch_while_it_runs(make_app, defaul
     the turn's reply is the one the app gives with it off, and the cache stays a prefix."""
     plain, seen_plain = make_app(prefill_while_typing=False)
     async with plain.run_test(size=WIDE, message_hook=seen_plain) as pilot:
-        expected = [(await send(pilot, plain, seen_plain, text)).record.reply for text in (QUESTION, FOLLOW_UP)]
+        expected = [(await send_text(pilot, plain, seen_plain, text)).record.reply for text in (QUESTION, FOLLOW_UP)]
     copy = paths.models_dir() / "another-copy.gguf"
     copy.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(default_model_path, copy)
@@ -134,10 +116,10 @@ async def test_a_turn_a_session_or_a_model_switch_while_it_runs(make_app, defaul
         composer = app.query_one(Composer)
         composer.load_text(QUESTION)
         await pilot.pause(0.2)  # the debounce fired: a run is prefilling (or about to)
-        assert (await send(pilot, app, seen, QUESTION)).record.reply == expected[0]
+        assert (await send_text(pilot, app, seen, QUESTION)).record.reply == expected[0]
         composer.load_text(FOLLOW_UP)
         await pilot.pause(0.2)
-        assert (await send(pilot, app, seen, FOLLOW_UP)).record.reply == expected[1]
+        assert (await send_text(pilot, app, seen, FOLLOW_UP)).record.reply == expected[1]
 
         composer.load_text(QUESTION)
         await pilot.pause(0.2)
