@@ -18,7 +18,7 @@ from chatapp.ui.widgets.transcript import Transcript
 from tests.ui._helpers import shown_after, wait_until
 from chatapp.ui.messages import TurnStarted
 from tests.ui._helpers import NARROW, finished, send_text
-from tests.ui.test_panels import Host, run_turn, static_text, styles_over, themes  # noqa: F401 - a fixture
+from tests.ui.widgets.test_panels import Host, run_turn, static_text, styles_over, themes  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.app_settings(threads=0)
 

@@ -29,7 +29,7 @@ from chatapp.format import visible_piece
 from tests.engine.drafting.always_draft import AlwaysDraft
 from tests.engine.local.speculative import PROMPTS, known_exact
 from tests.ui._helpers import Messages, notified, shown_after, wait_until
-from tests.ui.test_panels import Host, colour_of, static_text, styles_over
+from tests.ui.widgets.test_panels import Host, colour_of, static_text, styles_over
 
 SETTINGS = Settings(n_ctx=1024, temperature=0.0, max_tokens=64, draft="ngram")
 
