@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import pytest
 from rich.style import Style
 from rich.text import Text
-from textual.app import App, ComposeResult
-from textual.containers import Vertical
-from textual.widget import Widget
-from textual.widgets import Sparkline, Static
+from textual.widgets import Sparkline
 
-from chatapp.config import Settings
 from chatapp.engine.chat import prompt_view
-from chatapp.engine.chat.engine import Engine
 from chatapp.engine.opening import open_engine
-from chatapp.engine.events import PrefillDone, TextDelta, TurnDone
 from chatapp.engine.models.quant import model_info
-from chatapp.engine.stats import TurnRecord
 from chatapp.format import human_bytes, visible_piece
-from chatapp.ui.themes import DEFAULT_THEME, load_themes, register_themes
 from chatapp.ui.widgets.kv_panel import KVPanel
 from chatapp.ui.widgets.paint import Sketch, theme_colour
 from chatapp.ui.widgets.quant_panel import QuantPanel
@@ -28,85 +20,9 @@ from chatapp.ui.widgets.reply import Reply
 from chatapp.ui.widgets.speed_panel import SpeedPanel
 from chatapp.ui.widgets.tokens_panel import WINDOW, TokensPanel
 from tests.ui._helpers import shown_after
+from tests.ui.widgets.hosts import Host, SETTINGS, colour_of, static_text, styles_over
 
-SETTINGS = Settings(n_ctx=1024, temperature=0.0, max_tokens=16)
 COMPOSER_TEXT = "Hello <|im_start|> world\n\tindented  twice"
-
-
-@dataclass
-class Turn:
-    events: list
-    record: TurnRecord
-    view: list[prompt_view.PromptToken]
-
-    @property
-    def prefill(self) -> PrefillDone:
-        return next(e for e in self.events if isinstance(e, PrefillDone))
-
-    @property
-    def deltas(self) -> list[TextDelta]:
-        return [e for e in self.events if isinstance(e, TextDelta)]
-
-
-def run_turn(engine: Engine, text: str) -> Turn:
-    events = list(engine.send(text))
-    assert isinstance(events[-1], TurnDone)
-    return Turn(events, events[-1].record, events[-1].view)
-
-
-@dataclass
-class Session:
-    engine: Engine
-    turns: list[Turn]
-    """Two turns, then one after a system-prompt change, whose prefix reuse broke."""
-
-
-@pytest.fixture(scope="module")
-def session(default_model_path):
-    engine = open_engine(SETTINGS, str(default_model_path))
-    turns = [run_turn(engine, "Hello there, who are you?"), run_turn(engine, "Tell me a joke.")]
-    engine.set_system_prompt("You answer in one word.")
-    turns.append(run_turn(engine, "Why?"))
-    yield Session(engine, turns)
-    engine.close()
-
-
-@pytest.fixture(scope="module")
-def themes(tmp_path_factory):
-    return load_themes(user_dir=tmp_path_factory.mktemp("no-user-themes"))
-
-
-class Host(App):
-    """Hosts widgets with the shipped themes registered, as the real app does."""
-
-    def __init__(self, themes, *widgets: Widget) -> None:
-        self.themes = themes
-        self.widgets = widgets
-        super().__init__()
-
-    def get_theme_variable_defaults(self) -> dict[str, str]:
-        return self.themes.variable_defaults()
-
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield from self.widgets
-
-    def on_mount(self) -> None:
-        register_themes(self, self.themes)
-        self.theme = DEFAULT_THEME
-
-
-def colour_of(app: App, name: str) -> str:
-    return app.theme_variables[name]
-
-
-def styles_over(text: Text, start: int, end: int) -> list:
-    return [span.style for span in text.spans if span.start <= start and span.end >= end]
-
-
-def static_text(widget: Widget, selector: str) -> Text:
-    content = widget.query_one(selector, Static).content
-    return content if isinstance(content, Text) else Text(str(content))
 
 
 # --- speed -------------------------------------------------------------------------------
