@@ -46,33 +46,48 @@ def _checked(name: str) -> str:
     return validate_name(name)
 
 
-def _when(ts: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+def _when(ts: float, short: bool = False) -> str:
+    return time.strftime("%m-%d %H:%M" if short else "%Y-%m-%d %H:%M", time.localtime(ts))
 
 
 @app.command("list")
-def list_sessions() -> None:
-    """Every saved session: model, turns, tokens in its cache, state size and when it was last used."""
+def list_sessions(
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object: the sessions, newest first.")] = False,
+) -> None:
+    """Every saved session, newest first: its first question, model, turns, tokens in its cache,
+    state size and when it was last used. Every chat in the TUI is one (unless incognito)."""
     manager = _manager()
     summaries = manager.store.summaries()
+    if as_json:
+        print(json.dumps({"directory": str(manager.store.directory), "sessions": [
+            {"name": s.name, "first_line": s.first_line, "model": s.model, "quant": s.quant, "turns": s.turns,
+             "kv_tokens": s.kv_tokens, "state_bytes": manager.state_size(s.state_key), "created_at": s.created_at,
+             "updated_at": s.updated_at} for s in summaries]}, ensure_ascii=False))
+        return
     console = Console()
     if not summaries:
         console.print(f"No saved sessions yet ([dim]{escape(str(manager.store.directory))}[/dim]). "
-                      "Start one with: chatapp ask --session NAME PROMPT")
+                      "Every chat in the TUI becomes one at its first turn; or: chatapp ask --session NAME PROMPT")
         return
     table = Table(title="Sessions", title_justify="left", box=box.SIMPLE_HEAD,
                   caption=f"{manager.store.directory}", caption_justify="left")
-    # A long name (up to 64 characters) wraps within its share rather than push the other columns out.
-    table.add_column("name", overflow="fold", max_width=max(16, console.width // 4))
-    table.add_column("model", overflow="fold")
-    for column in ("turns", "tokens", "state"):
+    # A long name (up to 64 characters) folds within its share; the first question is cut to one
+    # line. Below 100 columns the cache figures give way to it (`--json` and `show` have them).
+    short = console.width < 100
+    table.add_column("name", overflow="fold", min_width=8, max_width=max(16, console.width // 5))
+    table.add_column("first question", overflow="ellipsis", no_wrap=True, min_width=16,
+                     max_width=max(16, console.width // 3))
+    table.add_column("model", overflow="fold", min_width=10)
+    for column in ("turns",) if short else ("turns", "tokens", "state"):
         table.add_column(column, justify="right", no_wrap=True)
-    table.add_column("last used", no_wrap=True, min_width=len(_when(0)))
+    table.add_column("last used", no_wrap=True, min_width=len(_when(0, short)))
     for s in summaries:
-        size = manager.state_size(s.state_key)
-        state = human_bytes(size) if size is not None else "[dim]none[/dim]"
-        table.add_row(escape(s.name), escape(f"{s.model} ({s.quant})"), str(s.turns), f"{s.kv_tokens:,}", state,
-                      _when(s.updated_at))
+        figures = [str(s.turns)]
+        if not short:
+            size = manager.state_size(s.state_key)
+            figures += [f"{s.kv_tokens:,}", human_bytes(size) if size is not None else "[dim]none[/dim]"]
+        table.add_row(escape(s.name), escape(s.first_line), escape(f"{s.model} ({s.quant})"), *figures,
+                      _when(s.updated_at, short))
     console.print(table)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
 
 from chatapp.errors import SessionError
 
@@ -24,6 +25,29 @@ def validate_name(name: str) -> str:
         raise SessionError(f"invalid session name {name!r}: start with a letter or digit, then use letters, "
                            "digits, spaces and . _ - + @ =")
     return name
+
+
+TITLE_LEN = 40
+"""The most characters of a question a session named after it keeps."""
+_NOT_IN_NAMES = re.compile(r"[^\w .+@=-]+", re.UNICODE)
+
+
+def name_from(question: str, taken: Callable[[str], bool]) -> str:
+    """A session name for a chat, from its first question: its first line in the characters a
+    name allows, cut at a word within TITLE_LEN, and " 2", " 3"… after it while `taken` says the
+    name is in use. A question with no letter or digit gives "chat"."""
+    line = next((part for part in question.splitlines() if part.strip()), "")
+    words = " ".join(_NOT_IN_NAMES.sub(" ", line).replace("_", " ").split())
+    words = words.lstrip(" .+@=-")
+    if len(words) > TITLE_LEN:
+        cut = words[:TITLE_LEN + 1].rsplit(" ", 1)[0] if " " in words[:TITLE_LEN + 1] else words[:TITLE_LEN]
+        words = cut.rstrip(" .+@=-")
+    base = words if words and _NAME.fullmatch(words) else "chat"
+    name, number = base, 1
+    while taken(name):
+        number += 1
+        name = f"{base[:MAX_LEN - len(str(number)) - 1]} {number}"
+    return validate_name(name)
 
 
 _STATE_KEY = re.compile(r"[0-9a-f]{32}")

@@ -136,6 +136,15 @@ class SessionSummary:
     kv_tokens: int
     created_at: float
     updated_at: float
+    first_line: str = ""
+    """The first line of its first question, as the lists show it."""
+
+
+def first_line_of(text: str, limit: int = 60) -> str:
+    """A question's first non-empty line, on one line and cut to `limit` characters."""
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    line = " ".join(line.split())
+    return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
 def unknown(name: str) -> SessionError:
@@ -440,13 +449,16 @@ class SessionStore:
             rows = conn.execute(
                 "SELECT s.name, s.state_key, s.model, s.quant,"
                 " (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id AND m.role = 'user'),"
-                " s.kv_tokens, s.created_at, s.updated_at FROM sessions s ORDER BY s.updated_at DESC").fetchall()
+                " s.kv_tokens, s.created_at, s.updated_at,"
+                " (SELECT substr(m.content, 1, 400) FROM messages m WHERE m.session_id = s.id AND m.role = 'user'"
+                "  ORDER BY m.idx LIMIT 1)"
+                " FROM sessions s ORDER BY s.updated_at DESC").fetchall()
         read = RowReader()  # a listing shows what it can: its notices would repeat what `show` says
         return [SessionSummary(read.text(name, "name", "(unreadable name)"), read.text(key, "state key"),
                                read.text(model, "model", "unknown"), read.text(quant, "quant", "unknown"),
                                turns, read.integer(kv, "kv tokens"), read.number(created, "created"),
-                               read.number(updated, "updated"))
-                for name, key, model, quant, turns, kv, created, updated in rows]
+                               read.number(updated, "updated"), first_line_of(read.text(first or "", "question")))
+                for name, key, model, quant, turns, kv, created, updated, first in rows]
 
     def turn_records(self, name: str) -> list[tuple[int, dict]]:
         """(assistant message index, TurnRecord json) for each saved turn, in order."""

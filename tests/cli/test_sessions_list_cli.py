@@ -1,0 +1,53 @@
+"""`sessions list` shows each session's first question, newest first, as a table at 80 columns
+and as JSON; a chat's session name comes from its first question (chatapp.engine.sessions.names)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chatapp.engine.sessions.names import TITLE_LEN, name_from
+from chatapp.errors import SessionError
+
+
+@pytest.mark.parametrize("question, name", [
+    ("Name a colour.", "Name a colour."),
+    ("What's 2+2?", "What s 2+2"),
+    ("\n\n  Second line first", "Second line first"),
+    ("???", "chat"),
+    ("_hidden", "hidden"),
+    ("Écris un poème", "Écris un poème"),
+    ("Explain the KV cache in llama.cpp with examples and details please", "Explain the KV cache in llama.cpp with"),
+])
+def test_a_chat_is_named_after_its_first_question(question, name):
+    assert name_from(question, lambda taken: False) == name
+    assert len(name_from("word " * 100, lambda taken: False)) <= TITLE_LEN
+
+
+def test_a_taken_name_gets_a_number_and_every_name_is_valid():
+    taken = {"Name a colour.", "Name a colour. 2"}
+    assert name_from("Name a colour.", taken.__contains__) == "Name a colour. 3"
+    with pytest.raises(SessionError):  # name_from never returns what validate_name refuses
+        name_from("x", lambda taken: (_ for _ in ()).throw(SessionError("database gone")))
+
+
+def test_sessions_list_shows_each_first_question_newest_first(chatapp_exe, isolated_dirs):
+    for name, question in (("older", "Name a colour.\nand more"), ("newer", "Name a fruit.")):
+        done = chatapp_exe("ask", "--session", name, "-n", "2", "--threads", "2", question)
+        assert done.returncode == 0, done.stderr
+    listed = json.loads(chatapp_exe("sessions", "list", "--json").stdout)
+    assert [(s["name"], s["first_line"]) for s in listed["sessions"]] == [
+        ("newer", "Name a fruit."), ("older", "Name a colour.")]
+    exe = Path(sys.executable).with_name("chatapp")
+    table = subprocess.run([str(exe), "sessions", "list"], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, **isolated_dirs, "COLUMNS": "80"}).stdout
+    lines = table.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    newer = next(i for i, line in enumerate(lines) if "Name a fruit." in line)
+    older = next(i for i, line in enumerate(lines) if "Name a colour." in line)
+    assert newer < older and "first question" in table
