@@ -45,14 +45,38 @@ def _textual_colour(widget: Widget, name: str) -> Color | None:
         return None
 
 
+READABLE = 4.5
+"""WCAG AA's contrast for text: every shade the heat scale draws text on reaches it."""
+_BLACK, _WHITE = Color(0, 0, 0), Color(255, 255, 255)
+
+
+def contrast(a: Color, b: Color) -> float:
+    """WCAG 2's contrast ratio of two colours."""
+
+    def luminance(colour: Color) -> float:
+        channels = [c / 255 for c in colour.rgb]
+        r, g, b = (c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    high, low = sorted((luminance(a), luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
 def blend(widget: Widget, low: str, high: str, share: float, **attrs) -> Style:
     """A background `share` (0 to 1) of the way from theme colour `low` to `high`, with text in
-    whichever of black or white reads better on it (a heat scale)."""
+    whichever of black or white reads better on it (a heat scale). A shade on which neither
+    reaches READABLE (synthwave's error pink gave white text 3.4:1) is darkened, or lightened
+    for black text, until it does."""
     start, end = _textual_colour(widget, low), _textual_colour(widget, high)
     if start is None or end is None:
         return Style(**attrs)
     mixed = start.blend(end, max(0.0, min(share, 1.0)))
-    return Style(bgcolor=mixed.rich_color, color=mixed.get_contrast_text(1.0).rich_color, **attrs)
+    text = max((_BLACK, _WHITE), key=lambda candidate: contrast(candidate, mixed))
+    for _ in range(20):
+        if contrast(text, mixed) >= READABLE:
+            break
+        mixed = mixed.darken(0.03) if text is _WHITE else mixed.lighten(0.03)
+    return Style(bgcolor=mixed.rich_color, color=text.rich_color, **attrs)
 
 
 def fg(widget: Widget, name: str, **attrs) -> Style:
