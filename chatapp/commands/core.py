@@ -39,7 +39,9 @@ def default_note(text: str) -> str:
 
 
 ModelOpt = Annotated[Optional[str], typer.Option(
-    "--model", "-m", help="A GGUF path or a catalog name."
+    "--model", "-m", help="A GGUF path, a catalog name, or a model in another tool's store: "
+                          "hf:ORG/REPO[:QUANT], ollama:NAME[:TAG] (or NAME:TAG), lmstudio:PUBLISHER/REPO "
+                          "(chatapp models list names them all)."
                           + default_note(f"$CHATAPP_MODEL, else model in the config, else {BUILT_IN.model}"))]
 CtxOpt = Annotated[Optional[int], typer.Option(
     "--ctx", "-c", help="Context window in tokens." + configured("n_ctx"))]

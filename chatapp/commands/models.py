@@ -244,7 +244,7 @@ def pull_hub_model(name: str, *, force: bool, if_missing: bool) -> None:
     err = Console(stderr=True)
     if if_missing:
         try:
-            found = hub_cache.resolve(name)
+            found, _ = hub_cache.resolve(name)
         except ModelError:
             pass
         else:

@@ -51,10 +51,15 @@ def open_engine(settings: Settings, model: str | None, console: Console | None =
 def model_path(settings: Settings, model: str | None, console: Console) -> Path:
     """The local model file a spec names (see `resolve_model`), pulled with a progress bar if it
     is the catalog's and missing: for the commands that read a model without chatting with it."""
-    from chatapp.engine.models.resolve import resolve_model
+    return model_choice(settings, model, console)[0]
+
+
+def model_choice(settings: Settings, model: str | None, console: Console) -> tuple[Path, str | None]:
+    """`model_path`, and the store's name for it (see `resolve_named`), for `load_engine`."""
+    from chatapp.engine.models.resolve import resolve_named
 
     with pull_progress(console) as progress:
-        return resolve_model(model, settings, progress=progress)
+        return resolve_named(model, settings, progress=progress)
 
 
 @contextlib.contextmanager

@@ -45,7 +45,7 @@ def run_app(settings: Settings, *, model: str | None = None, session: str | None
     """Load (pulling the default model if missing) before the TUI starts, then run it. A session
     is resumed once the TUI is up (`system`, the --system given, replacing its system prompt),
     and saved again when it closes."""
-    from chatapp.commands.opening import model_path, server_loading, tidy_models_dir
+    from chatapp.commands.opening import model_choice, server_loading, tidy_models_dir
     from chatapp.engine.opening import load_engine, open_engine
 
     check_terminal()
@@ -62,9 +62,9 @@ def run_app(settings: Settings, *, model: str | None = None, session: str | None
         from chatapp.ui.app import ChatApp
     else:
         tidy_models_dir(err)
-        path = model_path(settings, model, err)
+        path, name = model_choice(settings, model, err)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatapp-load") as pool:
-            loading = pool.submit(load_engine, settings, path)
+            loading = pool.submit(load_engine, settings, path, name)
             from chatapp.ui.app import ChatApp  # imported while the model loads
 
             engine = loading.result()

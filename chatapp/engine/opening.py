@@ -25,16 +25,18 @@ Waiting = Callable[[float], None]
 
 def open_engine(settings: Settings, model: str | None = None, progress: Progress | None = None,
                 waiting: Waiting | None = None) -> Engine:
-    """The in-process backend on a model spec (see `resolve_model`), pulling the default if
-    missing; or, when settings.server is set, the llama-server there (see `connect_engine`)."""
+    """The in-process backend on a model spec (see `resolve_named`), named as its store names
+    it, pulling the default if missing; or, when settings.server is set, the llama-server there
+    (see `connect_engine`)."""
     if settings.server:
         if model:
             raise InputError(f"--model {model} is a local model; the llama-server at "
                              f"{display_url(settings.server)} serves the model it was started with")
         return connect_engine(settings, waiting=waiting)
-    from chatapp.engine.models.resolve import resolve_model
+    from chatapp.engine.models.resolve import resolve_named
 
-    return load_engine(settings, resolve_model(model, settings, progress=progress))
+    path, name = resolve_named(model, settings, progress=progress)
+    return load_engine(settings, path, name)
 
 
 def connect_engine(settings: Settings, url: str | None = None, api_key: str | None = None,
@@ -47,16 +49,17 @@ def connect_engine(settings: Settings, url: str | None = None, api_key: str | No
     return Engine(backend, settings)
 
 
-def load_engine(settings: Settings, path: Path) -> Engine:
-    """The in-process backend on a model file already resolved and checked. What can't fit in
-    memory (or exceeds the training context without allow_long_ctx) is refused before
+def load_engine(settings: Settings, path: Path, name: str | None = None) -> Engine:
+    """The in-process backend on a model file already resolved and checked, shown as `name`
+    (a store's name, see `resolve_named`; else the catalog name or the file name). What can't
+    fit in memory (or exceeds the training context without allow_long_ctx) is refused before
     llama.cpp allocates it."""
     from chatapp.engine.local.llama import gpu_offload_supported  # loads llama_cpp
     from chatapp.engine.local.backend import LocalBackend
     from chatapp.engine.machine.memory_check import check_load
 
     notices = check_load(settings, path, offloaded=settings.gpu_layers != 0 and gpu_offload_supported())
-    engine = Engine(LocalBackend.load(path, settings), settings)
+    engine = Engine(LocalBackend.load(path, settings, name), settings)
     engine.load_notices[:0] = notices
     return engine
 

@@ -58,3 +58,21 @@ def test_a_name_that_points_nowhere_is_one_line_exit_2(run_with_stores):
         out = run("ask", "--model", name, "hi", *ASK)
         assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
         assert out.stderr.startswith("chatapp: Model: ") and "Traceback" not in out.stderr
+
+
+def test_a_model_is_named_as_its_store_names_it_and_found_by_its_ollama_name(run_with_stores):
+    """--json names the model as the user can type it back (not the Ollama blob, not the HF file
+    name); `ollama run`'s name finds the Ollama model; a near miss says what was meant."""
+    run, _ = run_with_stores
+    for spec, shown in ((OLLAMA_NAME, OLLAMA_NAME), ("ollama:smollm2:135m", OLLAMA_NAME),
+                        (f"hf:{HF_NAME.removeprefix('hf:').rsplit(':', 1)[0]}", HF_NAME),
+                        (LMSTUDIO_NAME, LMSTUDIO_NAME), ("smollm2:135m", OLLAMA_NAME)):
+        out = run("ask", "--model", spec, "Hi.", *ASK)
+        assert out.returncode == 0, out.stderr
+        [record] = [json.loads(line) for line in out.stdout.splitlines()]
+        assert record["model"] == shown, spec
+    missed = run("ask", "--model", "smollm2", "hi", *ASK)
+    assert missed.returncode == 2 and len(missed.stderr.strip().splitlines()) == 1, missed.stderr
+    assert f"did you mean {OLLAMA_NAME}?" in missed.stderr
+    helped = run("ask", "--help")
+    assert all(form in helped.stdout for form in ("hf:ORG/REPO", "ollama:NAME", "lmstudio:PUBLISHER/REPO"))

@@ -74,7 +74,7 @@ class LocalBackend:
                                        chosen=draft_config)
 
     @classmethod
-    def load(cls, path: Path, settings: Settings) -> "LocalBackend":
+    def load(cls, path: Path, settings: Settings, name: str | None = None) -> "LocalBackend":
         """`settings.threads` 0 lets ThreadPolicy choose (measured, fewer when the machine is busy).
         With drafting asked for, an f16 cache on the CPU loads as q8_0 (see kv_for_drafting)."""
         key = f"{cpu_name()}|{physical_cores()}|{path.name}|{path.stat().st_size}"
@@ -84,7 +84,7 @@ class LocalBackend:
         options = LoadOptions(n_ctx=settings.n_ctx, n_threads=policy.decode_threads(),
                               n_threads_batch=policy.prefill_threads(), n_gpu_layers=settings.gpu_layers,
                               kv_type=kv_type, flash_attn=FLASH_ATTN_OPTION[settings.flash_attn])
-        return cls(LlamaRuntime(path, options), threads=policy, draft_config=chosen)
+        return cls(LlamaRuntime(path, options), name, threads=policy, draft_config=chosen)
 
     # --- template and tokens -------------------------------------------------------------
     def render(self, messages: Sequence[Message], *, add_generation_prompt: bool) -> str:

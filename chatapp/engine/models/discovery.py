@@ -33,9 +33,9 @@ def store_source(spec: str) -> str | None:
     return next((source for source, prefix in PREFIXES.items() if spec.startswith(prefix)), None)
 
 
-def resolve_store_name(spec: str) -> Path | None:
-    """The file a store name points to (ModelError when it points nowhere); None for a spec
-    that is not a store name."""
+def resolve_store_name(spec: str) -> tuple[Path, str] | None:
+    """The file a store name points to and the name as the store lists it (ModelError when it
+    points nowhere); None for a spec that is not a store name."""
     source = store_source(spec)
     return None if source is None else RESOLVERS[source](spec)
 

@@ -103,14 +103,16 @@ def tag_of(group: GgufGroup) -> str:
     return quant_of(group.first.name) or group.first.name.removesuffix(".gguf")
 
 
-def found(repo: CachedRepo) -> list[FoundModel]:
+def names(repo: CachedRepo) -> list[str]:
+    """The name of each of the repo's models, hf:ORG/REPO:QUANT, in the order of its groups."""
     tags = [tag_of(group) for group in repo.groups]
-    models = []
-    for group, tag in zip(repo.groups, tags, strict=True):
-        if tags.count(tag) > 1:  # two files of one quant (in two folders): the file name tells them apart
-            tag = group.first.name.removesuffix(".gguf")
-        models.append(found_group(f"hf:{repo.repo_id}:{tag}", "huggingface", group))
-    return models
+    return [f"hf:{repo.repo_id}:{group.first.name.removesuffix('.gguf') if tags.count(tag) > 1 else tag}"
+            # two files of one quant (in two folders): the file name tells them apart
+            for group, tag in zip(repo.groups, tags, strict=True)]
+
+
+def found(repo: CachedRepo) -> list[FoundModel]:
+    return [found_group(name, "huggingface", group) for name, group in zip(names(repo), repo.groups, strict=True)]
 
 
 def parse_name(spec: str) -> tuple[str, str | None]:
@@ -136,8 +138,9 @@ def pick(groups: tuple[GgufGroup, ...], quant: str | None) -> GgufGroup | None:
     return groups[0] if groups else None
 
 
-def resolve(spec: str) -> Path:
-    """The first file of the cached model an hf: name points to; ModelError when it is not here."""
+def resolve(spec: str) -> tuple[Path, str]:
+    """The first file of the cached model an hf: name points to, and its name as listed (the
+    quant llama.cpp's rule picked filled in); ModelError when it is not here."""
     repo_id, quant = parse_name(spec)
     repos, _ = cached_repos()
     repo = next((r for r in repos if r.repo_id.lower() == repo_id.lower()), None)
@@ -151,7 +154,7 @@ def resolve(spec: str) -> Path:
                          f"run: chatapp models pull {spec}")
     if group.problem:
         raise ModelError(f"{spec}: {group.problem}")
-    return group.first
+    return group.first, names(repo)[repo.groups.index(group)]
 
 
 def flat_cache_models(cache: Path | None = None) -> list[FoundModel]:

@@ -59,7 +59,8 @@ def models(home: Path | None = None) -> list[FoundModel]:
     return found
 
 
-def resolve(spec: str) -> Path:
+def resolve(spec: str) -> tuple[Path, str]:
+    """The first file of the model an lmstudio: name points to, and its name as listed."""
     parts = spec.removeprefix("lmstudio:").split("/")
     if len(parts) not in (2, 3) or not all(NAME_PART.match(part) for part in parts):
         raise ModelError(f"{spec!r} is not an LM Studio model name; use lmstudio:PUBLISHER/REPO[/FILE]")
@@ -74,4 +75,7 @@ def resolve(spec: str) -> Path:
         raise ModelError(f"{spec} holds {len(groups)} models ({names}); name one: {spec}/FILE")
     if groups[0].problem:
         raise ModelError(f"{spec}: {groups[0].problem}")
-    return groups[0].first
+    name = f"lmstudio:{parts[0]}/{parts[1]}"
+    if len(_groups(repo)) > 1:  # named with its file, as `models` lists it
+        name += f"/{groups[0].first.name}"
+    return groups[0].first, name

@@ -141,7 +141,21 @@ def models(stores: list[Path] | None = None) -> tuple[list[FoundModel], list[str
     return found, problems
 
 
-def resolve(spec: str) -> Path:
+def resolve(spec: str) -> tuple[Path, str]:
+    """The model blob an ollama: name points to, and the name as Ollama lists it (the default
+    registry and namespace left out, the tag filled in); ModelError when it is not here."""
+    found = find(spec)
+    if found is not None:
+        return found
+    host, namespace, model, tag = parse_name(spec)
+    where = ", ".join(str(store) for store in store_dirs())
+    raise ModelError(f"{display_name(host, namespace, model, tag)} is not in Ollama's store ({where}); "
+                     f"pull it with: ollama pull {display_name(host, namespace, model, tag).removeprefix('ollama:')}")
+
+
+def find(spec: str) -> tuple[Path, str] | None:
+    """`resolve`, but None when no store has a manifest of that name (a malformed name or an
+    unusable model is still a ModelError)."""
     host, namespace, model, tag = parse_name(spec)
     for store in store_dirs():
         manifest = store / "manifests" / host / namespace / model / tag
@@ -149,7 +163,5 @@ def resolve(spec: str) -> Path:
             entry = read_manifest(store, manifest, display_name(host, namespace, model, tag))
             if entry.path is None:
                 raise ModelError(f"{entry.name}: {entry.problem}")
-            return entry.path
-    where = ", ".join(str(store) for store in store_dirs())
-    raise ModelError(f"{display_name(host, namespace, model, tag)} is not in Ollama's store ({where}); "
-                     f"pull it with: ollama pull {display_name(host, namespace, model, tag).removeprefix('ollama:')}")
+            return entry.path, entry.name
+    return None

@@ -2,7 +2,8 @@
 
 A spec is a catalog name, a store name (hf:ORG/REPO[:QUANT], ollama:NAME[:TAG],
 lmstudio:PUBLISHER/REPO[/FILE]: chatapp.engine.models.discovery), a path to a GGUF file, or
-the file name of a GGUF file in one of paths.model_search_dirs() or llama.cpp's flat cache.
+the file name of a GGUF file in one of paths.model_search_dirs() or llama.cpp's flat cache, or
+an Ollama name without its prefix (smollm2:135m, as `ollama run` takes it).
 Resolution order: the explicit spec, then $CHATAPP_MODEL, then settings.model, then the
 catalog's default.
 """
@@ -21,12 +22,13 @@ from chatapp.engine.filecache import file_sha256
 from chatapp.engine.models.discovery import resolve_store_name
 from chatapp.engine.models.gguf_header import (
     GGUFHeader, HeaderError, NotGGUFError, UnsupportedVersionError, read_header)
+from chatapp.engine.models import ollama_store
 from chatapp.engine.models.hub_cache import llama_cache_dir
 from chatapp.engine.models.pull import Progress, find_local, pull
 from chatapp.engine.models.template import check_templates
 from chatapp.errors import ModelError
 
-__all__ = ["ModelNotDownloadedError", "check_gguf", "file_sha256", "resolve_model", "model_spec"]
+__all__ = ["ModelNotDownloadedError", "check_gguf", "file_sha256", "resolve_model", "resolve_named", "model_spec"]
 
 ENV_VAR = "CHATAPP_MODEL"
 
@@ -101,6 +103,15 @@ def resolve_model(spec: str | None = None, settings: Settings | None = None, *, 
     A catalog model that is missing locally is pulled only if it is the catalog's default
     (and `pull_default` is on); others raise ModelNotDownloadedError.
     """
+    return resolve_named(spec, settings, progress=progress, pull_default=pull_default, catalog=catalog)[0]
+
+
+def resolve_named(spec: str | None = None, settings: Settings | None = None, *, progress: Progress | None = None,
+                  pull_default: bool = True, catalog: Catalog | None = None) -> tuple[Path, str | None]:
+    """`resolve_model`, and the name to show for it: the store's name (ollama:NAME:TAG,
+    hf:ORG/REPO:QUANT, lmstudio:PUB/REPO), the one a user can type back, for a model in another
+    tool's store (also one named as `ollama run` takes it, e.g. smollm2:135m); None for a
+    catalog model or a path, which are named as before (catalog name, file name)."""
     catalog = catalog or load_catalog()
     if spec is not None and not spec.strip():
         raise ModelError("the model name is empty; leave --model out to use the configured or default model")
@@ -108,20 +119,47 @@ def resolve_model(spec: str | None = None, settings: Settings | None = None, *, 
     try:
         in_store = resolve_store_name(choice)
         entry = catalog.find(choice) if in_store is None else None
-        path = in_store or (find_local(entry) if entry is not None else _path_of(choice, catalog))
+        if in_store is None and entry is None:
+            in_store = _bare_ollama_name(choice)
+        path = in_store[0] if in_store else (find_local(entry) if entry is not None else _path_of(choice, catalog))
     except OSError as exc:  # looking the name up as a file failed: one line, never a traceback
         raise ModelError(_lookup_problem(choice, exc)) from None
     if in_store is not None:
-        check_gguf(in_store)
+        check_gguf(in_store[0])
         # Absolute, not resolved: llama.cpp finds a split model's other parts beside the first
         # part's name, and in the hub cache that name is the snapshot's link, not the blob.
-        return Path(os.path.abspath(in_store))
+        return Path(os.path.abspath(in_store[0])), in_store[1]
     if entry is not None and path is None:
         if entry.name != catalog.default or not pull_default:
             raise ModelNotDownloadedError(entry.name)
         path = pull(entry.name, progress=progress, catalog=catalog)
     check_gguf(path)
-    return path.resolve()
+    return path.resolve(), None
+
+
+def _bare_ollama_name(choice: str) -> tuple[Path, str] | None:
+    """An Ollama model named as `ollama run` takes it (smollm2:135m, someone/tiny:q4), when no
+    file of that name is here: a file wins, as it did before store names."""
+    if choice.startswith("~") or choice.lower().endswith(".gguf") or os.path.lexists(choice):
+        return None
+    if _in_search_dirs(choice) is not None:
+        return None
+    try:
+        return ollama_store.find(f"ollama:{choice}")
+    except ModelError:  # not an Ollama name, or no such model: the spec is looked up as before
+        return None
+
+
+def _did_you_mean(choice: str) -> str:
+    """"; did you mean ollama:NAME:TAG?" for a name that an Ollama model's name starts with."""
+    try:
+        found, _ = ollama_store.models()
+    except OSError:
+        return ""
+    bare = choice.removeprefix("ollama:")
+    close = [m.name for m in found if m.path is not None
+             and (m.name.startswith(f"ollama:{bare}:") or m.name.removeprefix("ollama:").split(":")[0] == bare)]
+    return f"; did you mean {' or '.join(close[:3])}?" if close else ""
 
 
 def _path_of(choice: str, catalog: Catalog) -> Path:
@@ -133,7 +171,8 @@ def _path_of(choice: str, catalog: Catalog) -> Path:
         if _looks_like_path(choice):
             raise ModelError(f"model file not found: {path}")
         raise ModelError(f"unknown model {choice!r}; known models: {', '.join(catalog.names())} "
-                         "(or give a path to a .gguf file)")
+                         "(or give a path to a .gguf file, or a store name: hf:ORG/REPO[:QUANT], "
+                         f"ollama:NAME[:TAG], lmstudio:PUBLISHER/REPO){_did_you_mean(choice)}")
     return path
 
 

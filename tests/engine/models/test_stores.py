@@ -11,7 +11,7 @@ import pytest
 
 from chatapp.engine.models import hub_cache, lmstudio_store, ollama_store
 from chatapp.engine.models.discovery import discover
-from chatapp.engine.models.resolve import resolve_model
+from chatapp.engine.models.resolve import resolve_model, resolve_named
 from chatapp.engine.models.sources import group_gguf_files, quant_of
 from chatapp.errors import ModelError
 from tests.engine.models.stores import (
@@ -53,6 +53,27 @@ def test_every_store_is_found_named_and_resolved_and_left_unchanged(stores, tmp_
     assert resolve_model(f"hf:{HF_REPO}") == resolve_model(HF_NAME)  # no quant: llama.cpp's rule picks it
     assert resolve_model("ollama:smollm2:135m") == resolve_model("ollama:library/smollm2:135m")
     assert snapshot(tmp_path) == before
+
+
+def test_a_store_model_is_named_as_the_store_lists_it(stores, default_model_path, tmp_path, monkeypatch):
+    """The name shown for a model is the one the user can type back: the listed name, whatever
+    form of it was given (no quant, no tag, the default namespace, no ollama: prefix)."""
+    ollama_model(stores.ollama, default_model_path, ("registry.ollama.ai", "library", "smollm2", "latest"))
+    for spec, shown in ((HF_NAME, HF_NAME), (f"hf:{HF_REPO}", HF_NAME), (OLLAMA_NAME, OLLAMA_NAME),
+                        ("ollama:library/smollm2:135m", OLLAMA_NAME), ("smollm2:135m", OLLAMA_NAME),
+                        ("ollama:smollm2", "ollama:smollm2:latest"), (LMSTUDIO_NAME, LMSTUDIO_NAME)):
+        path, name = resolve_named(spec)
+        assert name == shown and path == resolve_model(shown), spec
+    assert resolve_named(str(default_model_path)) == (default_model_path.resolve(), None)  # a path: as before
+    here = tmp_path / "smollm2:135m"  # a file of that name here wins over the Ollama model
+    here.symlink_to(default_model_path)
+    monkeypatch.chdir(tmp_path)
+    assert resolve_named("smollm2:135m")[1] is None
+
+
+def test_a_bare_name_close_to_an_ollama_model_says_which_it_meant(stores):
+    with pytest.raises(ModelError, match=f"did you mean {OLLAMA_NAME}\\?$"):
+        resolve_model("smollm2")
 
 
 @pytest.mark.parametrize("spec, needle", [
