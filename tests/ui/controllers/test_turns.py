@@ -1,15 +1,21 @@
-"""The turn worker's message stream and the transcript's notices, without a model."""
+"""The turn worker's message stream and the transcript's notices, without a model; and a turn's
+worker run on a small host App, on the real default model."""
 
 from __future__ import annotations
 
+from functools import partial
 from itertools import count as counter
 
 from chatapp.engine.chat.branch_states import BranchFigures
 from chatapp.engine.events import ContextTrimmed, Message, PrefillDone, TextDelta, TurnDone
 from chatapp.engine.stats import LiveDecode, TurnRecord
-from chatapp.ui.messages import PrefillFinished, ReplyProgress, TurnFinished, TurnTrimmed
-from chatapp.ui.controllers.turns import stream_turn
+from chatapp.ui.controllers.branches import BranchController
+from chatapp.ui.controllers.turns import TurnHow, run_turn, stream_turn
+from chatapp.ui.messages import (
+    BranchChanged, PrefillFinished, ReplyProgress, TurnFailed, TurnFinished, TurnStarted, TurnTrimmed)
 from chatapp.ui.widgets.transcript import trim_notice
+from tests.ui._helpers import TURN_TIMEOUT, Messages, wait_until
+from tests.ui.controllers.small_host import NoSessions
 
 
 class FakeEngine:
@@ -83,3 +89,28 @@ def test_trim_notice_names_the_dropped_turns():
     assert "dropped 1 oldest turn (2 messages: " in one
     many = trim_notice(ContextTrimmed(dropped * 2, 4, 300, 100))
     assert "'second', …)" in many
+
+
+# --- a turn's worker on a small host, on the real default model ---------------------------------
+async def test_a_turn_on_a_small_hosts_worker_posts_its_messages_in_order(make_host):
+    host, seen = make_host(lambda app: BranchController(app, NoSessions())), Messages()
+    engine = host.engine
+    async with host.run_test(message_hook=seen) as pilot:
+        host.run_worker(partial(run_turn, host.gate, host.post_message, "Hi"), group="turn", thread=True)
+        await wait_until(pilot, lambda: seen.count(TurnFinished) + seen.count(TurnFailed) == 1, TURN_TIMEOUT)
+        kinds = [type(m) for m in seen if isinstance(m, (TurnStarted, PrefillFinished, ReplyProgress, TurnFinished))]
+        assert kinds[0] is TurnStarted and kinds[1] is PrefillFinished and kinds[-1] is TurnFinished
+        assert set(kinds[2:-1]) == {ReplyProgress}
+        done = seen.of(TurnFinished)[0]
+        assert done.record.reply == engine.messages[-1].content and done.figures == engine.branch_figures()
+        assert seen.of(ReplyProgress)[-1].text.strip() == done.record.reply.strip()
+
+        # A branching turn the engine refuses gives its text back and redraws the path as it was.
+        path = [m.id for m in engine.messages if m.id]
+        refused = TurnHow("token", path[-1], back=10_000, token=5)
+        host.run_worker(partial(run_turn, host.gate, host.post_message, "Hi", refused), group="turn", thread=True)
+        await wait_until(pilot, lambda: seen.count(TurnFailed) == 1 and seen.count(BranchChanged) == 1, TURN_TIMEOUT)
+        failed = seen.of(TurnFailed)[0]
+        assert failed.refused and failed.user_text == "Hi" and "no longer in the cache" in failed.error
+        assert [m.id for m in engine.messages if m.id] == path
+        assert [shown.message.id for shown in seen.of(BranchChanged)[0].path] == path
