@@ -1,5 +1,6 @@
 """One line at the top: the model, its quantization, the backend, the context size, the session,
-and what is attached (F8 removes one)."""
+and what is attached (F8 removes one). On a narrow terminal it shortens (the model's name cut
+with …, then the session's) and never loses the model, quant, backend and context."""
 
 from __future__ import annotations
 
@@ -14,8 +15,14 @@ from chatapp.format import one_line_text
 
 def describe(summary: ModelSummary) -> str:
     """The model, and where it runs: the accelerator in-process, the URL and build of a server."""
+    return "".join(describe_parts(summary))
+
+
+def describe_parts(summary: ModelSummary) -> tuple[str, str]:
+    """`describe` as the model's name and the rest (" · quant · backend · ctx N"): the header
+    shortens the name and keeps the rest."""
     where = summary.backend if summary.kind == "in-process" else f"{summary.location} ({summary.build})"
-    return f"{summary.name} · {summary.quant or NOT_REPORTED} · {where} · ctx {summary.n_ctx:,}"
+    return one_line_text(summary.name), f" · {summary.quant or NOT_REPORTED} · {where} · ctx {summary.n_ctx:,}"
 
 
 class AppHeader(Widget):
@@ -36,19 +43,62 @@ class AppHeader(Widget):
     status: reactive[str] = reactive("")
     """What the app is doing: "", "prefill…", "generating…", "loading model…"."""
 
+    def __init__(self, *, id: str | None = None, incognito: bool = False) -> None:
+        super().__init__(id=id)
+        self.incognito = incognito
+        """No chat is kept unless saved as a session (the `incognito` setting)."""
+
     def render(self) -> Text:
-        left = Text(no_wrap=True)
-        left.append("chatapp", style="bold")
+        width = self.content_size.width
+        status = f"  {self.status}" if self.status else ""
+        # The parts of the line, cut in CUTS' order until it fits: the model, quant, backend and
+        # context stay at any width a terminal has (the model's name cut with …, never dropped).
+        parts = {"brand": "chatapp", "name": "", "figures": "", "session": "", "status": status}
         if self.summary is not None:
-            left.append("  " + describe(self.summary))
-        left.append(f"  session: {self.session or '(none)'}")
-        if self.attachments:
+            name, figures = describe_parts(self.summary)
+            parts["name"], parts["figures"] = f"  {name}", figures
+        if self.session:
+            parts["session"] = f"  session: {self.session}"
+        else:
+            parts["session"] = "  incognito: not kept" if self.incognito else "  session: new"
+        if width > 0:
+            fit(parts, width)
+        left = Text(no_wrap=True)
+        left.append(parts["brand"], style="bold")
+        for key in ("name", "figures", "session"):
+            left.append(parts[key])
+        if self.attachments:  # what is attached comes last: on a narrow line it is what is cut
             # Names come from outside (a saved session's may predate escaping at load): one line each.
             left.append(f"  attached (F8): {', '.join(one_line_text(name) for name in self.attachments)}")
-        if not self.status:
+        if not parts["status"]:
             return left
-        # The status (prefill…, generating…) matters most: it stays; the rest gives way.
-        status = Text(self.status, style="bold italic")
-        room = max(self.content_size.width - len(status) - 2, 0)
-        left.truncate(room, overflow="ellipsis", pad=True)
-        return Text.assemble(left, "  ", status, no_wrap=True)
+        # The status (prefill…, generating…) matters most: it stays, at the right; the rest gives way.
+        status_text = Text(parts["status"].removeprefix("  "), style="bold italic")
+        if width > 0:
+            left.truncate(max(width - len(status_text) - 2, 0), overflow="ellipsis", pad=True)
+        return Text.assemble(left, "  ", status_text, no_wrap=True)
+
+
+CUTS: tuple[tuple[str, int], ...] = (
+    ("name", 22), ("session", 16), ("name", 10), ("session", 0), ("brand", 0), ("name", 4),
+)
+"""Which part of the header gives way first, and how far (0: dropped whole; else the characters
+it keeps, its last one an …): the model's name down to a recognisable stem, the session's name,
+the name further, the session and "chatapp" themselves. What is attached is not counted: it
+comes last and is cut where the line ends."""
+
+
+def fit(parts: dict[str, str], width: int) -> None:
+    """Shorten `parts` in CUTS' order until together they take at most `width` cells."""
+    for key, keep in CUTS:
+        over = sum(len(text) for text in parts.values()) - width
+        if over <= 0:
+            return
+        text = parts[key]
+        if len(text) <= keep:
+            continue
+        if keep == 0:
+            parts[key] = ""
+        else:
+            cut = max(keep, len(text) - over)
+            parts[key] = text[:cut - 1] + "…"
