@@ -57,9 +57,50 @@ async def test_grouped_by_source_filtered_as_typed_and_chosen(rows, default_mode
         lines = shown(picker)
         assert lines[0] == "Ollama" and any(OLLAMA_NAME in line for line in lines)
         assert not any(LMSTUDIO_NAME in line or HF_NAME in line for line in lines)
-        await pilot.press("down", "down", "enter")
+        await pilot.press("down", "enter")
         await wait_until(pilot, lambda: host.chosen)
-        assert Path(host.chosen[0]).read_bytes()[:4] == b"GGUF" and host.chosen[0] != str(default_model_path)
+        assert host.chosen == [OLLAMA_NAME]  # a store's model is opened by its name, the one shown
+
+
+def highlighted_id(picker: ModelPickerScreen) -> str | None:
+    option = picker.query_one(OptionList).highlighted_option
+    return None if option is None else option.id
+
+
+async def test_enter_in_the_filter_opens_the_first_match_and_titles_are_no_stops(rows, default_model_path):
+    """As fzf, LM Studio and VS Code's palette: the first match is highlighted as the filter
+    changes, Enter there opens it, and up and down move over models only."""
+    found, _ = rows()
+    picker = ModelPickerScreen(found, default_model_path)
+    host = Host(picker)
+    async with host.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: picker.is_mounted)
+        listed = picker.query_one(OptionList)
+        first = highlighted_id(picker)
+        assert first is not None and not first.startswith("title:")  # a model, not "chatapp's catalog"
+        seen = [first]
+        for key in ["down"] * (listed.option_count + 2) + ["up"] * (listed.option_count + 2):
+            await pilot.press(key)
+            seen.append(highlighted_id(picker))
+        assert not any(option_id is None or option_id.startswith("title:") for option_id in seen), seen
+        await pilot.press(*"lmstudio")
+        await wait_until(pilot, lambda: highlighted_id(picker) not in (None, first))
+        await pilot.press("enter")  # still in the filter: the first match opens
+        await wait_until(pilot, lambda: host.chosen)
+        assert host.chosen == [LMSTUDIO_NAME]
+
+
+async def test_the_loaded_model_chosen_again_is_its_path(rows, default_model_path):
+    """The app says "already loaded" for it, by its path, instead of loading it again."""
+    found, _ = rows()
+    ollama = next(row for row in found if row.name == OLLAMA_NAME)
+    picker = ModelPickerScreen(found, Path(ollama.path))
+    host = Host(picker)
+    async with host.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: picker.is_mounted)
+        await pilot.press(*"ollama", "enter")
+        await wait_until(pilot, lambda: host.chosen)
+        assert host.chosen == [ollama.path]
 
 
 async def test_a_model_that_will_not_fit_says_so_before_loading(rows, default_model_path):

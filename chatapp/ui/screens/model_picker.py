@@ -14,7 +14,7 @@ from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 
 from chatapp.engine.machine.model_fit import ModelRow
-from chatapp.engine.models.sources import SOURCE_TITLES, SOURCES
+from chatapp.engine.models.sources import PREFIXES, SOURCE_TITLES, SOURCES
 from chatapp.format import human_bytes, human_count, one_line_text
 from chatapp.ui.screens.dialog import Dialog
 
@@ -61,7 +61,12 @@ def options(rows: list[ModelRow], current: Path, query: str = "") -> list[Option
 
 
 class ModelPickerScreen(Dialog[str | None]):
-    """Dismisses with the chosen GGUF path, or None."""
+    """Dismisses with the chosen model: a store's name for a model in another tool's store (so
+    that the model is shown by the name the user can type back, not by its blob or file name),
+    else its GGUF path; None when cancelled.
+
+    As in fzf, LM Studio and VS Code's palette, the first match is always highlighted, Enter in
+    the filter opens it, and the cursor moves over models only, never onto a group's title."""
 
     FRAME_TITLE = "Switch model"
     BINDINGS = [Binding("down", "to_list", show=False)]
@@ -86,17 +91,25 @@ class ModelPickerScreen(Dialog[str | None]):
                         id="notes")
 
     def on_mount(self) -> None:
-        self.query_one(OptionList).focus()
+        found = self.query_one(OptionList)
+        found.focus()
+        found.action_first()
 
     def on_input_changed(self, event: Input.Changed) -> None:
         event.stop()
         found = self.query_one(OptionList)
         found.clear_options()
         found.add_options(options(self.rows, self.current, event.value))
+        found.action_first()  # the first match, never a title: Enter in the filter opens it
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        self.action_to_list()
+        found = self.query_one(OptionList)
+        option = found.highlighted_option
+        if option is None or option.disabled:
+            self.notify("no model matches the filter", severity="warning", timeout=3)
+            return
+        self.choose(option.id)
 
     def action_to_list(self) -> None:
         self.query_one(OptionList).focus()
@@ -111,4 +124,15 @@ class ModelPickerScreen(Dialog[str | None]):
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
-        self.dismiss(event.option.id)
+        self.choose(event.option.id)
+
+    def choose(self, option_id: str | None) -> None:
+        """Dismiss with the model an option stands for (its id is the GGUF path): the store's name
+        for a store's model; the path for others, and for the model already loaded (which the
+        app then says is loaded, instead of loading it again)."""
+        row = next((row for row in self.rows if row.path is not None and row.path == option_id), None)
+        if (row is not None and row.source in PREFIXES and option_id is not None
+                and Path(option_id).resolve() != self.current.resolve()):
+            self.dismiss(row.name)
+        else:
+            self.dismiss(option_id)
