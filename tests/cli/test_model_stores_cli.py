@@ -71,6 +71,13 @@ def test_a_model_is_named_as_its_store_names_it_and_found_by_its_ollama_name(run
         assert out.returncode == 0, out.stderr
         [record] = [json.loads(line) for line in out.stdout.splitlines()]
         assert record["model"] == shown, spec
+    saved = run("ask", "--model", "smollm2:135m", "--session", "kept", "Hi.", *ASK)
+    assert saved.returncode == 0, saved.stderr
+    listed = run("sessions", "list", "--json")
+    sessions = json.loads(listed.stdout)["sessions"]
+    assert [s["model"] for s in sessions if s["name"] == "kept"] == [OLLAMA_NAME], listed.stdout
+    exported = run("sessions", "export", "kept", "--format", "json")
+    assert json.loads(exported.stdout)["model"]["name"] == OLLAMA_NAME, exported.stdout[:300]
     missed = run("ask", "--model", "smollm2", "hi", *ASK)
     assert missed.returncode == 2 and len(missed.stderr.strip().splitlines()) == 1, missed.stderr
     assert f"did you mean {OLLAMA_NAME}?" in missed.stderr
