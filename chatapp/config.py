@@ -85,6 +85,9 @@ class Settings:
     """Prefill the next prompt while its question is typed, so Enter leaves only the last few
     tokens to prefill; replies are the same either way (chatapp.engine.chat.typeahead). Over
     a llama-server it fills the server's prompt cache (requests with n_predict 0)."""
+    incognito: bool = False
+    """Keep no chat: one is saved only when you save it as a session (F6). Off, every chat in
+    the TUI is a session from its first turn, named after its first question (F6 renames it)."""
     temperature: float = 0.7
     top_p: float = 0.95
     """0 to 1; 1 turns it off."""

@@ -98,12 +98,17 @@ def chat(
     api_key: ApiKeyOpt = None,
     draft: DraftOpt = None,
     draft_max: DraftMaxOpt = None,
+    incognito: Annotated[bool, typer.Option(
+        "--incognito", help="Keep this chat nowhere: it is saved only if you save it as a session (F6). "
+                            "Without it, every chat is kept as a session named after its first question."
+                            + configured("incognito"))] = False,
 ) -> None:
     """Open the chat TUI."""
     from chatapp.commands.tui import run_app
 
     settings = settings_with(theme=theme, n_ctx=n_ctx, system_prompt=system, allow_long_ctx=allow_long_ctx or None,
-                             server=server, api_key=api_key, draft=draft, draft_max=draft_max)
+                             server=server, api_key=api_key, draft=draft, draft_max=draft_max,
+                             incognito=incognito or None)
     run_app(settings, model=model, session=session, system=system)
 
 

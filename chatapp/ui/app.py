@@ -185,8 +185,8 @@ class ChatApp(KeyBurstApp[None]):
     # --- layout ----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         app = ChatApp
-        yield AppHeader(id="header").data_bind(summary=app.model, session=app.session_name,
-                                               attachments=app.attached, status=app.status)
+        yield AppHeader(id="header", incognito=self.settings.incognito).data_bind(
+            summary=app.model, session=app.session_name, attachments=app.attached, status=app.status)
         with self._main:
             yield self._transcript
             with Vertical(id="panels"):
@@ -290,9 +290,9 @@ class ChatApp(KeyBurstApp[None]):
         self.typing_prefill.stop()
         self.generating = True
         self.status = "prefill…"
-        live = self.sessions_ui.live
-        autosave = partial(self.sessions_ui.autosave, live) if live is not None else None
-        self.run_worker(partial(run_turn, self.gate, self.post_message, text, how, since, live, autosave),
+        keep = None if self.settings.incognito else self.sessions_ui.keep_chat  # every chat is kept
+        self.run_worker(partial(run_turn, self.gate, self.post_message, text, how, since, self.sessions_ui.live,
+                                self.sessions_ui.autosave, keep),
                         name="turn", group="turn", thread=True, exclusive=True, exit_on_error=False)
 
     def busy(self, what: str) -> bool:
@@ -466,11 +466,8 @@ class ChatApp(KeyBurstApp[None]):
         self.attachments_ui.show()  # a new chat starts without attachments
         self.typing_prefill.ahead()  # for the new conversation
         left = self.sessions_ui.detach()
-        if left is None:
-            self.notify("New chat", timeout=2)
-        else:
-            self.notify(f"New chat, not saved: session {left} keeps its transcript (F6 saves this one)",
-                        timeout=5, markup=False)
+        kept = f"; session {left} keeps the last one (F6)" if left is not None else ""
+        self.notify(f"New chat{kept}", timeout=4, markup=False)
 
     def action_regenerate(self) -> None:
         if not self.busy("regenerate") and not self.sessions_ui.changed_elsewhere():
@@ -580,6 +577,9 @@ class ChatApp(KeyBurstApp[None]):
 
     def action_attention(self) -> None:
         self.inside_ui.toggle_attention(self._tokens.selected_reply_position())
+
+    def on_transcript_clicked(self, message: Transcript.Clicked) -> None:
+        self._composer.focus()
 
     def on_tokens_panel_alternative_chosen(self, message: TokensPanel.AlternativeChosen) -> None:
         message.stop()

@@ -102,7 +102,7 @@ class KeyBurstApp(App[ReturnType]):
         return None
 
     async def on_event(self, event: events.Event) -> None:
-        if (isinstance(event, events.Key) and not event.is_forwarded and event.is_printable and event.character
+        if (isinstance(event, events.Key) and gathers(event) and not event.is_forwarded
                 and (target := self.typing_target()) is not None):
             self.app_focus = True
             target.type_text(event.character)

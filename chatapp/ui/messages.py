@@ -217,9 +217,12 @@ class SessionOpened(Message):
     """A session worker resumed, created or saved a session; from now on the app autosaves into it."""
 
     def __init__(self, live: "LiveSession", figures: "BranchFigures", *, replaced: bool,
-                 notices: list[str] | None = None, other_model: str | None = None, forked: bool = False) -> None:
+                 notices: list[str] | None = None, other_model: str | None = None, forked: bool = False,
+                 kept: bool = False) -> None:
         super().__init__()
         self.live = live
+        self.kept = kept
+        """A chat no session held became one at its first turn (the turn runs on meanwhile)."""
         self.figures = figures
         """The engine's figures for the session's shown leaf, read on the worker once it was opened."""
         self.forked = forked

@@ -281,7 +281,7 @@ async def test_a_switch_is_saved_and_a_fork_keeps_only_the_path(make_app):
         await branch_changed(pilot, seen, 1)
         manager = SessionManager.open(Settings(), create=False)
         assert manager.store.load("main").leaf == old[3] == app.engine.leaf
-        await pilot.press("alt+f")
+        await pilot.press("alt+n")
         await wait_until(pilot, lambda: isinstance(app.screen, NameScreen))
         app.screen.query_one(Input).value = "side"
         await pilot.press("enter")
@@ -309,7 +309,7 @@ async def test_every_branch_action_is_in_the_palette_and_the_help(make_app):
                           ("Alt+E", "Edit the selected question"), ("Alt+C", "Continue from the selected reply"),
                           ("Alt+Left", "Previous sibling"), ("Alt+Right", "Next sibling"),
                           ("Alt+T", "The conversation as a tree"), ("Alt+D", "Delete the selected message"),
-                          ("Alt+F", "Fork the shown path"), ("Ctrl+R", "Regenerate the selected reply")):
+                          ("Alt+N", "Fork the shown path"), ("Ctrl+R", "Regenerate the selected reply")):
             assert any(key in line and what in line for line in text.splitlines()), key
         await pilot.press("escape")
         palette = {action for _, _, action in COMMANDS}

@@ -136,7 +136,7 @@ async def test_a_fork_a_session_opened_and_a_switch_from_disk_leave_one_truth(ma
         await send(pilot, "Name a vegetable.", seen)
         assert_one_truth(app)
 
-        await pilot.press("alt+f")  # fork the shown path into a session of its own
+        await pilot.press("alt+n")  # fork the shown path into a session of its own
         await wait_until(pilot, lambda: isinstance(app.screen, NameScreen))
         app.screen.query_one(Input).value = "side"
         await pilot.press("enter")

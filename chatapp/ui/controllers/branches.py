@@ -51,7 +51,8 @@ BINDINGS = [
                     "Enter jumps there"),
     Binding("alt+d", "branch('delete')", "Delete branch", show=False,
             tooltip="Delete the selected message and everything after it (asks first)"),
-    Binding("alt+f", "branch('fork')", "Fork", show=False,
+    # Not Alt+F: tmux and xterm send it as ESC f, which Textual reads as Ctrl+Right (iTerm's word jump).
+    Binding("alt+n", "branch('fork')", "Fork", show=False,
             tooltip="Fork the shown path into a new session (only this path; saved after every turn)"),
 ]
 """The app's branch keys (alt+ so that they work while the composer has focus)."""
@@ -66,7 +67,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Next branch ›", "Show the next sibling of the selected message (Alt+Right)", "branch('next_sibling')"),
     ("Conversation tree", "Every branch, its tokens and kept KV state; jump to any (Alt+T)", "branch('tree')"),
     ("Delete branch", "Delete the selected message and everything after it (Alt+D)", "branch('delete')"),
-    ("Fork path into a new session", "Only the shown path, saved under a new name (Alt+F)", "branch('fork')"),
+    ("Fork path into a new session", "Only the shown path, saved under a new name (Alt+N)", "branch('fork')"),
 )
 """(title, help, app action) for the command palette."""
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Literal
 from chatapp.engine.chat.engine import Engine
 from chatapp.engine.sessions import LiveSession, SessionManager, validate_name
 from chatapp.engine.sessions.fingerprint import model_id, same_model
+from chatapp.engine.sessions.names import name_from
 from chatapp.engine.sessions.store import ModelIdentity
 from chatapp.engine.stats import TurnRecord
 from chatapp.errors import ChatappError, SessionConflict, SessionError, SessionRemoved
@@ -266,6 +267,21 @@ class SessionController:
             except Exception as exc:  # noqa: BLE001 - the app must not stay "opening session"
                 app.post_message(SessionFailed(f"Session: {type(exc).__name__}: {exc}"))
 
+    def keep_chat(self, engine: Engine, question: str) -> LiveSession | None:
+        """On the turn's worker, before the first turn of a chat no session holds: make it a session
+        named after its first question, saved after every turn from this one on, as every peer
+        keeps every chat. None (and said once) when the sessions database cannot be opened."""
+        try:
+            manager = self.manager or SessionManager.open(self.app.settings)
+            name = name_from(question, lambda taken: manager.store.load(taken) is not None)
+            live = manager.resume(name, engine)
+        except (ChatappError, OSError) as exc:
+            error = exc.one_line() if isinstance(exc, ChatappError) else str(exc)
+            self.app.post_message(SessionSaved("", [], f"this chat is not kept: {error}"))
+            return None
+        self.app.post_message(SessionOpened(live, engine.branch_figures(), replaced=False, kept=True))
+        return live
+
     def autosave(self, live: LiveSession, record: TurnRecord) -> None:
         """On the turn's worker, right after TurnFinished: save the turn (its record annotated)."""
         try:
@@ -305,7 +321,9 @@ class SessionController:
     async def opened(self, message: SessionOpened) -> None:
         app, live = self.app, message.live
         self.live, self.manager = live, live.manager
-        app.session_name, app.status = live.name, ""
+        app.session_name = live.name
+        if not message.kept:  # a kept chat's turn runs on: its status stays
+            app.status = ""
         app.show_attachments()
         report = live.report
         if message.replaced:  # another conversation: every panel starts from the session's figures
@@ -316,6 +334,9 @@ class SessionController:
             await app.add_notice(line, "session" if report.restored else "session-fallback")
             app.notify(line, title="Session", severity="information" if report.restored else "warning",
                        timeout=8, markup=False)
+        elif message.kept:
+            app.notify(f"this chat is kept as session {live.name} (F6 lists, renames or deletes it)", title="Session",
+                       timeout=4, markup=False)
         elif report.created and message.forked:
             app.notify(f"forked the shown path into session {live.name}: saved after every turn", title="Session",
                        timeout=4, markup=False)

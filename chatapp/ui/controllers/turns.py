@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Literal
 
 from textual.message import Message
@@ -142,14 +143,18 @@ def figures_of(engine: Engine) -> BranchFigures | None:
 
 def run_turn(gate: EngineGate, post: Callable[[Message], object], text: str, how: TurnHow = SEND,
              since: float | None = None, live: LiveSession | None = None,
-             autosave: Callable[[TurnRecord], object] | None = None) -> None:
-    """The turn's worker: the engine's turn for `how`, streamed as messages, the session saved
-    after it (`live`, `autosave`). Whatever fails is posted as TurnFailed, never raised: the
-    app must not stay "generating"."""
+             autosave: Callable[[LiveSession, TurnRecord], object] | None = None,
+             keep: Callable[[Engine, str], LiveSession | None] | None = None) -> None:
+    """The turn's worker: the engine's turn for `how`, streamed as messages, the session `live`
+    saved after it (`autosave`). With no session, `keep` makes the chat one first. Whatever fails
+    is posted as TurnFailed, never raised: the app must not stay "generating"."""
     worker = get_current_worker()
     with gate.turn() as engine:
         if engine is None:
             return
+        if live is None and keep is not None:
+            live = keep(engine, text)
+        finish = partial(autosave, live) if live is not None and autosave is not None else None
         branching = how.action != "send"
         try:
             if not branching:
@@ -159,7 +164,7 @@ def run_turn(gate: EngineGate, post: Callable[[Message], object], text: str, how
                 post(TurnStarted(text, how.action in ("regenerate", "token"), *shown_path(engine)))
             with decode_gets_the_gil():
                 stream_turn(engine, events, post, cancelled=lambda: worker.is_cancelled,
-                            annotate=live.annotate if live is not None else None, finish=autosave)
+                            annotate=live.annotate if live is not None else None, finish=finish)
         except ChatappError as exc:
             # A turn that never started gives its text back to the composer.
             refused = isinstance(exc, (ContextFullError, InputError, ServerError))

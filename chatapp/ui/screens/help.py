@@ -14,12 +14,16 @@ from textual.widgets import Static
 from chatapp.ui.screens.dialog import Dialog
 
 NOTES = (
-    "Shift+Enter reaches chatapp only in terminals that report it (kitty, WezTerm, foot…); "
-    "Ctrl+J and Alt+Enter insert a new line everywhere.\n"
+    "Ctrl+J inserts a new line everywhere; Shift+Enter and Alt+Enter only in terminals that report "
+    "them (kitty, WezTerm, foot…): tmux and xterm send them as Enter.\n"
     "Ctrl+P opens the command palette: every action here is there too, and “Switch theme” "
     "previews each theme as you move through the list (Esc puts the old one back).\n"
     "In the composer, /attach PATH attaches a file or folder (Tab completes the path; /attach alone "
     "opens the picker) and /detach NAME removes one; the header lists what is attached.\n"
+    "The panels (F2 shows them, F3 steps through): Tokens, how the tokenizer cut your text and the last "
+    "prompt, by where each token came from; KV cache, the model's short-term memory: cells used by role, "
+    "what a turn or a branch switch reused; Speed, prefill and decode rates, drafting and the memory "
+    "bandwidth that bounds decode; Model, the quantization, its tensor types, weights against the cache.\n"
     "Conversations are trees: each message is titled with its id, and ‹ n/m › when it has siblings. "
     "Alt+Up/Alt+Down (or a click) selects a message for the branch keys; Alt+Left/Alt+Right switch "
     "between siblings, restoring the branch's KV cache when it is kept (the KV and Tokens panels say "
@@ -40,13 +44,23 @@ def key_label(keys: str) -> str:
 
 
 def rows(bindings: Iterable[BindingType]) -> list[tuple[str, str]]:
-    """(keys, what they do) for each described binding; bindings for the same action merge."""
+    """(keys, what they do) for each described binding; bindings for the same action, or with the
+    same tooltip (1 to 9 in the Tokens panel), merge, and a run of digits reads "1-9"."""
     merged: dict[str, list] = {}
     for binding in bindings:
         if isinstance(binding, Binding) and binding.description:
-            entry = merged.setdefault(binding.action, [[], binding.tooltip or binding.description])
+            what = binding.tooltip or binding.description
+            entry = merged.setdefault(what if binding.tooltip else binding.action, [[], what])
             entry[0].append(key_label(binding.key))
-    return [(" / ".join(keys), what) for keys, what in merged.values()]
+    return [(digit_run(keys) or " / ".join(keys), what) for keys, what in merged.values()]
+
+
+def digit_run(keys: list[str]) -> str | None:
+    """"1-9" for the keys 1, 2, …, 9; None for anything else."""
+    if len(keys) > 2 and all(k.isdigit() for k in keys) and [int(k) for k in keys] == list(
+            range(int(keys[0]), int(keys[0]) + len(keys))):
+        return f"{keys[0]}-{keys[-1]}"
+    return None
 
 
 def bindings_table(sections: list[tuple[str, Iterable[BindingType]]]) -> Table:
@@ -79,3 +93,7 @@ class HelpScreen(Dialog[None]):
     def compose_body(self) -> ComposeResult:
         yield Static(self.table, id="help-keys")
         yield Static(NOTES, id="help-notes", markup=False)
+
+    def on_mount(self) -> None:
+        # The frame scrolls: with the focus, Down, PageDown, End and the rest move through the list.
+        self.query_one("#dialog").focus()

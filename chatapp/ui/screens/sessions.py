@@ -24,7 +24,7 @@ from chatapp.ui.screens.dialog import Dialog
 SessionAction = Literal["open", "new", "save_as", "rename", "delete"]
 """What the screen asks the app to do with a session."""
 
-COLUMNS = ("name", "model", "turns", "tokens", "state", "last used")
+COLUMNS = ("name", "first question", "model", "turns", "tokens", "state", "last used")
 EMPTY = "No saved sessions yet: n starts one, s saves this chat."
 
 
@@ -96,7 +96,7 @@ class SessionsScreen(Dialog[None]):
         for s in summaries:
             size = self.manager.state_size(s.state_key)
             name = f"{s.name} (open)" if s.name == self.current else s.name
-            table.add_row(name, f"{s.model} ({s.quant})", count(s.turns), count(s.kv_tokens),
+            table.add_row(name, s.first_line, f"{s.model} ({s.quant})", count(s.turns), count(s.kv_tokens),
                           human_bytes(size) if size is not None else "none", when(s.updated_at), key=s.name)
         self.query_one("#sessions-empty").display = not summaries
         wanted = select or self.current

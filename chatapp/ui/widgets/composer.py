@@ -1,4 +1,5 @@
-"""The multi-line message box: Enter sends, Ctrl+J / Alt+Enter / Shift+Enter break the line.
+"""The multi-line message box: Enter sends, Ctrl+J (and Shift+Enter or Alt+Enter, where the
+terminal reports them) breaks the line, Ctrl+U clears it.
 
 Keys that arrive in a burst (a paste from a terminal without bracketed paste: every
 character is a key event) are inserted as one edit. TextArea re-wraps the line it edits on
@@ -26,13 +27,15 @@ from chatapp.ui.path_complete import complete_path
 BURST_FLUSH_S = 0.05
 """While keys arrive in a burst, gather them this long between inserts (a paste of 20 KB
 arrives as 20,000 key events; each insert re-wraps and repaints the composer)."""
-PLACEHOLDER = "Message the model…  Enter sends · Ctrl+J or Alt+Enter for a new line · F1 help"
+PLACEHOLDER = "Message the model…  Enter sends · Ctrl+J for a new line · Ctrl+U clears · F1 help"
+"""Alt+Enter is no promise here: tmux and xterm send it as ESC Enter, which reads as Enter (it
+breaks the line only where the terminal reports modifiers, as kitty's protocol does)."""
 ATTACH = "/attach "
 
 
 class Composer(TextArea):
-    """A TextArea that submits on Enter. Many terminals send Shift+Enter as plain Enter,
-    so Ctrl+J and Alt+Enter insert a newline too."""
+    """A TextArea that submits on Enter. Many terminals send Shift+Enter and Alt+Enter as plain
+    Enter, so Ctrl+J inserts a newline too."""
 
     DEFAULT_CSS = """
     Composer {
@@ -47,6 +50,8 @@ class Composer(TextArea):
     BINDINGS = [
         Binding(",".join(SUBMIT_KEYS), "submit", "Send"),
         Binding(",".join(NEWLINE_KEYS), "newline", "New line", key_display="^J"),
+        Binding("ctrl+u", "clear_all", "Clear", show=False,
+                tooltip="Clear the whole message (readline's Ctrl+U; undo brings it back)"),
     ]
     """For the footer and the help screen; `on_key` acts on these keys itself, in typing order
     (a binding would run before the characters typed just ahead of it were inserted)."""
@@ -80,6 +85,11 @@ class Composer(TextArea):
 
     def on_key(self, event: Key) -> None:
         burst = bool(self._typed)
+        if "+" in event.key and event.is_printable:
+            # Alt+E arrives from tmux and xterm as ESC e, which Textual reads as "alt+e" with the
+            # character "e": it is a binding's key, and TextArea must not type the "e".
+            event.prevent_default()
+            return
         if event.is_printable and event.character and not self.read_only:
             event.stop()
             event.prevent_default()
@@ -151,6 +161,10 @@ class Composer(TextArea):
         self.flush_typed()
         if self.text.strip():
             self.post_message(self.Submitted(self, self.text))
+
+    def action_clear_all(self) -> None:
+        self.flush_typed()
+        self.clear()  # an edit like any other: Ctrl+Z undoes it
 
     def action_newline(self) -> None:
         self.flush_typed()

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from textual import events
 from textual.containers import VerticalScroll
+from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -114,8 +115,14 @@ class Notice(Static):
         super().__init__(text, markup=False, classes=f"notice -{kind}")
 
 
+GREETING = ("Type a question below and press Enter. F1 lists every key and what each panel shows; "
+            "Ctrl+P finds any action.")
+"""What an empty transcript says, so that a first-time user is not met by a blank screen."""
+
+
 class Transcript(VerticalScroll):
-    """Holds one widget per non-system chat message, in order, plus notices between them."""
+    """Holds one widget per non-system chat message, in order, plus notices between them; when
+    it holds nothing, one line of greeting."""
 
     DEFAULT_CSS = """
     Transcript { height: 1fr; }
@@ -139,6 +146,8 @@ class Transcript(VerticalScroll):
         """Draw this path: the widgets of the messages already drawn for it stay (their ‹ n/m ›
         updated), the rest go and the path's other messages are mounted. The first `dropped`
         messages are outside the context window (greyed out). Only the path is ever mounted."""
+        if path:
+            await self._ungreet()
         children = list(self.children)
         drawn = self.messages()
         keep = 0
@@ -227,9 +236,14 @@ class Transcript(VerticalScroll):
             widget = widget.parent
         if isinstance(widget, (UserMessage, Reply)) and widget.message_id:
             self.select(None if widget is self.selected else widget)
+        self.post_message(self.Clicked())  # typing goes on in the composer, as it does in a chat
+
+    class Clicked(Message):
+        """A click in the transcript (a message selected, or the selection cleared)."""
 
     # --- turns ---------------------------------------------------------------------------
     async def add_user(self, text: str) -> UserMessage:
+        await self._ungreet()
         widget = UserMessage(text)
         await self.mount(widget)
         self.anchor()
@@ -280,11 +294,13 @@ class Transcript(VerticalScroll):
     # --- notices ---------------------------------------------------------------------------
     async def show_sources(self, context: RetrievedContext) -> None:
         """Under the last user message: the attachment text its turn placed before it."""
+        await self._ungreet()
         users = self.query(UserMessage)
         await self.mount(Notice(sources(context), "sources"), after=users.last() if users else None)
         self.anchor()
 
     async def add_notice(self, text: str, kind: str = "info") -> Notice:
+        await self._ungreet()
         notice = Notice(text, kind)
         await self.mount(notice)
         self.anchor()
@@ -308,6 +324,15 @@ class Transcript(VerticalScroll):
     async def clear(self) -> None:
         self.reply = self.selected = None
         await self.remove_children()
+        await self.mount(Notice(GREETING, "greeting"))
+
+    async def on_mount(self) -> None:
+        if not self.children:
+            await self.mount(Notice(GREETING, "greeting"))
+
+    async def _ungreet(self) -> None:
+        """The greeting goes before anything else is shown."""
+        await self.query(".-greeting").remove()
 
     # --- reading back (the last reply, tests) --------------------------------------------
     def replies(self) -> list[Reply]:
