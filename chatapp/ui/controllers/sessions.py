@@ -10,11 +10,12 @@ deleting are single SQLite statements, so they run where they are asked for.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Literal
 
 from chatapp.engine.chat.engine import Engine
-from chatapp.engine.sessions import LiveSession, SessionManager, validate_name
+from chatapp.engine.sessions import LiveSession, SaveReport, SessionManager, validate_name
 from chatapp.engine.sessions.fingerprint import model_id, same_model
 from chatapp.engine.sessions.names import name_from
 from chatapp.engine.sessions.store import ModelIdentity
@@ -284,20 +285,16 @@ class SessionController:
 
     def autosave(self, live: LiveSession, record: TurnRecord) -> None:
         """On the turn's worker, right after TurnFinished: save the turn (its record annotated)."""
-        try:
-            saved = live.save_turn(record)
-        except (ChatappError, OSError) as exc:
-            error = exc.one_line() if isinstance(exc, ChatappError) else str(exc)
-            self.app.post_message(SessionSaved(live.name, [], f"session {live.name} not saved: {error}",
-                                               conflict=exc if isinstance(exc, SessionConflict) else None))
-            return
-        if saved.notices:
-            self.app.post_message(SessionSaved(live.name, saved.notices))
+        self._save(live, lambda: live.save_turn(record))
 
     def save_after_change(self, live: LiveSession) -> None:
         """On a branch worker, after a switch or a delete changed the active leaf: save it."""
+        self._save(live, live.save_now)
+
+    def _save(self, live: LiveSession, save: Callable[[], SaveReport]) -> None:
+        """Run a save on a worker; what went wrong, or what it noticed, goes to the app as SessionSaved."""
         try:
-            saved = live.save_now()
+            saved = save()
         except (ChatappError, OSError) as exc:
             error = exc.one_line() if isinstance(exc, ChatappError) else str(exc)
             self.app.post_message(SessionSaved(live.name, [], f"session {live.name} not saved: {error}",
