@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -18,8 +18,10 @@ from chatapp.config import Settings
 from chatapp.engine.events import ContextRetrieved, ContextTrimmed, TextDelta, TurnDone
 from chatapp.engine.retrieval.context import RetrievedContext
 from chatapp.engine.retrieval.loading import Loaded
+from chatapp.engine.sampling import TokenProbs
 from chatapp.engine.stats import DRAFT_KEYS, ROOFLINE_KEYS, TurnRecord
 from chatapp.errors import InputError, OutputError, ServerError
+from chatapp.format import visible_piece
 
 if TYPE_CHECKING:  # both are imported where they are first needed, after the arguments are checked
     from chatapp.engine.chat.engine import Engine
@@ -100,6 +102,17 @@ def sources_line(context: RetrievedContext) -> str:
     """E.g. "retrieved: docs/typer.md lines 10-42 "Installation" (3.1), notes.txt (whole file)"."""
     return "retrieved: " + ", ".join(entry.label().strip("[]") + ("" if entry.whole else f" (score {entry.score:.2f})")
                                      for entry in context.entries)
+
+
+def alternatives_table(probs: Sequence[TokenProbs]) -> str:
+    """`ask --logprobs N` without --json: one line per reply token, its probability and the
+    model's top candidates, e.g. `  ' blue'  62.1%  | ' red' 20.3% · ' green' 9.8%`."""
+    lines = ["", "token probabilities (the model's own; candidates most likely first):"]
+    width = min(max((len(visible_piece(step.token)) for step in probs), default=0) + 2, 24)
+    for step in probs:
+        others = " · ".join(f"{visible_piece(c.token)!r} {c.p:.1%}" for c in step.top if c.id != step.id)
+        lines.append(f"  {visible_piece(step.token)!r:<{width}} {step.p:6.1%}  | {others}")
+    return "\n".join(lines) + "\n"
 
 
 def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_json: bool,
@@ -212,6 +225,8 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
                         data.setdefault(key, None)
                     out.write(json.dumps(data, ensure_ascii=False) + "\n")
                 elif not record.extra.get("server_error"):  # a broken turn gets its one line below
+                    if record.probs:
+                        out.write(alternatives_table(record.probs))
                     err.print(f"[dim]{stats_line(record)}[/]")
                 why = str(record.extra.get("draft_off_because", ""))
                 if why and why != said_drafting:  # found out at the first drafted turn: said once

@@ -149,8 +149,9 @@ def ask(
                               "(see chatapp sessions tree; 'root' for a new first question), and the run "
                               "continues on that branch.")] = None,
     logprobs: Annotated[int, typer.Option(
-        "--logprobs", help=f"With --json: each reply token's probability, rank and entropy, and its top N "
-                           f"alternatives before and after the sampler chain (0 to {MAX_LOGPROBS}).")] = 0,
+        "--logprobs", help=f"Each reply token's probability and its top N alternatives, as a table after the "
+                           f"reply; with --json also its rank, entropy and the sampler chain's share "
+                           f"(0 to {MAX_LOGPROBS}).")] = 0,
     at_token: Annotated[Optional[int], typer.Option(
         "--at-token", help="With --branch-from REPLY and --token: keep the reply's first K tokens, put --token "
                            "in place of the next one, and decode on from there (a new sibling reply).")] = None,
