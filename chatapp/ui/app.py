@@ -434,13 +434,10 @@ class ChatApp(KeyBurstApp[None]):
         return problems
 
     def run(self, **kwargs: Any) -> None:
-        """App.run on an event loop of this app's own, closed without joining the thread workers.
-
-        App.run uses asyncio.run, which ends by joining every thread of the default executor,
-        where Textual runs thread workers: a worker stuck in llama.cpp or in a file kept the
-        process, and a blank terminal, for as long as it ran (18 minutes in one report).
-        release_engine decides how long to wait instead, and chatapp.commands.tui ends the
-        process without waiting for a worker still running after that."""
+        """App.run on an event loop of this app's own, closed without joining the thread workers:
+        asyncio.run joins them, and a worker stuck in llama.cpp kept the process and a blank
+        terminal for as long as it ran (18 minutes in one report). release_engine decides how
+        long to wait instead; chatapp.commands.tui then ends the process."""
         loop = asyncio.new_event_loop()
         try:
             return super().run(loop=loop, **kwargs)
@@ -580,6 +577,9 @@ class ChatApp(KeyBurstApp[None]):
 
     def on_transcript_clicked(self, message: Transcript.Clicked) -> None:
         self._composer.focus()
+
+    def on_transcript_sibling_clicked(self, message: Transcript.SiblingClicked) -> None:
+        self.branches_ui.sibling_at(message.index, message.step)
 
     def on_tokens_panel_alternative_chosen(self, message: TokensPanel.AlternativeChosen) -> None:
         message.stop()

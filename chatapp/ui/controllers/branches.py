@@ -220,9 +220,13 @@ class BranchController:
     def next_sibling(self) -> None:
         self._sibling(+1)
 
-    def _sibling(self, step: int) -> None:
-        chosen = self.app.selection()
-        index = chosen.index if chosen is not None else None
+    def sibling_at(self, index: int, step: int) -> None:
+        """‹ or › clicked on the message at `index` of the path."""
+        self._sibling(step, index)
+
+    def _sibling(self, step: int, index: int | None = None) -> None:
+        if index is None and (chosen := self.app.selection()) is not None:
+            index = chosen.index
         if index is None:  # the last message that has siblings
             drawn, _ = shown_path(self.app.engine)
             index = next((i for i in range(len(drawn) - 1, -1, -1) if drawn[i].siblings > 1), None)

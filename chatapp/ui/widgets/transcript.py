@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from textual import events
 from textual.containers import VerticalScroll
+from textual.geometry import Region
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Static
@@ -56,6 +57,19 @@ def name_message(widget: Widget, message_id: str, position: int = 1, siblings: i
     widget.message_id, widget.position, widget.siblings = message_id, position, siblings
     widget.border_title = title("user" if isinstance(widget, UserMessage) else "assistant",
                                 message_id, position, siblings)
+
+
+def arrow_at(widget: Widget, x: int) -> int:
+    """-1 or +1 when column `x` of the message's title row is on its ‹ or ›, else 0. Read from
+    the row as drawn, so wherever the theme's CSS puts the title, the arrow is where it shows."""
+    if getattr(widget, "siblings", 1) < 2:
+        return 0
+    row = widget.render_lines(Region(0, 0, widget.outer_size.width, 1))[0].text
+    for arrow, step in (("‹", -1), ("›", +1)):
+        at = row.rfind(arrow)
+        if at >= 0 and abs(x - at) <= 1:
+            return step
+    return 0
 
 
 def quote(text: str, width: int = 32) -> str:
@@ -235,11 +249,22 @@ class Transcript(VerticalScroll):
         while widget is not None and widget is not self and not isinstance(widget, (UserMessage, Reply)):
             widget = widget.parent
         if isinstance(widget, (UserMessage, Reply)) and widget.message_id:
-            self.select(None if widget is self.selected else widget)
+            step = arrow_at(widget, event.screen_x - widget.region.x) if event.screen_y == widget.region.y else 0
+            if step:  # ‹ or › in its title: the sibling before or after, as in llama.cpp's WebUI
+                self.post_message(self.SiblingClicked(self.messages().index(widget), step))
+            else:
+                self.select(None if widget is self.selected else widget)
         self.post_message(self.Clicked())  # typing goes on in the composer, as it does in a chat
 
     class Clicked(Message):
         """A click in the transcript (a message selected, or the selection cleared)."""
+
+    class SiblingClicked(Message):
+        """‹ (step -1) or › (step +1) clicked in the title of the message at `index` of the path."""
+
+        def __init__(self, index: int, step: int) -> None:
+            super().__init__()
+            self.index, self.step = index, step
 
     # --- turns ---------------------------------------------------------------------------
     async def add_user(self, text: str) -> UserMessage:
