@@ -188,8 +188,10 @@ async def test_the_theme_picker_offers_what_themes_list_lists(make_app):
         await wait_until(pilot, lambda: isinstance(app.screen, CommandPalette))
         await pilot.pause(0.5)
         options = app.screen.query_one(OptionList)
-        offered = {str(options.get_option_at_index(i).prompt) for i in range(options.option_count)}
-        assert offered == set(load_themes().names())
+        prompts = [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
+        assert {prompt.splitlines()[0] for prompt in prompts} == set(load_themes().names())
+        marked = [prompt for prompt in prompts if "the theme now" in prompt]
+        assert [prompt.splitlines()[0] for prompt in marked] == [app.theme]  # the current one is marked
         await pilot.press(*"textual-dark")
         await pilot.pause(0.5)
         await pilot.press("enter")
