@@ -175,7 +175,9 @@ SHIPPED_THEMES = sorted(theme.name for theme in load_themes().themes)
 
 def scripted_app(default_model_path, theme: str) -> ChatApp:
     # Prefill while typing runs when the typing pauses: how much it did before Enter depends on
-    # timing, so the snapshots leave it off (tests/ui/test_typing_prefill.py covers it).
-    settings = Settings(theme=theme, n_ctx=4096, temperature=0.0, prefill_while_typing=False)
+    # timing, so the snapshots leave it off (tests/ui/test_typing_prefill.py covers it). Incognito:
+    # keeping the chat is a save on the turn's worker and a toast, which the snapshots would race
+    # (tests/ui/test_first_hour_sessions.py covers keeping).
+    settings = Settings(theme=theme, n_ctx=4096, temperature=0.0, prefill_while_typing=False, incognito=True)
     engine = Engine(ScriptedBackend(str(default_model_path), n_ctx=4096), settings)
     return ChatApp(engine, settings=settings)

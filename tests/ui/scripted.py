@@ -138,6 +138,9 @@ class ScriptedBackend:
     def clear_cache(self) -> None:
         self._kv.clear()
 
+    def keep_cache_prefix(self, n: int) -> None:
+        del self._kv[n:]
+
     def fingerprint(self) -> dict[str, str | int | bool]:
         return {"model_sha256": "scripted", "n_ctx": self.summary.n_ctx}
 
