@@ -69,7 +69,7 @@ def build_tree(branches: int = 100):
 async def measure(app, rounds: int, switches: int) -> dict[str, list[float]]:
     from chatapp.ui.messages import BranchChanged, SessionOpened
     from chatapp.ui.screens.tree import TreeScreen
-    from chatapp.ui.controllers.sessions import show_conversation
+    from chatapp.ui.shown import shown_path
     from chatapp.ui.widgets.transcript import Transcript
 
     figures: dict[str, list[float]] = {"open tree": [], "open path": [], "open wall": [], "draw": [],
@@ -103,7 +103,7 @@ async def measure(app, rounds: int, switches: int) -> dict[str, list[float]]:
         transcript = app.query_one(Transcript)
         for _ in range(rounds):
             started = time.thread_time()
-            await show_conversation(transcript, app.engine)
+            await app.show_path(*shown_path(app.engine), anew=True)  # as a session opened draws it
             await pilot.pause()
             figures["draw"].append((time.thread_time() - started) * 1000)
         for n in range(switches):
