@@ -227,7 +227,7 @@ class ChatApp(KeyBurstApp[None]):
     async def show_path(self, path: list[Shown], dropped: int = 0, select: int | None = None, *,
                         anew: bool = False) -> None:
         if anew:
-            await self._transcript.clear()
+            await self._transcript.clear(greet=not path)
         await self._transcript.show_path(path, dropped)
         drawn = self._transcript.messages()
         if select is not None and 0 <= select < len(drawn):
