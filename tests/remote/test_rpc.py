@@ -27,7 +27,9 @@ def rpc_cluster(default_model_path, tmp_path_factory):
             if worker.popen.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"rpc-server did not start:\n{worker.tail()}")
             time.sleep(0.1)
-        server = start_llama_server(default_model_path, folder, "--rpc", f"127.0.0.1:{port}", "-ngl", "99")
+        # Flash attention off, as in-process on an f16 cache: replies are compared below.
+        server = start_llama_server(default_model_path, folder, "--rpc", f"127.0.0.1:{port}", "-ngl", "99",
+                                    "-fa", "off")
     except BaseException:
         worker.stop()
         raise

@@ -66,7 +66,7 @@ async def test_every_panel_shows_the_servers_figures(server_app, llama_server):
         assert NOT_REPORTED in kv.plain  # KV bytes: the server does not say its cache type
 
         tokens = app.query_one(TokensPanel)
-        assert tokens.turn_view == done.view and len(done.view) == record.kv_used
+        assert list(tokens.turn_view) == done.view and len(done.view) == record.kv_used
 
         quant = app.query_one(QuantPanel)
         assert quant.info is not None and quant.info.file_type == "Q4_1"  # the same file, readable here

@@ -71,12 +71,10 @@ def fixed_ids(monkeypatch) -> None:
 def shown_after(record, view=(), branch=None):
     """The shown branch after a turn, as the App sets it: the turn's record and view, and figures
     as the engine gives them right after a turn (every cell in use is the branch's)."""
-    from chatapp.engine.chat.branch_states import BranchFigures
+    from chatapp.ui.controllers.turns import record_figures
     from chatapp.ui.shown import ShownBranch
 
-    figures = BranchFigures(record.extra.get("message_id"), record.kv_used, record.kv_used, record.kv_used,
-                            record.n_ctx)
-    return (branch or ShownBranch()).after_turn(record, list(view), figures)
+    return (branch or ShownBranch()).after_turn(record, list(view), record_figures(record))
 
 
 TURN_TIMEOUT = 120.0

@@ -127,9 +127,15 @@ def stream_turn(engine: Engine, events: Iterator[Event], post: Callable[[Message
             if pending and live is not None:
                 post(ReplyProgress(text, live))
             record = event.record if annotate is None else annotate(event.record)
-            post(TurnFinished(record, event.view, engine.branch_figures()))
+            post(TurnFinished(record, event.view, figures_of(engine) or record_figures(record)))
             if finish is not None:
                 finish(record)
+
+
+def record_figures(record: TurnRecord) -> BranchFigures:
+    """The leaf's figures as the turn's own record gives them, for when the engine cannot count
+    them now (a llama-server gone at the end of the reply): every cell in use is the branch's."""
+    return BranchFigures(record.extra.get("message_id"), record.kv_used, record.kv_used, record.kv_used, record.n_ctx)
 
 
 def figures_of(engine: Engine) -> BranchFigures | None:
