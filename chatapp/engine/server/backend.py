@@ -332,10 +332,6 @@ class ServerBackend:
                                 "of this chat (another client used it?)")
         return CacheState(list(self._tokens), b"", {"slot_file": name, "slot_tokens": saved})
 
-    def keep_cache_prefix(self, n: int) -> None:
-        """The slot's cells past `n` can't be erased one by one: the next turn overwrites them."""
-        self._tokens = self._tokens[:max(0, n)]
-
     def restore_cache(self, state: CacheState, keep: int) -> bool:
         name, expected = state.meta.get("slot_file"), state.meta.get("slot_tokens")
         self._tokens = []

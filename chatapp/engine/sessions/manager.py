@@ -264,10 +264,6 @@ class SessionManager:
             path = self.active_state_path(stored)
             if not path.exists():
                 path = self.state_path(stored.state_key)  # written before conversations were trees
-            if not path.exists() and stored.leaf:  # the leaf kept none: the kept state nearest to it
-                kept, _ = engine.restore_nearest()
-                if kept:
-                    return kept, ""
             state = read_state(path)
         except SessionError as exc:  # an edited key: no file is looked for (the next save gives a new one)
             return 0, exc.message
@@ -315,7 +311,7 @@ class SessionManager:
             meta = {**fingerprint, **state.meta}
             atomic_write(staged, encode_state(StateFile(meta, state.tokens, len(state.tokens), state.payload)))
             os.replace(staged, path)
-            evict_lru(self.states_dir, SUFFIX, self.cap_bytes, _owner)
+            evict_lru(self.states_dir, SUFFIX, self.cap_bytes)
         except OSError as exc:
             return [f"branch KV state not saved ({disk_problem(self.states_dir) or exc.strerror or exc})"]
         finally:
@@ -336,13 +332,13 @@ class SessionManager:
             return SaveReport(None, notices=[] if not kv else ["KV state not kept: state_cap_mb is 0"])
         staged = temp_path(path)
         try:
+            valid = common_prefix(kv, engine.prompt_ids())
             make_private_dir(self.states_dir)
-            cache = engine.path_cache(saved.state_key)  # the path's cells only, never text typed ahead
-            valid = common_prefix(cache.tokens, engine.prompt_ids())
+            cache = engine.save_cache(saved.state_key)
             meta = {**fingerprint, **cache.meta}
             size = atomic_write(staged, encode_state(StateFile(meta, cache.tokens, valid, cache.payload)))
             installed = self.store.if_current(saved.revision, lambda: os.replace(staged, path))
-            evicted = evict_lru(self.states_dir, SUFFIX, self.cap_bytes, _owner) if installed else []
+            evicted = evict_lru(self.states_dir, SUFFIX, self.cap_bytes) if installed else []
         except OSError as exc:
             problem = disk_problem(self.states_dir) or exc.strerror or str(exc)
             return SaveReport(None, notices=[f"KV state not saved ({problem}); the transcript is saved"])
@@ -420,44 +416,13 @@ class LiveSession:
         touch(path)
         return CacheState(state.tokens[:state.n_valid], state.payload, state.fingerprint)
 
-    def kept_branches(self) -> list[str]:
-        if not self.state_key or not valid_state_key(self.state_key):
-            return []
-        prefix = f"{self.state_key}-"
-        return [leaf for path in self.manager.state_paths(self.state_key)
-                if is_id(leaf := path.name.removesuffix(SUFFIX).removeprefix(prefix))]
-
-    def drop_branches(self, leaves: set[str]) -> None:
-        for leaf in leaves:
-            self._branches.pop(leaf, None)
-        if self.state_key:
-            self._remove_states(leaves)
-
-    def _remove_states(self, leaves) -> None:
-        for leaf in leaves:
-            with contextlib.suppress(OSError, SessionError):
-                self.manager.state_path(self.state_key, leaf).unlink(missing_ok=True)
-
-    def _stale(self) -> set[str]:
-        """Messages of this session whose state no feature uses: one that is no longer a leaf
-        (a turn continued after it) unless it is the shown one, and one deleted here. States of
-        messages this process has never seen (another process's new leaves) are left alone."""
-        tree, shown = self.engine.tree, self.engine.leaf
-        known = set(self.seen or ()) | {m.id for m in tree.messages()}
-        return {leaf for leaf in known
-                if leaf != shown and (leaf not in tree or tree.children(leaf))}
-
-    def _write_branches(self, prune: bool = True) -> list[str]:
+    def _write_branches(self) -> list[str]:
         pending, self._branches = self._branches, {}
         if not self.state_key:
             return []
-        stale = self._stale()
         notices: list[str] = []
         for leaf, state in pending.items():
-            if leaf not in stale:
-                notices += self.manager.write_branch(self.state_key, leaf, state, self.fingerprint)
-        if prune:  # only once the shown leaf's state is written: until then the old one is nearest
-            self._remove_states(stale & set(self.kept_branches()))
+            notices += self.manager.write_branch(self.state_key, leaf, state, self.fingerprint)
         return notices
 
     def changed_elsewhere(self) -> SessionConflict | None:
@@ -557,15 +522,10 @@ class LiveSession:
                                "saved under the new name")
                 self.name = saved.name
             state = self.manager.write_state(saved, engine, fingerprint)
-            notices += self._write_branches(prune=state.state_bytes > 0)
+            notices += self._write_branches()
             self._saved = self._what_is_saved()
             return replace(state, record=record, notices=notices + state.notices,
                            save_ms=(time.perf_counter() - started) * 1000)
-
-
-def _owner(path: Path) -> str:
-    """The state key a state file belongs to (its session)."""
-    return path.name.removesuffix(SUFFIX).split("-")[0]
 
 
 def _check(stop: threading.Event | None, name: str) -> None:
