@@ -72,20 +72,18 @@ def list_sessions(
     table = Table(title="Sessions", title_justify="left", box=box.SIMPLE_HEAD,
                   caption=f"{manager.store.directory}", caption_justify="left")
     # A long name (up to 64 characters) folds within its share; the first question is cut to one
-    # line. Below 100 columns the cache figures give way to it (`--json` and `show` have them).
+    # line, and below 100 columns the date leaves out its year.
     short = console.width < 100
     table.add_column("name", overflow="fold", min_width=8, max_width=max(16, console.width // 5))
-    table.add_column("first question", overflow="ellipsis", no_wrap=True, min_width=16,
-                     max_width=max(16, console.width // 3))
-    table.add_column("model", overflow="fold", min_width=10)
-    for column in ("turns",) if short else ("turns", "tokens", "state"):
+    table.add_column("first question", overflow="ellipsis", no_wrap=True, min_width=12,
+                     max_width=max(12, console.width // 4 - 8))
+    table.add_column("model", overflow="fold", min_width=12)
+    for column in ("turns", "tokens", "state"):
         table.add_column(column, justify="right", no_wrap=True)
     table.add_column("last used", no_wrap=True, min_width=len(_when(0, short)))
     for s in summaries:
-        figures = [str(s.turns)]
-        if not short:
-            size = manager.state_size(s.state_key)
-            figures += [f"{s.kv_tokens:,}", human_bytes(size) if size is not None else "[dim]none[/dim]"]
+        size = manager.state_size(s.state_key)
+        figures = [str(s.turns), f"{s.kv_tokens:,}", human_bytes(size) if size is not None else "[dim]none[/dim]"]
         table.add_row(escape(s.name), escape(s.first_line), escape(f"{s.model} ({s.quant})"), *figures,
                       _when(s.updated_at, short))
     console.print(table)

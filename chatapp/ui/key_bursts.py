@@ -38,6 +38,12 @@ class KeyBurst(Message):
         return "".join(key.character or "" for key in self.keys)
 
 
+def typed(key: events.Key) -> bool:
+    """A key that types its character: printable, and not a binding's Alt/Ctrl combination
+    (tmux and xterm send Alt+E as ESC e, which Textual reads as "alt+e" with the character "e")."""
+    return key.is_printable and bool(key.character) and (len(key.key) == 1 or "+" not in key.key)
+
+
 def gathers(message: Message) -> bool:
     """A printable key without modifiers: what a paste types (and what no binding needs).
     Textual names a key with a modifier "ctrl+x", "alt+x", ...; a plain key has no "+"."""
@@ -102,7 +108,7 @@ class KeyBurstApp(App[ReturnType]):
         return None
 
     async def on_event(self, event: events.Event) -> None:
-        if (isinstance(event, events.Key) and gathers(event) and not event.is_forwarded
+        if (isinstance(event, events.Key) and typed(event) and not event.is_forwarded
                 and (target := self.typing_target()) is not None):
             self.app_focus = True
             target.type_text(event.character)

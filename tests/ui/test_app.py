@@ -273,7 +273,8 @@ async def test_new_chat_clears_the_transcript(make_app):
         assert app.query_one(Transcript).query(Reply)
         await pilot.press("ctrl+n")
         await pilot.pause()
-        assert not app.query_one(Transcript).children
+        transcript = app.query_one(Transcript)  # the first-time greeting, and nothing else
+        assert not transcript.messages() and [n.has_class("-greeting") for n in transcript.children] == [True]
         assert [m.role for m in app.engine.messages] == ["system"]
         kv = app.query_one(KVPanel)  # the cache keeps the old cells, of which only the system prompt is reused
         figures = app.engine.branch_figures()

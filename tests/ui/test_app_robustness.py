@@ -27,7 +27,9 @@ from chatapp.ui.widgets.composer import Composer
 from chatapp.ui.widgets.transcript import UserMessage
 from tests.ui._helpers import NARROW, TURN_TIMEOUT, WIDE, header, notified, opened, send_text, store, texts, wait_until
 
-pytestmark = pytest.mark.app_settings(max_tokens=16, threads=0, opener=None)
+# Incognito: these tests are about sessions opened and saved on purpose; keeping every chat
+# is tests/ui/test_first_hour_sessions.py.
+pytestmark = pytest.mark.app_settings(max_tokens=16, threads=0, opener=None, incognito=True)
 
 EXE = Path(sys.executable).with_name("chatapp")
 
@@ -76,7 +78,7 @@ async def test_keeping_the_chat_leaves_the_session_as_the_other_process_saved_it
         await wait_until(pilot, lambda: isinstance(app.screen, SessionChangedScreen))
         await pilot.press("k")
         await pilot.pause()
-        assert app.sessions_ui.live is None and "session: (none)" in header(app)
+        assert app.sessions_ui.live is None and "incognito: not kept" in header(app)
         await send_text(pilot, app, seen, "And a fruit?")
     assert user_turns("s") == ["Hi!", "Name a colour."]
 

@@ -31,7 +31,9 @@ from tests.ui._helpers import (
     NARROW, TURN_TIMEOUT, WIDE, Messages, finished, header, notified, opened, press_in_name_box, send_text, store,
     texts, wait_until)
 
-pytestmark = pytest.mark.app_settings(max_tokens=16, threads=0, opener=None)
+# Incognito: these tests are about sessions opened and saved on purpose; keeping every chat
+# is tests/ui/test_first_hour_sessions.py.
+pytestmark = pytest.mark.app_settings(max_tokens=16, threads=0, opener=None, incognito=True)
 
 
 # --- autosave and resume ------------------------------------------------------------------------
@@ -153,7 +155,7 @@ async def test_without_a_session_nothing_is_saved(make_app):
     app, seen = make_app()
     async with app.run_test(size=NARROW, message_hook=seen) as pilot:
         await send_text(pilot, app, seen, "Hi!")
-        assert "session: (none)" in header(app)
+        assert "incognito: not kept" in header(app)
     app.release_engine()
     assert store().store.summaries() == []
 
@@ -248,7 +250,8 @@ async def test_save_as_new_and_open_from_the_sessions_screen(make_app):
         rows = [table.get_row_at(i) for i in range(table.row_count)]
         assert rows[0][0] == "fresh (open)"  # most recently used first
         fruit = next(r for r in rows if r[0] == "fruit")
-        assert fruit[1].startswith(app.engine.summary.name) and fruit[2] == "1"
+        # name, first question, model, turns, …
+        assert fruit[1] == "Name a fruit." and fruit[2].startswith(app.engine.summary.name) and fruit[3] == "1"
         table.move_cursor(row=screen.names.index("fruit"))
         await pilot.press("enter")
         opening = await opened(pilot, seen, 3)
@@ -285,7 +288,7 @@ async def test_rename_and_delete_from_the_sessions_screen(make_app):
         await pilot.press("y")
         await pilot.pause()
         assert screen.names == [] and store().store.summaries() == []
-        assert app.sessions_ui.live is None and "session: (none)" in header(app)
+        assert app.sessions_ui.live is None and "incognito: not kept" in header(app)
         await pilot.press("escape")
         assert not isinstance(app.screen, SessionsScreen)
         await send_text(pilot, app, seen, "Still here?")  # no session: nothing is saved
@@ -310,7 +313,7 @@ async def test_new_chat_leaves_the_open_session_as_saved(make_app):
         await send_text(pilot, app, seen, "Hi!")
         await pilot.press("ctrl+n")
         await pilot.pause()
-        assert app.sessions_ui.live is None and "session: (none)" in header(app)
+        assert app.sessions_ui.live is None and "incognito: not kept" in header(app)
         await send_text(pilot, app, seen, "Another topic.")
     assert [m.content for m in store().store.get("kept").messages if m.role == "user"] == ["Hi!"]
 
@@ -343,7 +346,7 @@ async def test_a_newer_session_database_is_one_line_and_the_app_keeps_running(ma
         await pilot.pause()
         await notified(pilot, seen, lambda n: n.severity == "error" and "newer chatapp" in n.message
                        and "\n" not in n.message)
-        assert "session: (none)" in header(app) and app.sessions_ui.live is None
+        assert "incognito: not kept" in header(app) and app.sessions_ui.live is None
         await pilot.press("f6")
         await pilot.pause()
         assert not isinstance(app.screen, SessionsScreen)
@@ -355,7 +358,7 @@ async def test_an_invalid_session_name_at_start_is_one_line(make_app):
     async with app.run_test(size=NARROW, message_hook=seen) as pilot:
         await pilot.pause()
         await notified(pilot, seen, lambda n: n.severity == "error" and "invalid session name" in n.message)
-        assert "session: (none)" in header(app)
+        assert "incognito: not kept" in header(app)
 
 
 def live_on(fingerprint: dict, name: str = "smollm2", quant: str = "Q4_1") -> SimpleNamespace:

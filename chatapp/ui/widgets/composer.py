@@ -22,6 +22,7 @@ from textual.events import Key, Paste
 from textual.message import Message
 from textual.widgets import TextArea
 
+from chatapp.ui.key_bursts import typed
 from chatapp.ui.path_complete import complete_path
 
 BURST_FLUSH_S = 0.05
@@ -85,9 +86,7 @@ class Composer(TextArea):
 
     def on_key(self, event: Key) -> None:
         burst = bool(self._typed)
-        if "+" in event.key and event.is_printable:
-            # Alt+E arrives from tmux and xterm as ESC e, which Textual reads as "alt+e" with the
-            # character "e": it is a binding's key, and TextArea must not type the "e".
+        if event.is_printable and not typed(event):  # Alt+E as tmux sends it: a binding's, not an "e"
             event.prevent_default()
             return
         if event.is_printable and event.character and not self.read_only:
