@@ -196,7 +196,7 @@ class ChatApp(KeyBurstApp[None]):
                     yield self._panels["kv"].data_bind(app.branch, app.live_cells, app.model)
                     yield self._panels["speed"].data_bind(app.branch, app.prefill_progress, app.prefill_done,
                                                           app.decode, app.model, typing=app.typed_ahead)
-                    yield self._panels["quant"].data_bind(app.model, app.model_info, app.branch, app.live_cells)
+                    yield self._panels["quant"].data_bind(app.model, app.model_info, app.branch)
         yield self._composer
         yield Footer()
 

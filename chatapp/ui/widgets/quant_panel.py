@@ -34,7 +34,9 @@ class QuantPanel(ThemedPanel):
     model_info: reactive[ModelInfo | None] = reactive(None, init=False)
     """The tensor scan of the loaded model's file (the App's: None until it is done)."""
     branch: reactive[ShownBranch] = reactive(ShownBranch, init=False)
-    live_cells: reactive[int | None] = reactive(None, init=False)
+    """The shown branch: its cells are "KV now". Not the live cells of a turn being written, which
+    the KV panel shows: the mix and memory bars redrawn seven times a second would take the UI
+    thread's time from decode, as this panel never did before."""
 
     def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
@@ -49,9 +51,6 @@ class QuantPanel(ThemedPanel):
     def watch_branch(self) -> None:
         self.redraw()
 
-    def watch_live_cells(self) -> None:
-        self.redraw()
-
     @property
     def summary(self) -> ModelSummary | None:
         return self.model
@@ -62,8 +61,8 @@ class QuantPanel(ThemedPanel):
 
     @property
     def kv_used(self) -> int:
-        """Cells in use now: the running turn's, else the shown branch's (the KV panel's figure)."""
-        return self.live_cells if self.live_cells is not None else self.branch.cells
+        """Cells the shown branch holds (the KV panel's figure between turns)."""
+        return self.branch.cells
 
     # --- figures ------------------------------------------------------------------------
     @property
