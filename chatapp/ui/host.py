@@ -70,9 +70,13 @@ class EngineGate:
             yield None if self.released else self.engine
 
     def close(self, engine: Engine) -> None:
-        """Close an engine that was replaced, once no worker is using it."""
+        """Close an engine that was replaced, once no worker is using it. The locks are only
+        passed through: a worker that took the old engine holds one while it uses it, and every
+        later one gets the new engine, so the close itself need not keep the new one's users
+        (prefill while typing gives up after LOCK_WAIT_S) waiting."""
         with self._turn, self._tokenize:
-            engine.close()
+            pass
+        engine.close()
 
     def release(self, last_words: Callable[[Engine], list[str]], timeout: float) -> list[str]:
         """Stop any turn, wait up to `timeout` in all for the workers using the engine, call
