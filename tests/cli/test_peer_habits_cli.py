@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.cli.one_line import one_line
 
 EXE = Path(sys.executable).with_name("chatapp")
 
@@ -34,13 +35,6 @@ def run(isolated_dirs):
                               **kwargs)
 
     return run
-
-
-def one_line(out: subprocess.CompletedProcess) -> str:
-    assert "Traceback" not in out.stderr, out.stderr
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1, out.stderr
-    return lines[0]
 
 
 # --- a mistyped command --------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.engine.models.stores import LMSTUDIO_NAME, OLLAMA_NAME, build
+from tests.cli.one_line import one_line
 
 EXE = Path(sys.executable).with_name("chatapp")
 LIMIT = 90
@@ -36,13 +37,6 @@ def config_file(isolated_dirs) -> Path:
     path = Path(isolated_dirs["XDG_CONFIG_HOME"]) / "chatapp" / "config.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def one_line(out: subprocess.CompletedProcess) -> str:
-    assert "Traceback" not in out.stderr, out.stderr
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1, out.stderr
-    return lines[0]
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "too-big"])

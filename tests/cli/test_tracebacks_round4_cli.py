@@ -18,6 +18,7 @@ from chatapp.engine.events import Message
 from chatapp.engine.local.drafting import POLICY_CACHE
 from chatapp.engine.local.exact_batches import CACHE
 from chatapp.engine.sessions.store import ModelIdentity, SessionStore, Snapshot
+from tests.cli.one_line import one_line
 
 EXE = Path(sys.executable).with_name("chatapp")
 
@@ -32,13 +33,6 @@ def run(isolated_dirs, tmp_path):
         return subprocess.run([str(EXE), *args], capture_output=True, text=True, env=env, timeout=300)
 
     return run
-
-
-def one_line(out: subprocess.CompletedProcess) -> str:
-    assert "Traceback" not in out.stderr, out.stderr
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1, out.stderr
-    return lines[0]
 
 
 # --- an export deeper than json nests -----------------------------------------------------------
