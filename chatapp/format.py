@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 from urllib.parse import urlsplit, urlunsplit
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
@@ -69,3 +71,25 @@ def one_line_text(text: str) -> str:
     every control character, escapes (ESC starts ANSI/OSC sequences that could set the title or
     the clipboard) and line breaks included, shown as its backslash escape."""
     return text.translate(_CONTROLS)
+
+
+def finite(value):
+    """`value` with every NaN and ±Infinity (in lists, tuples and dict values, at any depth)
+    as None: what JSON can say of a figure that is not a number."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(item) for item in value]
+    return value
+
+
+def strict_json(value, **options) -> str:
+    """`json.dumps(value, **options)` as RFC 8259 JSON, which has no NaN or Infinity: a
+    non-finite figure (an edited record's, a server's) is written as null, and `allow_nan=False`
+    makes sure that no other path lets one out."""
+    try:
+        return json.dumps(value, allow_nan=False, **options)
+    except ValueError:  # only a non-finite float raises it: the rare case pays for the copy
+        return json.dumps(finite(value), allow_nan=False, **options)

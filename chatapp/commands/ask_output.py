@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import sys
@@ -21,7 +20,7 @@ from chatapp.engine.retrieval.loading import Loaded
 from chatapp.engine.sampling import TokenProbs
 from chatapp.engine.stats import DRAFT_KEYS, ROOFLINE_KEYS, TurnRecord
 from chatapp.errors import InputError, OutputError, ServerError
-from chatapp.format import visible_piece
+from chatapp.format import strict_json, visible_piece
 
 if TYPE_CHECKING:  # both are imported where they are first needed, after the arguments are checked
     from chatapp.engine.chat.engine import Engine
@@ -223,7 +222,7 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
                         data["kv_bytes_per_token"] = None
                     for key in (*DRAFT_KEYS, *ROOFLINE_KEYS):  # a backend without the figure: null
                         data.setdefault(key, None)
-                    out.write(json.dumps(data, ensure_ascii=False) + "\n")
+                    out.write(strict_json(data, ensure_ascii=False) + "\n")
                 elif not record.extra.get("server_error"):  # a broken turn gets its one line below
                     if record.probs:
                         out.write(alternatives_table(record.probs))

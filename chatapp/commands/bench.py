@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from typing import Annotated, Optional
 
@@ -10,7 +9,7 @@ import typer
 
 from chatapp.commands.core import default_note
 from chatapp.errors import InputError
-from chatapp.format import human_bytes
+from chatapp.format import human_bytes, strict_json
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 
@@ -41,7 +40,7 @@ def bandwidth(
     backend = local_decode_device(settings)
     if as_json:
         gpu = None if backend == "CPU" else {"backend": backend, "memory_bandwidth_gbps": None}
-        typer.echo(json.dumps({**asdict(result), "gpu": gpu}))
+        typer.echo(strict_json({**asdict(result), "gpu": gpu}))
         return
     typer.echo(f"memory read bandwidth: {result.gbps:.1f} GB/s ({result.threads} threads reading "
                f"{human_bytes(result.buffer_bytes)}, best of {result.passes} passes, {result.seconds:.2f} s)")

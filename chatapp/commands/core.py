@@ -5,7 +5,6 @@ chatapp.cli registers these on its typer app (`register`), so this layer never i
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -19,6 +18,7 @@ from chatapp.commands.opening import open_engine, settings_with
 from chatapp.config import DRAFT_MODES, Settings
 from chatapp.engine.sampling import MAX_LOGPROBS, check_logprobs
 from chatapp.errors import InputError
+from chatapp.format import strict_json
 
 FLAG = ""
 """The metavar of an on/off option: typer 0.29's help shows `<bool>` after a flag without one,
@@ -240,7 +240,7 @@ def tokenize(
     engine = open_engine(settings_with(n_ctx=256), model)
     tokens = engine.tokenize(text)
     if as_json:
-        print(json.dumps([t.to_json() for t in tokens], ensure_ascii=False))
+        print(strict_json([t.to_json() for t in tokens], ensure_ascii=False))
         return
     out = Console()
     styles = ("black on cyan", "black on yellow")

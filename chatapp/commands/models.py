@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from typing import Annotated, Optional
 
@@ -14,7 +13,7 @@ from rich.table import Table
 from chatapp.commands.models_list import list_models
 from chatapp.config import KV_TYPES
 from chatapp.errors import InputError, ModelError
-from chatapp.format import human_bytes, human_count, one_line_text
+from chatapp.format import human_bytes, human_count, one_line_text, strict_json
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 ModelArg = Annotated[Optional[str], typer.Argument(
@@ -47,7 +46,7 @@ def info(
     kv = {name: kv_bytes_per_token(facts, name) for name in KV_TYPES}
     decode = _decode_facts(facts, kv_type, settings)
     if as_json:
-        typer.echo(json.dumps({**asdict(facts), "kv_bytes_per_token": kv, "decode": decode}, indent=2))
+        typer.echo(strict_json({**asdict(facts), "kv_bytes_per_token": kv, "decode": decode}, indent=2))
         return
     console = Console()
     console.print(_facts_table(facts))
@@ -125,7 +124,7 @@ def anatomy(
     except (ValueError, OSError) as exc:
         raise ModelError(f"cannot inspect {path}: {exc}") from None
     if as_json:
-        typer.echo(json.dumps(facts.to_json(), indent=2))
+        typer.echo(strict_json(facts.to_json(), indent=2))
         return
     console = Console()
     console.print(f"[bold]{escape(one_line_text(facts.name))}[/bold]  [dim]{escape(one_line_text(facts.path))}[/dim]")

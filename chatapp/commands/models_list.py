@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -13,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from chatapp.engine.models.sources import SOURCE_TITLES, SOURCES
-from chatapp.format import human_bytes, human_count, one_line_text
+from chatapp.format import human_bytes, human_count, one_line_text, strict_json
 
 
 def list_models(
@@ -33,7 +32,7 @@ def list_models(
         print(f"chatapp: note: {one_line_text(problem)}", file=sys.stderr)
     listed = [row.to_json() for row in found]
     if as_json:
-        typer.echo(json.dumps(listed))
+        typer.echo(strict_json(listed))
         return
     default = load_catalog().default
     console = Console()

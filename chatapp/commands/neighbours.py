@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Optional
 
 import typer
@@ -12,7 +11,7 @@ from rich.table import Table
 
 from chatapp.commands.core import ModelOpt, default_note
 from chatapp.errors import InputError, ModelError
-from chatapp.format import one_line_text, visible_piece
+from chatapp.format import one_line_text, strict_json, visible_piece
 
 MAX_K = 1000
 
@@ -85,7 +84,7 @@ def neighbours(
     if as_json:
         # allow_nan=False: a score the model's file cannot give is null (Neighbour.to_json), and
         # a NaN that got through anyway is an error here rather than output that is not JSON.
-        typer.echo(json.dumps([n.to_json() for n in found], ensure_ascii=False, allow_nan=False))
+        typer.echo(strict_json([n.to_json() for n in found], ensure_ascii=False))
         return
     chosen = tokens[index]
     title = escape(f"Nearest to {visible_piece(chosen.piece)!r} (id {chosen.id})")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from enum import Enum
 from pathlib import Path
@@ -14,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from chatapp.format import human_bytes
+from chatapp.format import human_bytes, strict_json
 from chatapp.config import load_settings
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
@@ -59,7 +58,7 @@ def list_sessions(
     manager = _manager()
     summaries = manager.store.summaries()
     if as_json:
-        print(json.dumps({"directory": str(manager.store.directory), "sessions": [
+        print(strict_json({"directory": str(manager.store.directory), "sessions": [
             {"name": s.name, "first_line": s.first_line, "model": s.model, "quant": s.quant, "turns": s.turns,
              "kv_tokens": s.kv_tokens, "state_bytes": manager.state_size(s.state_key), "created_at": s.created_at,
              "updated_at": s.updated_at} for s in summaries]}, ensure_ascii=False))
@@ -178,7 +177,7 @@ def export(
     for notice in session.notices:  # rows that could not be read as saved: exported as the stand-ins
         err.print(f"[yellow]session {escape(name)}: {escape(notice)}[/]")
     data = session_data(store, name, session, all_branches=all_branches)
-    text = json.dumps(data, ensure_ascii=False, indent=2) + "\n" if fmt is ExportFormat.json else to_markdown(data)
+    text = strict_json(data, ensure_ascii=False, indent=2) + "\n" if fmt is ExportFormat.json else to_markdown(data)
     if output is None:
         print(text, end="")
         return
@@ -198,7 +197,7 @@ def tree(name: NameArg,
     rows = tree_rows(session)
     if as_json:
         keys = ("id", "parent", "role", "content", "active", "children")
-        print(json.dumps([{k: row[k] for k in keys} for row in rows], ensure_ascii=False, indent=2))
+        print(strict_json([{k: row[k] for k in keys} for row in rows], ensure_ascii=False, indent=2))
         return
     console = Console(highlight=False)
     console.print(f"[bold]{escape(name)}[/bold] · {len(rows)} message{'s' if len(rows) != 1 else ''}, "

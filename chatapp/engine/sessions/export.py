@@ -22,6 +22,7 @@ from chatapp.engine.sessions.files import atomic_write
 from chatapp.engine.sessions.store import SessionStore, StoredSession
 from chatapp.engine.stats import DRAFT_KEYS
 from chatapp.errors import ChatappError, InputError, OutputError
+from chatapp.format import finite
 from chatapp.private import create_private
 
 EXPORT_FORMAT = "chatapp-session"
@@ -35,7 +36,7 @@ JOURNAL_KEYS = ("prompt_tokens", "cached_tokens", "prefill_tokens", "restored_to
 def journal_entry(turn: int, message_index: int, record: dict) -> dict:
     """The figures that tell how a turn ran, with cache reuse as a share of the prompt."""
     entry = {"turn": turn, "message_index": message_index}
-    entry.update({key: record.get(key) for key in JOURNAL_KEYS})
+    entry.update({key: finite(record.get(key)) for key in JOURNAL_KEYS})  # NaN or Infinity: not a figure
     prompt, cached = record.get("prompt_tokens"), record.get("cached_tokens")
     ok = isinstance(prompt, int) and isinstance(cached, int) and prompt > 0
     entry["cache_reuse"] = round(cached / prompt, 4) if ok else None

@@ -1,0 +1,48 @@
+"""What `sessions export` and `show` write, on seeded databases (no model needed): JSON that any
+strict parser reads, every branch's message written once in Markdown, and a turn record too
+large to read summarized instead of parsed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chatapp import paths
+from chatapp.engine.events import Message
+from chatapp.engine.sessions.store import ModelIdentity, SessionStore, Snapshot, TurnRow
+
+MODEL = ModelIdentity("smollm2-135m-instruct", "/m.gguf", "ab" * 32, "Q4_1")
+MESSAGES = [Message("system", "Be brief."), Message("user", "Hi"), Message("assistant", "Hello!")]
+
+
+def strict(text: str):
+    """json.loads as RFC 8259 has it: NaN, Infinity and -Infinity are not JSON."""
+    def refuse(constant: str):
+        raise AssertionError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.fixture(autouse=True)
+def wide_terminal(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+def test_figures_that_are_not_numbers_are_exported_as_null(invoke):
+    nan, inf = float("nan"), float("inf")
+    record = {"reply": "Hello!", "prompt_tokens": 30, "cached_tokens": 0, "prefill_tokens": 30, "prefill_tps": inf,
+              "ttft_ms": nan, "decode_tps": -inf, "logprobs": [{"id": 1, "token": "Hello", "logprob": -inf,
+                                                                 "p_sampled": nan, "rank": 1, "entropy": inf,
+                                                                 "top": []}]}
+    SessionStore.open(paths.sessions_dir()).save(Snapshot("odd", MODEL, MESSAGES, 1, 0),
+                                                 TurnRow(2, "CPU", 30, 0.0, record))
+    out = invoke("sessions", "export", "odd", "--format", "json")
+    assert out.exit_code == 0, out.output
+    [entry] = strict(out.stdout)["journal"]
+    figures = (entry["prefill_tps"], entry["ttft_ms"], entry["decode_tps"], entry["prompt_tokens"])
+    assert figures == (None, None, None, 30)
+    assert entry["logprobs"][0]["logprob"] is None and entry["logprobs"][0]["entropy"] is None
+    markdown = invoke("sessions", "export", "odd").stdout
+    row = next(line for line in markdown.splitlines() if line.startswith("| 1 |"))
+    assert "nan" not in row.lower() and "inf" not in row.lower(), row
