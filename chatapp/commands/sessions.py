@@ -164,8 +164,8 @@ def export(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --output file.")] = False,
     all_branches: Annotated[bool, typer.Option(
         "--all-branches", help="Every branch of the conversation (JSON: a flat tree, each message naming its "
-                               "parent and children; Markdown: a section "
-                               "per branch), not only the active path.")] = False,
+                               "parent and children; Markdown: a section per branch, each message written "
+                               "once), not only the active path.")] = False,
 ) -> None:
     """Print the transcript (the active path, or --all-branches) and the per-turn performance
     journal (prefill/decode tok/s, TTFT, cache reuse, quant, KV type, backend) as Markdown or JSON."""

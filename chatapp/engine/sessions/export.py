@@ -134,6 +134,30 @@ def _drafted(entry: dict) -> str:
     return f"{drafted:,} ({accepted:,})" if isinstance(drafted, int) and drafted and isinstance(accepted, int) else "–"
 
 
+def _tree_markdown(data: dict) -> list[str]:
+    """Every branch, each message written once: branch 1 from its first question, then each
+    later branch only from where it leaves the ones before ("after ID"), so a fork adds its own
+    messages and not the whole path again (the JSON's "branches" lists each full path)."""
+    by_id = {node["id"]: node for node in data["tree"]}
+    written: set[str] = set()
+    lines = []
+    for number, branch in enumerate(data["branches"], 1):
+        new, start = [], branch[-1] if branch else None
+        active = " (active)" if start in by_id and by_id[start]["active"] else ""  # a leaf on the shown path ends it
+        while start in by_id and start not in written:  # up from the leaf to the fork already written
+            new.append(start)
+            start = by_id[start]["parent"]
+        new.reverse()
+        where = f"after {start}" if start is not None else "from the first question"
+        lines += [f"## Branch {number}{active}: {len(branch):,} messages, {where}", ""]
+        for message_id in new:
+            message = by_id[message_id]
+            suffix = " (stopped)" if message["stopped"] else ""
+            lines += [f"### {message['role']} {message_id}{suffix}", "", message["content"], ""]
+        written.update(new)
+    return lines
+
+
 def to_markdown(data: dict) -> str:
     model = data["model"]
     lines = [f"# Session {data['name']}", "",
@@ -144,14 +168,7 @@ def to_markdown(data: dict) -> str:
         system = [m for m in data["messages"] if m["role"] == "system"]
         if system:
             lines += ["## System prompt", "", system[0]["content"], ""]
-        by_id = {node["id"]: node for node in data["tree"]}
-        for number, branch in enumerate(data["branches"], 1):
-            active = " (active)" if all(by_id[i]["active"] for i in branch) else ""
-            lines += [f"## Branch {number}{active}: {' > '.join(branch)}", ""]
-            for message_id in branch:
-                message = by_id[message_id]
-                suffix = " (stopped)" if message["stopped"] else ""
-                lines += [f"### {message['role']} {message_id}{suffix}", "", message["content"], ""]
+        lines += _tree_markdown(data)
     else:
         for message in data["messages"]:
             suffix = " (stopped)" if message["stopped"] else ""
