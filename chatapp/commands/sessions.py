@@ -92,14 +92,14 @@ def list_sessions(
 def show(name: NameArg) -> None:
     """The transcript and each turn's performance figures (a long message is cut at 20,000
     characters; export has all of it)."""
-    from chatapp.engine.sessions.export import session_data
+    from chatapp.engine.sessions.export import journal_notices, session_data
 
     manager = _manager()
     session = manager.store.get(_checked(name))
     data = session_data(manager.store, name, session)
     console = Console()
     err = Console(stderr=True, highlight=False)
-    for notice in session.notices:  # rows that could not be read as saved
+    for notice in (*session.notices, *journal_notices(data)):  # rows that could not be read as saved
         err.print(f"[yellow]session {escape(name)}: {escape(notice)}[/]")
     model = data["model"]
     size = manager.state_size(session.state_key)
@@ -169,14 +169,14 @@ def export(
 ) -> None:
     """Print the transcript (the active path, or --all-branches) and the per-turn performance
     journal (prefill/decode tok/s, TTFT, cache reuse, quant, KV type, backend) as Markdown or JSON."""
-    from chatapp.engine.sessions.export import session_data, to_markdown, write_export
+    from chatapp.engine.sessions.export import journal_notices, session_data, to_markdown, write_export
 
     store = _manager().store
     session = store.get(_checked(name))
     err = Console(stderr=True, highlight=False)
-    for notice in session.notices:  # rows that could not be read as saved: exported as the stand-ins
-        err.print(f"[yellow]session {escape(name)}: {escape(notice)}[/]")
     data = session_data(store, name, session, all_branches=all_branches)
+    for notice in (*session.notices, *journal_notices(data)):  # rows that could not be read as saved
+        err.print(f"[yellow]session {escape(name)}: {escape(notice)}[/]")
     text = strict_json(data, ensure_ascii=False, indent=2) + "\n" if fmt is ExportFormat.json else to_markdown(data)
     if output is None:
         print(text, end="")

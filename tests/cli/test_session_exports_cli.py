@@ -1,16 +1,19 @@
 """What `sessions export` and `show` write, on seeded databases (no model needed): JSON that any
 strict parser reads, every branch's message written once in Markdown, and a turn record too
-large to read summarized instead of parsed."""
+large to read summarized instead of parsed (and none written that large)."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
+import tracemalloc
 
 import pytest
 
 from chatapp import paths
 from chatapp.engine.chat.tree import MessageTree
 from chatapp.engine.events import Message
+from chatapp.engine.sessions.records import RECORD_CAP, UNREAD
 from chatapp.engine.sessions.store import ModelIdentity, SessionStore, Snapshot, TurnRow
 
 MODEL = ModelIdentity("smollm2-135m-instruct", "/m.gguf", "ab" * 32, "Q4_1")
@@ -72,3 +75,42 @@ def test_an_all_branches_markdown_export_writes_each_message_once(invoke):
     assert out.stdout.count("shared answer 99 ") == 1 and out.stdout.count("## Branch ") == 100
     assert f"## Branch 100 (active): 202 messages, after {fork}" in out.stdout
     assert "## Branch 1: 202 messages, from the first question" in out.stdout
+
+
+def test_a_record_too_long_to_read_is_summarized_from_its_row_and_never_read(invoke):
+    """A record edited (or written before the cap) to 40 MB: `show` and `export` give the
+    figures its row holds apart and say why, without reading it into memory."""
+    store = SessionStore.open(paths.sessions_dir())
+    store.save(Snapshot("big", MODEL, MESSAGES, 1, 0), TurnRow(2, "CPU", 30, 20.0, {"prompt_tokens": 30}))
+    with sqlite3.connect(store.path) as conn:
+        conn.execute("UPDATE turns SET record = ?", (json.dumps({"prompt_tokens": 30, "padding": "x" * (40 << 20)}),))
+    tracemalloc.start()
+    try:
+        shown = invoke("sessions", "show", "big")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert shown.exit_code == 0, shown.output
+    assert peak < 8 << 20, f"{peak:,} bytes at the peak: the record was read"
+    assert "session big: turn 1's record is 40.0 MiB, more than the 16.0 MiB chatapp reads of one: only its " \
+           "prefill figures are shown" in " ".join(shown.stderr.split())
+    row = next(line.split() for line in shown.stdout.splitlines() if line.strip().startswith("1 "))
+    assert row[:4] == ["1", "–", "–", "30"], row  # prompt and cached unknown, prefilled from the row
+    [entry] = strict(invoke("sessions", "export", "big", "--format", "json").stdout)["journal"]
+    assert entry[UNREAD] == len(json.dumps({"prompt_tokens": 30, "padding": "x" * (40 << 20)}))
+    assert entry["prefill_tokens"] == 30 and entry["prompt_tokens"] is None
+
+
+def test_a_record_over_the_cap_is_saved_without_its_token_probabilities():
+    store = SessionStore.open(paths.sessions_dir())
+    step = {"id": 1, "token": "x", "logprob": -0.5, "p_sampled": 0.6, "rank": 1, "entropy": 0.7,
+            "top": [{"id": n, "token": "y" * 40, "logprob": -1.0, "p_sampled": 0.1} for n in range(20)]}
+    steps = RECORD_CAP // len(json.dumps(step)) + 1000
+    record = {"reply": "Hello!", "prompt_tokens": 30, "decode_tokens": steps, "logprobs": [step] * steps}
+    store.save(Snapshot("probs", MODEL, MESSAGES, 1, 0), TurnRow(2, "CPU", 30, 20.0, record))
+    with sqlite3.connect(store.path) as conn:
+        (size,) = conn.execute("SELECT length(CAST(record AS BLOB)) FROM turns").fetchone()
+    assert size <= RECORD_CAP
+    [(_, saved)] = store.turn_records("probs")
+    assert "logprobs" not in saved and saved["logprobs_dropped"] == steps
+    assert (saved["prompt_tokens"], saved["decode_tokens"], saved["reply"]) == (30, steps, "Hello!")

@@ -19,10 +19,11 @@ from pathlib import Path
 
 from chatapp.engine.chat.tree import MessageTree
 from chatapp.engine.sessions.files import atomic_write
+from chatapp.engine.sessions.records import RECORD_CAP, UNREAD
 from chatapp.engine.sessions.store import SessionStore, StoredSession
 from chatapp.engine.stats import DRAFT_KEYS
 from chatapp.errors import ChatappError, InputError, OutputError
-from chatapp.format import finite
+from chatapp.format import finite, human_bytes
 from chatapp.private import create_private
 
 EXPORT_FORMAT = "chatapp-session"
@@ -42,7 +43,16 @@ def journal_entry(turn: int, message_index: int, record: dict) -> dict:
     entry["cache_reuse"] = round(cached / prompt, 4) if ok else None
     if "logprobs" in record:  # a turn run with --logprobs or the confidence view: its tokens' probabilities
         entry["logprobs"] = record["logprobs"]
+    if UNREAD in record:  # too long to read: only the figures its row holds apart
+        entry[UNREAD] = record[UNREAD]
     return entry
+
+
+def journal_notices(data: dict) -> list[str]:
+    """A line for each turn whose record was too long to read (sessions.records)."""
+    return [f"turn {entry['turn']}'s record is {human_bytes(entry[UNREAD])}, more than the "
+            f"{human_bytes(RECORD_CAP)} chatapp reads of one: only its prefill figures are shown"
+            for entry in data["journal"] if UNREAD in entry]
 
 
 def tree_rows(session: StoredSession) -> list[dict]:

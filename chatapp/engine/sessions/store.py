@@ -22,7 +22,6 @@ notice, never as a traceback.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 import time
@@ -37,6 +36,7 @@ from chatapp.engine.retrieval.document import Attachment
 from chatapp.engine.sessions.attachment_rows import context_json, read_attachments, read_messages, write_attachments
 from chatapp.engine.sessions.merge import Conflict, SavePlan, plan_save
 from chatapp.engine.sessions.names import new_state_key, valid_state_key
+from chatapp.engine.sessions.records import read_record, record_text
 from chatapp.engine.sessions.rows import SESSION_COLUMNS, RowReader, session_row
 from chatapp.engine.sessions.schema import SCHEMA_VERSION, check_not_newer, migrate, user_version
 from chatapp.errors import SessionConflict, SessionError, SessionRemoved
@@ -325,7 +325,7 @@ class SessionStore:
                     "INSERT OR REPLACE INTO turns (session_id, message_idx, model_sha256, backend, prefill_tokens,"
                     " prefill_ms, record, created_at, message_id) VALUES (?,?,?,?,?,?,?,?,?)",
                     (session_id, idx[0] if idx else -1, model.sha256, turn.backend, turn.prefill_tokens,
-                     turn.prefill_ms, json.dumps(turn.record, ensure_ascii=False), now, message_id))
+                     turn.prefill_ms, record_text(turn.record), now, message_id))
         ids = frozenset(m.id for m in plan.messages if m.id) - plan.deletes
         return Saved(name, key, Revision(session_id, revision), plan.appended, ids)
 
@@ -475,16 +475,15 @@ class SessionStore:
             row = conn.execute("SELECT id FROM sessions WHERE name = ?", (name,)).fetchone()
             if row is None:
                 raise unknown(name)
-            rows = conn.execute("SELECT message_idx, record, message_id FROM turns WHERE session_id = ?"
-                                " ORDER BY message_idx", (row[0],)).fetchall()
-        records, read = [], RowReader()  # a record only holds figures: one that can't be read shows none
-        for idx, raw, message_id in rows:
-            try:
-                data = json.loads(raw) if isinstance(raw, str) else {}
-            except (ValueError, RecursionError):
-                data = {}
-            records.append((read.integer(idx, "message index", -1), data if isinstance(data, dict) else {},
-                            message_id if is_id(message_id) else ""))
+            rows = conn.execute("SELECT rowid, typeof(record), message_idx, message_id, prefill_tokens, prefill_ms,"
+                                " backend FROM turns WHERE session_id = ? ORDER BY message_idx", (row[0],)).fetchall()
+            records, read = [], RowReader()
+            for rowid, kind, idx, message_id, prefill_tokens, prefill_ms, backend in rows:
+                summary = {"prefill_tokens": read.integer(prefill_tokens, "prefill tokens"),  # for a long record
+                           "prefill_ms": read.number(prefill_ms, "prefill ms"),
+                           "backend": read.text(backend, "backend")}
+                records.append((read.integer(idx, "message index", -1), read_record(conn, rowid, kind, summary),
+                                message_id if is_id(message_id) else ""))
         return records
 
     def set_leaf(self, name: str, message_id: str) -> None:
