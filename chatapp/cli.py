@@ -173,6 +173,7 @@ def _register_subcommands() -> None:
     from chatapp.commands import models as models_cmd
     from chatapp.commands import sessions as sessions_cmd
     from chatapp.commands import themes as themes_cmd
+    from chatapp.commands import tools as tools_cmd
 
     core.register(app)
     app.command()(neighbours.neighbours)
@@ -182,6 +183,7 @@ def _register_subcommands() -> None:
     app.add_typer(bench_cmd.app, name="bench", cls=group, help="Measure this machine: memory bandwidth.")
     app.add_typer(themes_cmd.app, name="themes", cls=group)
     app.add_typer(sessions_cmd.app, name="sessions", cls=group)
+    app.add_typer(tools_cmd.app, name="tools", cls=group, help="The tools the model may call, and their cost.")
 
 
 def start_notices() -> list[str]:

@@ -49,6 +49,8 @@ SECRET_SETTINGS = ("api_key",)
 """Settings whose values are never shown: `config show` masks them, errors leave them out."""
 ENV_SETTINGS = {"server": "CHATAPP_SERVER", "api_key": "CHATAPP_API_KEY"}
 """Settings an environment variable overrides (a non-empty one beats the config file)."""
+TABLE_SECTIONS = ("tools", "mcp_servers")
+"""Tables of the config file that are not Settings: the tools' (chatapp.engine.tools.servers reads them)."""
 
 
 @dataclass(frozen=True)
@@ -260,6 +262,8 @@ def from_table(raw: dict, path: Path) -> Settings:
     known = {f.name: f for f in fields(Settings)}
     values = {}
     for key, value in raw.items():
+        if key in TABLE_SECTIONS:
+            continue
         if key not in known:
             raise ConfigError(f"{path}: unknown setting {key!r}")
         expected = type(getattr(Settings(), key))

@@ -77,3 +77,9 @@ class ServerError(ChatappError):
     """A llama-server could not be reached, refused us, or broke off."""
 
     title = "Server"
+
+
+class ToolError(ChatappError):
+    """A tool or MCP server could not be set up, reached or called."""
+
+    title = "Tool"

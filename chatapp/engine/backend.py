@@ -161,8 +161,10 @@ class Backend(Protocol):
     drafting: Drafting
     """Speculative decoding as the next turn will run it (see set_drafting)."""
 
-    def render(self, messages: Sequence[Message], *, add_generation_prompt: bool) -> str:
-        """The conversation through the model's own chat template."""
+    def render(self, messages: Sequence[Message], *, add_generation_prompt: bool,
+               tools: Sequence[dict] | None = None) -> str:
+        """The conversation through the model's own chat template; `tools` (OpenAI-style function
+        entries) go to a template that reads them, and one that does not leaves them out."""
 
     def tokenize_prompt(self, text: str) -> list[int]:
         """Templated text as the model reads it: special tokens parsed, BOS as the model wants."""

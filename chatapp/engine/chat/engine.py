@@ -28,6 +28,7 @@ from chatapp.engine.backend import Backend, CacheState, Drafting, GenerationSett
 from chatapp.engine.chat.branch_states import BranchFigures, BranchKeeper, BranchStates, BranchSwitch
 from chatapp.engine.chat.conversation import Conversation
 from chatapp.engine.chat.tree import ROOT, MessageTree, new_id
+from chatapp.engine.chat.tool_prompt import ToolCosts, ToolPrompt, tool_costs
 from chatapp.engine.chat.typeahead import TypeAhead, TypeAheadState, next_question
 from chatapp.engine.events import (
     ContextRetrieved, ContextTrimmed, Event, Generated, Message, PrefillDone, TextDelta, TurnDone)
@@ -36,6 +37,7 @@ from chatapp.engine.retrieval.context import RetrievedContext, placed_keys
 from chatapp.engine.sampling import TokenProbs
 from chatapp.engine.retrieval.document import Attachment
 from chatapp.engine.stats import TurnRecord
+from chatapp.engine.tools.spec import ToolSpec
 from chatapp.engine.tokens import Token, common_prefix
 from chatapp.errors import ContextFullError, InputError, ServerError
 
@@ -72,6 +74,9 @@ class Engine:
         self._typeahead = TypeAheadState()
         self._reply_probs: dict[str, tuple[TokenProbs, ...]] = {}
         """Each reply's tokens with their probabilities, by message id, where its turn computed them."""
+        self._tool_prompt = ToolPrompt(backend.render)
+        self._tools: tuple[ToolSpec, ...] = ()
+        """The tools offered to the model (set_tools): their schemas are in every prompt."""
         drafting = backend.set_drafting(settings.draft, settings.draft_max)
         if drafting.off_because:
             self.load_notices.append(drafting.describe())
@@ -322,7 +327,38 @@ class Engine:
     # --- tokens ------------------------------------------------------------------------------
     def render(self, messages: Sequence[Message] | None = None, *, add_generation_prompt: bool = True) -> str:
         messages = self.context_messages() if messages is None else messages
+        if self._tools:
+            return self._tool_prompt.render(messages, add_generation_prompt=add_generation_prompt, tools=self._tools)
         return self._backend.render(messages, add_generation_prompt=add_generation_prompt)
+
+    # --- tools (chatapp.engine.tools) ----------------------------------------------------------
+    @property
+    def tools(self) -> tuple[ToolSpec, ...]:
+        return self._tools
+
+    def set_tools(self, tools: Sequence[ToolSpec]) -> None:
+        """Offer these tools from the next turn on; their schemas join every prompt (the first
+        turn after a change prefills from where the prompt changed)."""
+        self._tools = tuple(tools)
+
+    @property
+    def tool_format(self) -> str:
+        """"template" when the model's own template renders tools, "generic" when chatapp lists
+        them in the system message (chatapp.engine.chat.tool_prompt)."""
+        return self._tool_prompt.format
+
+    def tool_costs(self, tools: Sequence[ToolSpec] | None = None) -> ToolCosts:
+        """What tools (the offered ones by default) cost in prompt tokens, each and together:
+        the system prompt rendered and tokenized with and without them, the difference."""
+        tools = self._tools if tools is None else tools
+        system = self._conversation.messages[:self._conversation.n_system]
+
+        def count(offered: Sequence[ToolSpec]) -> int:
+            def render(messages, *, add_generation_prompt):
+                return self._tool_prompt.render(messages, add_generation_prompt=add_generation_prompt, tools=offered)
+            return len(prompt_tokens.prompt_ids(self._backend, render, system, add_generation_prompt=False))
+
+        return tool_costs(count, tools, self.tool_format)
 
     def prompt_ids(self, messages: Sequence[Message] | None = None, *, add_generation_prompt: bool = True) -> list[int]:
         """The templated prompt's token ids for these messages (the window's, by default):

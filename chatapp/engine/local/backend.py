@@ -87,9 +87,10 @@ class LocalBackend:
         return cls(LlamaRuntime(path, options), name, threads=policy, draft_config=chosen)
 
     # --- template and tokens -------------------------------------------------------------
-    def render(self, messages: Sequence[Message], *, add_generation_prompt: bool) -> str:
+    def render(self, messages: Sequence[Message], *, add_generation_prompt: bool,
+               tools: Sequence[dict] | None = None) -> str:
         return self.runtime.render_chat([m.as_template_input() for m in messages],
-                                        add_generation_prompt=add_generation_prompt)
+                                        add_generation_prompt=add_generation_prompt, tools=list(tools or ()))
 
     def tokenize_prompt(self, text: str) -> list[int]:
         rt = self.runtime

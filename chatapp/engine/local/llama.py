@@ -305,7 +305,8 @@ class LlamaRuntime:
         return eog
 
     # --- chat template -------------------------------------------------------------
-    def render_chat(self, messages: list[dict[str, str]], *, add_generation_prompt: bool) -> str:
+    def render_chat(self, messages: list[dict[str, str]], *, add_generation_prompt: bool,
+                    tools: list[dict] | None = None) -> str:
         """Apply the model's own chat template (the GGUF's tokenizer.chat_template)."""
         if not self._template:
             # A base model without a template: plain role-prefixed text keeps turns apart.
@@ -317,7 +318,7 @@ class LlamaRuntime:
                 eos_token=self.token_bytes(self._llm.token_eos()).decode("utf-8", "replace"),
                 bos_token=self.token_bytes(self._llm.token_bos()).decode("utf-8", "replace"),
             )
-        return self._chat_template.render(messages, add_generation_prompt=add_generation_prompt)
+        return self._chat_template.render(messages, add_generation_prompt=add_generation_prompt, tools=tools)
 
     # --- KV cache ------------------------------------------------------------------
     @property

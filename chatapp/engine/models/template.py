@@ -121,12 +121,14 @@ class ChatTemplate:
         except Exception as exc:  # noqa: BLE001 - jinja's errors come in many types
             raise ModelError(f"the model's chat template is invalid: {_one_line(exc)}") from None
 
-    def render(self, messages: list[dict[str, str]], *, add_generation_prompt: bool) -> str:
-        """The prompt text; raises ModelError (one line) when the template fails, reaches for
+    def render(self, messages: list[dict[str, str]], *, add_generation_prompt: bool,
+               tools: list[dict] | None = None) -> str:
+        """The prompt text (`tools`: OpenAI-style function entries, for a template that reads
+        them); raises ModelError (one line) when the template fails, reaches for
         something the sandbox forbids, or runs out of time."""
         context = dict(messages=messages, bos_token=self.bos_token, eos_token=self.eos_token,
                        add_generation_prompt=add_generation_prompt, raise_exception=_raise_exception,
-                       strftime_now=_strftime_now, functions=None, function_call=None, tools=None,
+                       strftime_now=_strftime_now, functions=None, function_call=None, tools=tools or None,
                        tool_choice=None)
         try:
             with cpu_limit(self.cpu_limit_s):

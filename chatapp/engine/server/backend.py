@@ -114,14 +114,17 @@ class ServerBackend:
         return True
 
     # --- template and tokens -------------------------------------------------------------
-    def render(self, messages: Sequence[Message], *, add_generation_prompt: bool) -> str:
+    def render(self, messages: Sequence[Message], *, add_generation_prompt: bool,
+               tools: Sequence[dict] | None = None) -> str:
         """The server's /apply-template. A conversation that ends with a reply renders that reply
         open, as a continuation (llama-server's --prefill-assistant, on by default)."""
-        key = (tuple((m.role, m.content) for m in messages), add_generation_prompt)
+        key = (tuple((m.role, m.content) for m in messages), add_generation_prompt,
+               msgspec.json.encode(list(tools or ())))
         text = self._renders.get(key)
         if text is None:
             text = self._client.post("/apply-template", {"messages": [m.as_template_input() for m in messages],
-                                                          "add_generation_prompt": add_generation_prompt},
+                                                          "add_generation_prompt": add_generation_prompt,
+                                                          **({"tools": list(tools)} if tools else {})},
                                      answers.Rendered).prompt
             if len(self._renders) >= RENDER_CACHE:
                 self._renders.pop(next(iter(self._renders)))
