@@ -288,11 +288,30 @@ def test_a_body_that_runs_past_the_listed_size_is_cut_there(chatapp_run, hub, sm
 def test_a_hub_that_stops_sending_ends_in_one_line(chatapp_run, hub, small):
     """Bug 3 and 7: a stalled body (1 s without a byte counts as dropped here) is retried, then one line."""
     hub.stall = 3.0
-    code = ("import sys; import chatapp.engine.models.hub_pull as pull; pull.TIMEOUT = 1.0; "
-            "from chatapp.cli import main; sys.argv = ['chatapp', 'models', 'pull', 'hf:org/small']; main()")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=chatapp_run.env,
-                         timeout=120)
-    one_line(out, 1, "the connection to the hub failed")
+    one_line(pull_patched(chatapp_run, "pull.TIMEOUT = 1.0"), 1, "the connection to the hub failed")
+    assert final_blobs(chatapp_run) == [] and snapshot_files(chatapp_run) == []
+
+
+def pull_patched(run, patch: str) -> subprocess.CompletedProcess[str]:
+    """`chatapp models pull hf:org/small` with hub_pull's limits set by `patch` (Python)."""
+    code = (f"import sys; import chatapp.engine.models.hub_pull as pull; {patch}; from chatapp.cli import main; "
+            "sys.argv = ['chatapp', 'models', 'pull', 'hf:org/small']; main()")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=run.env, timeout=120)
+
+
+@pytest.mark.parametrize(("what", "patch", "needle"), [
+    ("listing", "pull.LISTING_DEADLINE = 2.0",
+     "the hub did not send hf:org/small's file listing within 2 s (it trickled or stalled); nothing was downloaded"),
+    ("file", "pull.SLOW_WINDOW = 2.0; pull.RETRIES = 2",
+     "the hub sent hf:org/small small-Q4_1.gguf slower than 64.0 KiB in 2 s, 2 of 2 tries"),
+])
+def test_a_hub_that_trickles_its_answer_ends_in_one_line(chatapp_run, hub, small, what, patch, needle):
+    """Debatable point: a slow-loris hub (a byte every 0.1 s, headers included) never let a read
+    wait for the timeout, so a pull had no end. Here the limits are a few seconds."""
+    hub.trickle[what] = 0.1
+    started = time.monotonic()
+    one_line(pull_patched(chatapp_run, patch), 1, needle)
+    assert time.monotonic() - started < 30
     assert final_blobs(chatapp_run) == [] and snapshot_files(chatapp_run) == []
 
 
@@ -358,3 +377,4 @@ def test_a_ref_that_is_not_utf8_is_one_note_and_the_other_repos_are_listed(chata
     names = [row["name"] for row in json.loads(out.stdout) if row["source"] == "huggingface"]
     assert names == ["hf:org/good:Q4_1"]
     assert "models--org--bad: a ref in it is not UTF-8 text" in out.stderr
+

@@ -30,8 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chatapp.engine.models.hub_cache import hub_cache_dir, parse_name, pick, tag_of
+from chatapp.engine.models.hub_deadline import Watchdog
 from chatapp.engine.models.sources import group_gguf_files
 from chatapp.errors import ChatappError, ModelError
+from chatapp.format import human_bytes
 
 Progress = Callable[[str, int, int], None]
 
@@ -49,6 +51,13 @@ RETRIES = 5
 up (and the next resumes)."""
 TIMEOUT = 30.0
 """Seconds without a byte before a connection counts as dropped."""
+LISTING_DEADLINE = 60.0
+"""Seconds for the whole of the hub's file listing (or its error answer) to arrive: a hub
+that trickles it a byte at a time never leaves a read waiting TIMEOUT."""
+SLOW_WINDOW = 60.0
+SLOW_BYTES = 64 << 10
+"""A file download that brings fewer than SLOW_BYTES in any SLOW_WINDOW seconds (about 1 KiB/s,
+headers included) counts as a dropped connection: resumed, and after RETRIES one line."""
 MAX_LISTING = 32 << 20
 """The most of the hub's file listing that is read: a repo of thousands of files lists in a few MB."""
 MAX_ERROR_BODY = 64 << 10
@@ -145,11 +154,20 @@ def _listing(repo_id: str) -> tuple[str, dict[str, dict]]:
     from huggingface_hub import HfApi
     from huggingface_hub.utils import build_hf_headers, get_session
 
+    import httpx2
+
     url = f"{HfApi().endpoint}/api/models/{repo_id}"
-    with get_session().stream("GET", url, params={"blobs": True}, headers=build_hf_headers(),
-                              follow_redirects=True, timeout=TIMEOUT) as reply:
-        _raise_for_status(reply)
-        body = _read_capped(reply, MAX_LISTING)
+    with Watchdog.within(LISTING_DEADLINE) as watchdog:
+        try:
+            with get_session().stream("GET", url, params={"blobs": True}, headers=_unpooled(build_hf_headers()),
+                                      follow_redirects=True, timeout=TIMEOUT, extensions=watchdog.extensions) as reply:
+                _raise_for_status(reply)
+                body = _read_capped(reply, MAX_LISTING)
+        except httpx2.TransportError:
+            if watchdog.expired:
+                raise PullFailed(f"the hub did not send hf:{repo_id}'s file listing within {LISTING_DEADLINE:g} s "
+                                 "(it trickled or stalled); nothing was downloaded") from None
+            raise
     if body is None:
         raise _bad_listing(repo_id, f"it is over {MAX_LISTING >> 20} MiB")
     try:
@@ -279,7 +297,7 @@ def _download(repo_id: str, commit: str, part: Expected, partial: Path, progress
 
     url = hf_hub_url(repo_id, part.name, revision=commit)
     size = part.size
-    resumed = False
+    resumed, slow = False, 0
     for attempt in range(RETRIES):
         done = partial.stat().st_size if partial.exists() else 0
         if done > size:  # longer than the file can be: not resumable
@@ -289,11 +307,13 @@ def _download(repo_id: str, commit: str, part: Expected, partial: Path, progress
                 pass
             return resumed or done > 0
         resumed = resumed or done > 0
-        headers = build_hf_headers()
+        headers = _unpooled(build_hf_headers())
         if done:
             headers["Range"] = f"bytes={done}-"
+        watchdog = Watchdog.at_least(SLOW_BYTES, per=SLOW_WINDOW)
         try:
-            with get_session().stream("GET", url, headers=headers, follow_redirects=True, timeout=TIMEOUT) as reply:
+            with watchdog, get_session().stream("GET", url, headers=headers, follow_redirects=True, timeout=TIMEOUT,
+                                                extensions=watchdog.extensions) as reply:
                 if reply.status_code == 416:  # the hub disagrees about what is there: start again
                     with _open_at(partial, 0):
                         pass
@@ -307,7 +327,8 @@ def _download(repo_id: str, commit: str, part: Expected, partial: Path, progress
                 if reply.status_code != 206:
                     done = 0  # the server sent the whole file: start the partial again
                 with _open_at(partial, done) as out:
-                    for chunk in reply.iter_bytes(CHUNK):
+                    for chunk in reply.iter_bytes():  # each piece as it comes, for the watchdog
+                        watchdog.received(len(chunk))
                         chunk = chunk[:size - done]  # nothing past the listed size is written
                         out.write(chunk)
                         done += len(chunk)
@@ -318,10 +339,21 @@ def _download(repo_id: str, commit: str, part: Expected, partial: Path, progress
             if done == size:
                 return resumed
         except httpx2.TransportError:
+            slow += watchdog.expired
+            if attempt == RETRIES - 1 and slow:
+                raise PullFailed(f"the hub sent hf:{repo_id} {Path(part.name).name} slower than "
+                                 f"{human_bytes(SLOW_BYTES)} in {SLOW_WINDOW:g} s, {slow} of {RETRIES} tries; what "
+                                 "arrived is kept and the same pull resumes it") from None
             if attempt == RETRIES - 1:
                 raise
     raise PullFailed(f"the hub did not send the whole of hf:{repo_id} {Path(part.name).name} in {RETRIES} tries; "
                      "the same pull resumes where it stopped")
+
+
+def _unpooled(headers: dict) -> dict:
+    """Headers that ask for a connection of the request's own: one from the pool (opened by an
+    earlier request) would be out of its Watchdog's reach, and a pull makes few requests."""
+    return {**headers, "Connection": "close"}
 
 
 def _check_etag(repo_id: str, reply, part: Expected) -> None:

@@ -70,6 +70,9 @@ class FakeHub:
         """Serve a ranged download from this many bytes before the start asked for (and say so)."""
         self.overlap_wait = 0.0
         """Seconds the first download waits (headers sent) for a second download to begin."""
+        self.trickle: dict[str, float] = {}
+        """"listing" or "file": send those answers, headers included, one byte every this many
+        seconds (a slow-loris hub: no read ever waits long)."""
         self._second_download = threading.Event()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -114,6 +117,9 @@ class FakeHub:
             def _serve(self, body: bool) -> None:
                 path = self.path.split("?", 1)[0]
                 api = re.match(r"^/api/models/([^/]+/[^/]+)(?:/revision/[^/]+)?$", path)
+                delay = hub.trickle.get("listing" if api else "file")
+                if delay:
+                    self.wfile = Trickle(self.wfile, delay)
                 if api:
                     repo = self._repo(api[1])
                     if repo is None:
@@ -215,3 +221,25 @@ class FakeHub:
                 self.close_connection = True
 
         return Handler
+
+
+class Trickle:
+    """A handler's output sent one byte at a time, `delay` seconds apart, until the client goes."""
+
+    def __init__(self, out, delay: float) -> None:
+        self.out, self.delay, self.gone = out, delay, False
+
+    def write(self, data: bytes) -> int:
+        for byte in bytes(data):
+            if self.gone:
+                break
+            try:
+                self.out.write(bytes([byte]))
+                self.out.flush()
+            except OSError:  # the client shut the connection: nothing more to send
+                self.gone = True
+            time.sleep(self.delay)
+        return len(data)
+
+    def __getattr__(self, name: str):  # flush, close, closed: the handler's own file's
+        return getattr(self.out, name)
