@@ -378,3 +378,28 @@ def test_a_ref_that_is_not_utf8_is_one_note_and_the_other_repos_are_listed(chata
     assert names == ["hf:org/good:Q4_1"]
     assert "models--org--bad: a ref in it is not UTF-8 text" in out.stderr
 
+
+def test_many_folders_that_are_no_repo_are_one_note(chatapp_run, default_model_path):
+    """Debatable point: 100,000 folders that are not a repo's (a cache shared with other files)
+    printed 100,000 notes. Each kind is summarized: those folders in one line, damaged repos a
+    line each for the first few and one line for the rest."""
+    from tests.engine.models.fake_hub import COMMIT
+
+    folder = chatapp_run.cache / "models--org--good"
+    (folder / "blobs").mkdir(parents=True)
+    (folder / "blobs" / ("a" * 64)).symlink_to(default_model_path)
+    (folder / "snapshots" / COMMIT).mkdir(parents=True)
+    (folder / "snapshots" / COMMIT / "m-Q4_1.gguf").symlink_to(f"../../blobs/{'a' * 64}")
+    for n in range(2000):
+        (chatapp_run.cache / f"not-a-repo-{n:04}").mkdir()
+    for n in range(5):
+        (chatapp_run.cache / f"models--org--broken{n}").mkdir()  # no snapshots folder
+    out = chatapp_run("models", "list", "--json")
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert [row["name"] for row in json.loads(out.stdout) if row["source"] == "huggingface"] == ["hf:org/good:Q4_1"]
+    notes = [line for line in out.stderr.splitlines() if line.startswith("chatapp: note:")]
+    assert len(notes) == 5, out.stderr  # 3 damaged repos, 2 more counted, the 2,000 folders
+    assert sum("Snapshots dir doesn't exist" in note for note in notes) == 3
+    assert "2 more damaged repos, passed over like these" in notes[3]
+    assert "2,000 entries are not a repo's folder (models--ORG--REPO), passed over: 'not-a-repo-0000', " \
+           "'not-a-repo-0001', 'not-a-repo-0002', …" in notes[4]

@@ -9,6 +9,7 @@ as a warning instead of failing the scan.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,11 @@ from chatapp.errors import ModelError
 
 PREFERRED_QUANTS = ("Q4_K_M", "Q8_0")
 """llama.cpp's rule for `-hf ORG/REPO` without a quant: Q4_K_M, then Q8_0, then the first GGUF."""
+NAMED_PROBLEMS = 3
+"""Damaged repos named in a line each; past that, one line counts the rest."""
+_FOREIGN = re.compile(r"Repo path is not a (?:directory|valid HuggingFace cache directory): (?P<path>.*)"
+                      r"|Repo type must be one of .*, found `.*` \((?P<typed>.*)\)\.", re.DOTALL)
+"""scan_cache_dir's words for an entry that is no repo's folder at all (not damage to one)."""
 
 
 def hub_cache_dir() -> Path:
@@ -64,7 +70,8 @@ def cached_repos(cache: Path | None = None) -> tuple[list[CachedRepo], list[str]
     except ValueError:  # a ref that is not UTF-8 fails the whole scan: one repo at a time then
         scanned, problems = _scan_each_repo(cache)
     else:
-        scanned, problems = info.repos, [f"Hugging Face cache: {warning}" for warning in info.warnings]
+        scanned, problems = info.repos, [str(warning) for warning in info.warnings]
+    problems = _summarized(cache, problems)
     repos = []
     for repo in sorted(scanned, key=lambda r: r.repo_id):
         if repo.repo_type != "model" or not repo.revisions:
@@ -94,8 +101,32 @@ def _scan_each_repo(cache: Path) -> tuple[list, list[str]]:
             repos.append(_scan_cached_repo(folder))
         except (OSError, ValueError, CorruptedCacheException) as exc:  # UnicodeDecodeError is a ValueError
             why = "a ref in it is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else str(exc)
-            problems.append(f"Hugging Face cache: {folder.name}: {why}")
+            problems.append(f"{folder.name}: {why}")
     return repos, problems
+
+
+def _summarized(cache: Path, problems: list[str]) -> list[str]:
+    """The scan's problems as notes a person reads: the first few damaged repos a line each and
+    a count of the rest, and every entry that is no repo's folder (a cache shared with other
+    files) in one line, however many: 100,000 of them printed 100,000 notes."""
+    foreign, damaged = [], []
+    for problem in problems:
+        match = _FOREIGN.fullmatch(problem)
+        if match:
+            foreign.append(Path(match["path"] or match["typed"]).name)
+        else:
+            damaged.append(problem)
+    notes = [f"Hugging Face cache: {problem}" for problem in damaged[:NAMED_PROBLEMS]]
+    if len(damaged) > NAMED_PROBLEMS:
+        more = len(damaged) - NAMED_PROBLEMS
+        notes.append(f"Hugging Face cache {cache}: {more:,} more damaged repo{'s' if more != 1 else ''}, "
+                     "passed over like these")
+    if foreign:
+        examples = ", ".join(repr(name) for name in sorted(foreign)[:NAMED_PROBLEMS])
+        notes.append(f"Hugging Face cache {cache}: {len(foreign):,} entr{'y is' if len(foreign) == 1 else 'ies are'} "
+                     f"not a repo's folder (models--ORG--REPO), passed over: {examples}"
+                     + (", …" if len(foreign) > NAMED_PROBLEMS else ""))
+    return notes
 
 
 def tag_of(group: GgufGroup) -> str:
