@@ -3,8 +3,13 @@
 A file's identity is its resolved path, size and mtime_ns: touching or replacing the file
 invalidates what was cached about it. Each cache is one JSON file under paths.cache_dir(),
 holding one entry per path, written atomically. A damaged or unreadable cache file (not JSON,
-nested too deep, over MAX_CACHE_BYTES, a named pipe) is treated as empty, and one that can't be
-written is skipped: every cache problem means "not cached".
+nested too deep, over its cap, a named pipe) is treated as empty, and one that can't be
+written is skipped: every cache problem means "not cached", and the next write replaces it.
+
+Each cache reads at most its cap: FIGURES_BYTES for the machine's and the drafting's figures
+(a few hundred bytes per model and setting), MAX_CACHE_BYTES for the caches that list every
+model file (sha256s, model facts). A 32 MB draft policy file was restored whole: 1.3 GB of
+memory and decoding 6x slower, for figures that fill a kilobyte.
 """
 
 from __future__ import annotations
@@ -22,15 +27,20 @@ from chatapp.private import make_private_dir
 FORMAT = 1
 CHUNK = 1 << 20
 MAX_CACHE_BYTES = 16 * paths.MiB
-"""The most of a cache file that is read: a listing of a thousand models caches well under
+"""The most of a listing cache that is read: a listing of a thousand models caches well under
 that; a bigger file (or a named pipe, or a device) is not one of chatapp's and counts as empty."""
+FIGURES_BYTES = 256 * 1024
+"""The most of any other cache that is read (the default): the drafting policy and batch checks,
+decode threads and memory bandwidth keep under 1 KiB per model and setting, so this holds a
+few hundred of each; a bigger file was not written by chatapp and counts as empty."""
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class FileCache:
-    def __init__(self, name: str, directory: Path | None = None):
+    def __init__(self, name: str, directory: Path | None = None, *, max_bytes: int = FIGURES_BYTES):
         self.name = name
         self.directory = directory
+        self.max_bytes = max_bytes
 
     @property
     def path(self) -> Path:
@@ -44,7 +54,7 @@ class FileCache:
 
     def _load(self) -> dict:
         try:
-            data = read_cache_json(self.path)
+            data = read_cache_json(self.path, self.max_bytes)
         except (OSError, ValueError):
             return {}
         if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("entries"), dict):
@@ -95,11 +105,11 @@ class FileCache:
         return write_json(self.path, {"format": FORMAT, "entries": entries})
 
 
-def read_cache_json(path: Path) -> object:
+def read_cache_json(path: Path, limit: int = FIGURES_BYTES) -> object:
     """A cache file's JSON value. It is a file anyone may have edited or replaced: OSError when
-    it is not a regular file of at most MAX_CACHE_BYTES or cannot be read, ValueError when it is
+    it is not a regular file of at most `limit` bytes or cannot be read, ValueError when it is
     not JSON (nested too deep included). Callers take either as "nothing cached"."""
-    return paths.read_json_capped(path, MAX_CACHE_BYTES)
+    return paths.read_json_capped(path, limit)
 
 
 def write_json(target: Path, data) -> bool:
@@ -124,7 +134,7 @@ def write_json(target: Path, data) -> bool:
 
 
 def sha256_cache() -> FileCache:
-    return FileCache("sha256")
+    return FileCache("sha256", max_bytes=MAX_CACHE_BYTES)
 
 
 def hash_file(path: Path) -> str:

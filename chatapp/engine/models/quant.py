@@ -18,7 +18,7 @@ from pathlib import Path
 from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType, LlamaFileType
 
 from chatapp.config import KV_TYPES
-from chatapp.engine.filecache import FileCache
+from chatapp.engine.filecache import MAX_CACHE_BYTES, FileCache
 from chatapp.engine.models.gguf_header import (
     ArraySummary, GGUFHeader, HeaderError, TensorEntry, read_header, tensor_nbytes)
 from chatapp.errors import ConfigError
@@ -223,7 +223,7 @@ def info_from_header(path: Path, header: GGUFHeader) -> ModelInfo:
 
 
 def info_cache() -> FileCache:
-    return FileCache("model_info")
+    return FileCache("model_info", max_bytes=MAX_CACHE_BYTES)
 
 
 def model_info(path: Path, *, use_cache: bool = True) -> ModelInfo:
