@@ -83,3 +83,33 @@ def test_a_model_is_named_as_its_store_names_it_and_found_by_its_ollama_name(run
     assert f"did you mean {OLLAMA_NAME}?" in missed.stderr
     helped = run("ask", "--help")
     assert all(form in helped.stdout for form in ("hf:ORG/REPO", "ollama:NAME", "lmstudio:PUBLISHER/REPO"))
+
+
+SECRET = "qzx7:$6$SECRETHASH:19000:0:99999:7:::\n"
+"""A line as /etc/shadow holds them (its user named so that no path here contains it)."""
+
+
+def test_a_store_file_that_links_to_another_file_is_named_never_shown(run_with_stores, tmp_path):
+    """Debatable point: a symlink in a store to /etc/shadow had its first bytes printed in a note.
+    Notes and refusals name the file and the problem; no byte of a file chatapp did not write
+    (before its first four bytes say it is a GGUF) is echoed."""
+    run, root = run_with_stores
+    shadow = tmp_path / "shadow"
+    shadow.write_text(SECRET)
+    repo = root / "lmstudio-home" / "models" / "evil" / "repo"
+    repo.mkdir(parents=True)
+    (repo / "m-Q4_1.gguf").symlink_to(shadow)
+    hub_repo = root / "hub" / "models--evil--repo"
+    (hub_repo / "snapshots" / ("c" * 40)).mkdir(parents=True)
+    (hub_repo / "refs").mkdir()
+    (hub_repo / "refs" / "main").symlink_to(shadow)
+    said = [run("models", "list", "--json"), run("ask", "--model", "lmstudio:evil/repo", "hi", *ASK),
+            run("models", "info", "lmstudio:evil/repo")]
+    for out in said:
+        assert "Traceback" not in out.stderr and "qzx7" not in out.stderr and "SECRET" not in out.stderr, out.stderr
+        assert "qzx7" not in out.stdout and "SECRET" not in out.stdout
+    notes = said[0].stderr
+    assert "lmstudio:evil/repo: not a readable GGUF file (not a GGUF file (its first 4 bytes are not GGUF's " \
+           "magic))" in notes
+    assert "models--evil--repo: a ref in it names a commit it holds no snapshot of" in notes
+    assert said[1].returncode == 2 and f"{repo / 'm-Q4_1.gguf'}: not a GGUF file" in said[1].stderr

@@ -178,7 +178,8 @@ def read_header(path: Path, *, check_data: bool = True) -> GGUFHeader:
         size = os.fstat(f.fileno()).st_size
         head = f.read(4)
         if head != GGUF_MAGIC:
-            raise NotGGUFError(f"not a GGUF file (starts with {head!r}, expected {GGUF_MAGIC!r})")
+            # Not one byte of it is said: it may be any file a link points at (/etc/shadow).
+            raise NotGGUFError("not a GGUF file (its first 4 bytes are not GGUF's magic)")
         if size < 24:
             raise HeaderError(f"header ends early: the file has only {size} bytes")
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:

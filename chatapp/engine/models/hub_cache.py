@@ -23,6 +23,9 @@ NAMED_PROBLEMS = 3
 _FOREIGN = re.compile(r"Repo path is not a (?:directory|valid HuggingFace cache directory): (?P<path>.*)"
                       r"|Repo type must be one of .*, found `.*` \((?P<typed>.*)\)\.", re.DOTALL)
 """scan_cache_dir's words for an entry that is no repo's folder at all (not damage to one)."""
+_MISSING_COMMITS = "Reference(s) refer to missing commit hashes: "
+"""scan_cache_dir's words for refs naming no snapshot, followed by what the refs hold: text
+from files chatapp did not write (a ref may be a link to /etc/shadow), never shown."""
 
 
 def hub_cache_dir() -> Path:
@@ -114,6 +117,9 @@ def _summarized(cache: Path, problems: list[str]) -> list[str]:
         match = _FOREIGN.fullmatch(problem)
         if match:
             foreign.append(Path(match["path"] or match["typed"]).name)
+        elif problem.startswith(_MISSING_COMMITS) and problem.endswith(").") and " (" in problem:
+            folder = Path(problem[problem.rindex(" (") + 2:-2]).name
+            damaged.append(f"{folder}: a ref in it names a commit it holds no snapshot of")
         else:
             damaged.append(problem)
     notes = [f"Hugging Face cache: {problem}" for problem in damaged[:NAMED_PROBLEMS]]

@@ -24,6 +24,9 @@ DEFAULT_HOST, DEFAULT_NAMESPACE, DEFAULT_TAG = "registry.ollama.ai", "library", 
 MAX_MANIFEST_BYTES = 1 << 20
 """A manifest is a few hundred bytes; anything past a MiB is not one (and is not read whole)."""
 DIGEST = re.compile(r"^sha256:([0-9a-f]{64})$")
+FILE_TYPE = re.compile(r"[A-Za-z0-9_]{1,16}")
+"""A quantization's name as Ollama's config records it (Q4_K_M, F16, IQ4_XS): shown in lists,
+so no other text from the blob (it may be a link to any file) is."""
 
 
 def store_dirs() -> list[Path]:
@@ -111,7 +114,7 @@ def _file_type(store: Path, manifest: dict) -> str | None:
         return None
     data, _ = _read_json(config)
     value = data.get("file_type") if data else None
-    return value if isinstance(value, str) and len(value) < 32 else None
+    return value if isinstance(value, str) and FILE_TYPE.fullmatch(value) else None  # a quant's name, nothing else
 
 
 def _entries(folder: Path) -> list[Path]:
