@@ -1,6 +1,6 @@
-"""llama.cpp's own programs (llama-server, rpc-server, llama-cli, llama-bench), built from the
-llama.cpp sources that the installed llama-cpp-python vendors, so they run the same code as
-the in-process backend.
+"""llama.cpp's own programs (llama-server, rpc-server, llama-cli, llama-bench, llama-perplexity,
+llama-quantize), built from the llama.cpp sources that the installed llama-cpp-python vendors,
+so they run the same code as the in-process backend.
 
 llama-cpp-python is source-only on PyPI, and its sdist carries llama.cpp. `ensure_tools()`
 fetches that sdist with pip (its cache applies), builds the programs with CMake once, and
@@ -31,7 +31,7 @@ import platformdirs
 from chatapp.private import make_private_dir
 
 TARGETS = {"llama-server": "llama-server", "rpc-server": "ggml-rpc-server", "llama-cli": "llama-cli",
-           "llama-bench": "llama-bench"}
+           "llama-bench": "llama-bench", "llama-perplexity": "llama-perplexity", "llama-quantize": "llama-quantize"}
 """Program name -> its CMake target (and file name under build/bin)."""
 TOOLS = tuple(TARGETS)
 CMAKE_OPTIONS = (

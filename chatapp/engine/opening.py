@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from chatapp.config import Settings
 from chatapp.engine.chat.engine import Engine
 from chatapp.errors import InputError
 from chatapp.format import display_url
+
+if TYPE_CHECKING:  # loads llama_cpp: only when asked for
+    from chatapp.engine.local.next_token import NextTokenViews
 
 Progress = Callable[[str, int, int], None]
 """`progress(label, done, total)` while a model is pulled."""
@@ -59,9 +63,21 @@ def load_engine(settings: Settings, path: Path, name: str | None = None) -> Engi
     from chatapp.engine.machine.memory_check import check_load
 
     notices = check_load(settings, path, offloaded=settings.gpu_layers != 0 and gpu_offload_supported())
-    engine = Engine(LocalBackend.load(path, settings, name), settings)
+    from chatapp.engine.local.next_token import NextTokenViews
+
+    backend = LocalBackend.load(path, settings, name)
+    engine = Engine(backend, settings)
+    engine.next_token_views = lambda: NextTokenViews(backend.runtime)  # borrows the loaded model
     engine.load_notices[:0] = notices
     return engine
+
+
+def open_next_token(settings: Settings, path: Path, n_ctx: int = 256) -> NextTokenViews:
+    """The views inside the next token (surprise, the logit lens, the sampler chain stage by
+    stage) on a local model file, in a model loaded for them on the CPU; n_ctx: room to generate."""
+    from chatapp.engine.local.next_token import NextTokenViews
+
+    return NextTokenViews.load(path, settings, n_ctx)
 
 
 def local_versions() -> dict[str, str]:

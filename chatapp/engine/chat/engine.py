@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from chatapp.config import DraftMode, Settings, validate
 from chatapp.engine.chat import prompt_tokens, prompt_view
 from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable
+from chatapp.engine.inside.views import NextTokenViews
 from chatapp.engine.backend import Backend, CacheState, Drafting, GenerationSettings, ModelSummary
 from chatapp.engine.chat.branch_states import BranchFigures, BranchKeeper, BranchStates, BranchSwitch
 from chatapp.engine.chat.conversation import Conversation
@@ -56,6 +57,9 @@ class Engine:
         prefills the same tokens as one batch again and a greedy reply comes out the same."""
         self.load_notices: list[str] = []
         """Warnings from loading (an n_ctx above the model's training context), one line each."""
+        self.next_token_views: Callable[[], NextTokenViews] | None = None
+        """Opens the views inside the next token on the loaded model (chatapp.engine.inside.views):
+        set by the opener for an in-process model; None where the backend has no such views."""
         self._attachments: AttachmentSet | None = None
         """Created on the first attach; sized again for n_ctx and max_tokens before each use."""
         self._last_turn: tuple[list[int], int] | None = None
@@ -677,6 +681,11 @@ class Engine:
             return []
 
     # --- looking inside ---------------------------------------------------------------------------
+    def last_turn(self) -> tuple[list[int], int] | None:
+        """The last turn's cache ids and where its reply starts in them (None: no turn since the
+        conversation or the cache changed), for the views inside the next token."""
+        return None if self._last_turn is None else (list(self._last_turn[0]), self._last_turn[1])
+
     def attention(self, head_layer: int | None = None,
                   stop: threading.Event | None = None) -> AttentionMap | AttentionUnavailable:
         """The last turn's attention: for each reply token, which earlier tokens it attended to,

@@ -820,3 +820,191 @@ def replay_soft_max(runtime: LlamaRuntime, tokens, collector, should_stop: Calla
     finally:
         llama_cpp.llama_batch_free(rows)
         llama_cpp.llama_free(ctx)
+
+
+# --- inside the next token: a tap context and the sampler chain stage by stage -----------------
+# The views of chatapp.engine.inside.{surprise,lens,sampler_chain} read llama.cpp through these.
+# Like the attention capture, a tap context is a second context on the runtime's loaded model:
+# the chat's own context never gets a callback, and its cache is never touched.
+
+_TAP_BATCH = 512
+"""Tokens per batch in a tap context (one ubatch, so a callback's rows are the batch's rows)."""
+
+
+class _LastRowReader:
+    """The cb_eval callback of a tap context: asks for the tensors whose names start with one of
+    `prefixes` and keeps each one's last row (the batch's last output token) as float32, by name.
+    Errors are kept and raised after llama_decode returns; they never cross into C."""
+
+    def __init__(self, prefixes: tuple[bytes, ...]) -> None:
+        self.prefixes = prefixes
+        self.lib = _ggml_base()
+        self.rows: dict[str, np.ndarray] = {}
+        self.error: Exception | None = None
+        self.callback = llama_cpp.ggml_backend_sched_eval_callback(self._on_node)
+
+    def _on_node(self, tensor, ask, _user_data) -> bool:
+        if self.error is not None:
+            return not ask
+        try:
+            name = self.lib.ggml_get_name(tensor)
+            if ask:
+                return name.startswith(self.prefixes)
+            head = _TensorHead.from_address(tensor)
+            n_embd, n_rows = head.ne[0], head.ne[1]
+            if head.type != llama_cpp.GGML_TYPE_F32 or head.ne[2] != 1 or head.ne[3] != 1 or head.nb[0] != 4:
+                raise ModelError(f"llama.cpp's {name.decode()} tensor is not laid out as chatapp reads it")
+            row = np.empty(n_embd, dtype=np.float32)
+            self.lib.ggml_backend_tensor_get(tensor, row.ctypes.data, (n_rows - 1) * head.nb[1], row.nbytes)
+            self.rows[name.decode()] = row
+        except Exception as exc:  # noqa: BLE001 - raised again by decode, on the Python side
+            self.error = exc
+        return True
+
+
+class TapContext:
+    """A second llama.cpp context on `runtime`'s loaded model (one sequence): decode tokens at
+    given positions and read the logits rows asked for, and, with `taps`, the last row of every
+    graph tensor whose name starts with one of them (e.g. b"l_out-", each layer's output).
+    Flash attention and the KV type follow the runtime's own context unless given, so a replay
+    computes what a turn computed."""
+
+    def __init__(self, runtime: LlamaRuntime, n_ctx: int, *, taps: tuple[bytes, ...] = (),
+                 n_batch: int | None = None, flash_attn: bool | None = None, kv_type: str | None = None):
+        self.n_vocab = runtime.n_vocab
+        self._reader = _LastRowReader(taps) if taps else None
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = max(256, -(-n_ctx // 256) * 256)
+        self.n_batch = min(n_batch or _TAP_BATCH, params.n_ctx)
+        params.n_batch = params.n_ubatch = self.n_batch
+        params.n_threads, params.n_threads_batch = runtime.threads
+        kv = kv_type or runtime.info.kv_type
+        params.type_k = params.type_v = KV_GGML_TYPES[kv]
+        flash = runtime.info.flash_attn if flash_attn is None else flash_attn
+        params.flash_attn_type = (llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash or kv != "f16"
+                                  else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED)
+        params.swa_full = True
+        params.no_perf = True
+        if self._reader is not None:
+            params.cb_eval = self._reader.callback
+            params.cb_eval_user_data = None
+        with _quiet_stderr():
+            self._ctx = llama_cpp.llama_init_from_model(runtime._llm.model, params)
+        if not self._ctx:
+            raise ModelError("llama.cpp could not make a context to look inside the next token")
+        self.n_ctx = int(llama_cpp.llama_n_ctx(self._ctx))
+        self._memory = llama_cpp.llama_get_memory(self._ctx)
+        self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
+
+    @property
+    def tapped(self) -> dict[str, np.ndarray]:
+        """The tapped tensors' last rows from the last decode, by tensor name."""
+        return self._reader.rows if self._reader is not None else {}
+
+    def clear(self) -> None:
+        llama_cpp.llama_memory_clear(self._memory, True)
+
+    def decode(self, tokens, start: int, outputs: str = "last") -> np.ndarray:
+        """Decode `tokens` (at most n_batch) at positions start, start+1, ...; returns a copy of the
+        logits rows asked for: "all" (one per token) or "last" (one row)."""
+        n = len(tokens)
+        if not 0 < n <= self.n_batch:
+            raise ModelError(f"a tap batch holds 1 to {self.n_batch} tokens, not {n}")
+        if start + n > self.n_ctx:
+            raise ModelError(f"{n} tokens from position {start} overflow the {self.n_ctx}-token tap context")
+        batch = self._batch
+        for i, token in enumerate(tokens):
+            batch.token[i] = token
+            batch.pos[i] = start + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = outputs == "all" or i == n - 1
+        batch.n_tokens = n
+        if self._reader is not None:
+            self._reader.rows = {}
+        status = llama_cpp.llama_decode(self._ctx, batch)
+        if self._reader is not None and self._reader.error is not None:
+            error, self._reader.error = self._reader.error, None
+            raise error
+        if status != 0:
+            raise ModelError(f"llama.cpp could not decode in the tap context (llama_decode returned {status})")
+        rows = n if outputs == "all" else 1
+        address = llama_cpp.llama_get_logits_ith(self._ctx, n - rows)
+        if not address:
+            raise ModelError("llama.cpp returned no logits in the tap context")
+        return np.ctypeslib.as_array(address, shape=(rows, self.n_vocab)).copy()
+
+    def close(self) -> None:
+        if getattr(self, "_batch", None) is not None:
+            llama_cpp.llama_batch_free(self._batch)
+            self._batch = None
+        if getattr(self, "_ctx", None):
+            llama_cpp.llama_free(self._ctx)
+            self._ctx = None
+
+    def __del__(self):
+        self.close()
+
+
+SAMPLER_STAGES = ("top_k", "top_p", "min_p", "temperature", "dist")
+"""The stages of chatapp's chain (Sampler) in llama.cpp's order; at temperature 0, "greedy" alone."""
+
+
+class StagedSampler:
+    """The session's sampler chain as llama.cpp's separate samplers, applied one after another to
+    one candidate array with a snapshot after each: the same samplers, parameters and order as
+    `Sampler` (so the same seed draws the same tokens), each one's effect visible. `dist` keeps its
+    random state across `step` calls, one draw per token, as the turn's chain does."""
+
+    def __init__(self, *, temperature: float, top_k: int, top_p: float, min_p: float, seed: int):
+        if temperature <= 0:
+            self.stages = (("greedy", llama_cpp.llama_sampler_init_greedy()),)
+        else:
+            self.stages = (
+                ("top_k", llama_cpp.llama_sampler_init_top_k(top_k)),
+                ("top_p", llama_cpp.llama_sampler_init_top_p(top_p, 1)),
+                ("min_p", llama_cpp.llama_sampler_init_min_p(min_p, 1)),
+                ("temperature", llama_cpp.llama_sampler_init_temp(temperature)),
+                ("dist", llama_cpp.llama_sampler_init_dist(llama_cpp.LLAMA_DEFAULT_SEED if seed < 0 else seed)),
+            )
+
+    def step(self, logits: np.ndarray) -> tuple[int, list[tuple[str, np.ndarray]]]:
+        """Apply every stage to all tokens' `logits`; returns the selected token and, per stage,
+        its name and the candidates left (a copy; fields "id", "logit", "p"), in the order
+        llama.cpp left them. Every stage is told the selected token afterwards (accept)."""
+        n = len(logits)
+        data = np.zeros(n, dtype=_TOKEN_DATA)
+        data["id"] = np.arange(n, dtype=np.int32)
+        data["logit"] = logits
+        array = llama_cpp.llama_token_data_array(data=data.ctypes.data_as(llama_cpp.llama_token_data_p), size=n,
+                                                 selected=-1, sorted=False)
+        snapshots = []
+        for name, sampler in self.stages:
+            llama_cpp.llama_sampler_apply(sampler, ctypes.byref(array))
+            view = np.ctypeslib.as_array(array.data, shape=(array.size,)).view(_TOKEN_DATA)
+            snapshots.append((name, view.copy()))
+        if not 0 <= array.selected < array.size:
+            raise ModelError("llama.cpp's sampler chain selected no token")
+        token = int(snapshots[-1][1]["id"][array.selected])
+        for _name, sampler in self.stages:
+            llama_cpp.llama_sampler_accept(sampler, token)
+        return token, snapshots
+
+    def close(self) -> None:
+        for _name, sampler in getattr(self, "stages", ()):
+            llama_cpp.llama_sampler_free(sampler)
+        self.stages = ()
+
+    def __del__(self):
+        self.close()
+
+
+def call_gbnf(schema: dict, prefix: str = "", suffix: str = "") -> str:
+    """GBNF for `prefix` + a JSON value of `schema` + `suffix`, by llama.cpp's own converter
+    (a tool call's grammar: chatapp.engine.tools.grammar)."""
+    import json
+
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    rules = json_schema_to_gbnf(json.dumps(schema)).replace("root ::=", "call ::=", 1)
+    return f"root ::= {json.dumps(prefix)} call {json.dumps(suffix)}\n" + rules

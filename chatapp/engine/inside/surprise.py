@@ -1,0 +1,134 @@
+"""How surprised the model is by each token of a text, and the text's perplexity.
+
+A token's surprise is -ln p, in nats, where p is the probability the model gave that token
+from the tokens before it. The text is cut as llama.cpp's `llama-perplexity` cuts it: windows
+of `ctx` tokens, each evaluated from an empty cache (its first token replaced by BOS when the
+model adds one), logits at every position. Row r of a window predicts the window's token r+1,
+and its last row the next window's first token, so every token but the text's first gets a
+surprise, each seen with the context of its own window only.
+
+Two perplexities come out. `ppl` is exp of the mean surprise of every token that has one: the
+text's own. `llama_ppl` is llama-perplexity's estimate, computed the same way it does: only the
+second half of each full window counts (positions ctx/2 to ctx-2 predict their next token, so
+each scored token has at least ctx/2 tokens of context), and the tail past the last full window
+is left out; None when the text is shorter than two windows, which llama-perplexity refuses.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from chatapp.errors import InputError
+
+MIN_CTX = 16
+SHADES = (1.0, 2.5, 5.0)
+"""Surprise bounds (nats) of the strip's shades: below 1 (p above 37%), below 2.5 (8%), below 5
+(0.7%), and above; the UI maps each to a theme colour."""
+SHADE_LABELS = ("expected (p > 37%)", "plausible (p > 8%)", "surprising (p > 0.7%)", "very surprising")
+
+
+def shade(surprise: float) -> int:
+    """Index into SHADE_LABELS of a surprise (NaN: the first shade, nothing to show)."""
+    if not surprise > 0:
+        return 0
+    return next((i for i, bound in enumerate(SHADES) if surprise < bound), len(SHADES))
+
+
+def nll_rows(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """-log softmax(logits[i])[targets[i]] for each row, in float64 sums as llama-perplexity's."""
+    rows = logits.astype(np.float32, copy=False)
+    top = rows.max(axis=1, keepdims=True)
+    sums = np.exp(rows - top).sum(axis=1, dtype=np.float64)
+    return (np.log(sums) + top[:, 0] - rows[np.arange(len(targets)), targets]).astype(np.float64)
+
+
+@dataclass(frozen=True, eq=False)
+class Surprise:
+    """A text's tokens, each one's surprise, and the perplexities (see the module)."""
+
+    ids: tuple[int, ...]
+    pieces: tuple[str, ...]
+    surprise: np.ndarray
+    """float64 (len(ids),), nats; NaN for the first token, which nothing predicts."""
+    ctx: int
+    llama_ppl: float | None
+    llama_scored: int
+    """Tokens llama-perplexity's estimate counts (n_chunk x (ctx - ctx/2 - 1))."""
+    seconds: float
+
+    @property
+    def scored(self) -> int:
+        return int(np.isfinite(self.surprise).sum())
+
+    @property
+    def ppl(self) -> float:
+        mean = float(np.nanmean(self.surprise)) if self.scored else 0.0
+        return math.exp(mean) if mean < 709 else math.inf
+
+    @property
+    def tokens_per_second(self) -> float:
+        return len(self.ids) / self.seconds if self.seconds > 0 else 0.0
+
+    def describe(self) -> str:
+        """One line: what the figures are."""
+        line = (f"{len(self.ids):,} tokens, perplexity {self.ppl:.3f} over the {self.scored:,} that something "
+                f"predicts (windows of {self.ctx}), in {self.seconds:.1f} s")
+        if self.llama_ppl is not None:
+            line += f"; llama-perplexity's estimate (second halves of full windows) {self.llama_ppl:.4f}"
+        return line
+
+    def to_json(self) -> dict:
+        return {"ctx": self.ctx, "ppl": _round(self.ppl), "scored": self.scored,
+                "llama_perplexity": None if self.llama_ppl is None else
+                {"ppl": _round(self.llama_ppl), "scored": self.llama_scored},
+                "seconds": round(self.seconds, 3),
+                "tokens": [{"id": i, "piece": piece, "surprise": None if not math.isfinite(s) else _round(s)}
+                           for i, piece, s in zip(self.ids, self.pieces, self.surprise.tolist())]}
+
+
+DecodeWindow = Callable[[Sequence[int]], np.ndarray]
+"""`decode(window)`: the window's tokens from an empty cache, logits at every position (float32,
+(len(window), n_vocab))."""
+
+
+def windows(n_tokens: int, ctx: int) -> list[tuple[int, int]]:
+    """[start, end) of each window: full ones of ctx tokens, then the tail."""
+    return [(start, min(start + ctx, n_tokens)) for start in range(0, n_tokens, ctx)]
+
+
+def measure(ids: Sequence[int], pieces: Sequence[str], ctx: int, decode: DecodeWindow, *, bos: int | None,
+            should_stop: Callable[[], bool] = lambda: False) -> Surprise | None:
+    """Surprise of every token of `ids` (see the module); `bos`: the id each window starts with,
+    or None when the model adds none. None when should_stop said so between windows."""
+    ids = list(ids)
+    if ctx < MIN_CTX:
+        raise InputError(f"--ctx must be at least {MIN_CTX}, got {ctx}")
+    if len(ids) < 2:
+        raise InputError("the text is fewer than two tokens: nothing predicts anything")
+    started = time.perf_counter()
+    surprise = np.full(len(ids), np.nan)
+    for start, end in windows(len(ids), ctx):
+        if should_stop():
+            return None
+        window = ids[start:end]
+        if bos is not None:
+            window[0] = bos
+        logits = decode(window)
+        targets = np.asarray(ids[start + 1:end + 1], dtype=np.int64)  # the last row: the next window's first
+        surprise[start + 1:start + 1 + len(targets)] = nll_rows(logits[:len(targets)], targets)
+    full = len(ids) // ctx
+    first = ctx // 2
+    llama_ppl, llama_scored = None, 0
+    if full >= 2:
+        scored = np.concatenate([surprise[k * ctx + first + 1:(k + 1) * ctx] for k in range(full)])
+        llama_ppl, llama_scored = math.exp(float(scored.mean())), len(scored)
+    return Surprise(tuple(ids), tuple(pieces), surprise, ctx, llama_ppl, llama_scored, time.perf_counter() - started)
+
+
+def _round(x: float) -> float:
+    return round(float(x), 6)
