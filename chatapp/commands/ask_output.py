@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 
+from chatapp.commands.ask_tools import ToolOptions, call_line, open_tool_turns
 from chatapp.config import Settings
 from chatapp.engine.events import ContextRetrieved, ContextTrimmed, TextDelta, TurnDone
 from chatapp.engine.retrieval.context import RetrievedContext
@@ -24,6 +25,7 @@ from chatapp.format import strict_json, visible_piece
 
 if TYPE_CHECKING:  # both are imported where they are first needed, after the arguments are checked
     from chatapp.engine.chat.engine import Engine
+    from chatapp.engine.chat.tool_turns import ToolTurns
     from chatapp.engine.sessions import SessionManager
 
 
@@ -116,7 +118,8 @@ def alternatives_table(probs: Sequence[TokenProbs]) -> str:
 
 def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_json: bool,
             session: str | None = None, attachments: list[Loaded] | None = None, system: str | None = None,
-            branch_from: str | None = None, logprobs: int = 0, at_token: tuple[int, int] | None = None) -> None:
+            branch_from: str | None = None, logprobs: int = 0, at_token: tuple[int, int] | None = None,
+            tools: ToolOptions | None = None) -> None:
     """`system`: the --system given, which replaces a resumed session's system prompt;
     `branch_from`: the message (of `session`) the first prompt branches after;
     `logprobs`: candidates per reply token for the JSON records (0: none)."""
@@ -136,11 +139,16 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
     for notice in engine.load_notices:
         err.print(f"[yellow]{escape(notice)}[/]")
     engine.set_generation(logprobs=logprobs)
+    registry = None
     try:
+        if tools is not None:
+            tool_turns, registry = open_tool_turns(engine, tools, err)
         with ctrl_c_stops(engine) as stopped:
             _ask(engine, manager, session, prompts, as_json, err, out, attachments or [], system, stopped,
-                 branch_from, at_token)
+                 branch_from, at_token, tool_turns if tools is not None else None)
     finally:
+        if registry is not None:
+            registry.close()
         engine.close()
     out.raise_if_failed()
 
@@ -159,7 +167,8 @@ def _attach(engine: Engine, attachments: list[Loaded], err: Console) -> None:
 def _ask(engine: Engine, manager: SessionManager | None, session: str | None, prompts: list[str], as_json: bool,
          err: Console, out: TurnOutput, attachments: list[Loaded], system: str | None = None,
          stopped: threading.Event | None = None, branch_from: str | None = None,
-         at_token: tuple[int, int] | None = None) -> None:
+         at_token: tuple[int, int] | None = None, tool_turns: ToolTurns | None = None) -> None:
+    from chatapp.engine.chat.tool_turns import ToolCallDone
     from chatapp.engine.sessions.manager import OpeningStopped
 
     summary = engine.summary
@@ -197,6 +206,9 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
             turn = engine.send_after(branch_from, prompt)
         else:
             turn = engine.send(prompt)
+        if tool_turns is not None:
+            turn = tool_turns.run(lambda turn=turn: turn)
+            schema_tokens = engine.tool_costs().per_tool if as_json else {}
         for event in turn:
             if isinstance(event, ContextTrimmed):
                 err.print(f"[yellow]context full: dropped the oldest {event.dropped_turns} turn(s) "
@@ -205,6 +217,8 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
                 err.print(f"[dim]{escape(sources_line(event.context))}[/]")
             elif isinstance(event, TextDelta) and not as_json:
                 out.write(event.text)
+            elif isinstance(event, ToolCallDone):
+                err.print(f"[dim]{escape(call_line(event))}[/]")
             elif isinstance(event, TurnDone):
                 record = event.record
                 if not as_json:
@@ -222,6 +236,9 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
                         data["kv_bytes_per_token"] = None
                     for key in (*DRAFT_KEYS, *ROOFLINE_KEYS):  # a backend without the figure: null
                         data.setdefault(key, None)
+                    if tool_turns is not None:
+                        data.setdefault("tool_calls", [])
+                        data["tool_schema_tokens"] = schema_tokens
                     out.write(strict_json(data, ensure_ascii=False) + "\n")
                 elif not record.extra.get("server_error"):  # a broken turn gets its one line below
                     if record.probs:

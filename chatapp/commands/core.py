@@ -157,6 +157,15 @@ def ask(
                            "in place of the next one, and decode on from there (a new sibling reply).")] = None,
     token: Annotated[Optional[int], typer.Option("--token", help="The token id that replaces token K "
                                                                  "(see --json --logprobs N).")] = None,
+    tool: Annotated[Optional[list[str]], typer.Option(
+        "--tool", help="Offer this tool to the model (see chatapp tools list); repeatable.")] = None,
+    tools: Annotated[bool, typer.Option("--tools", metavar=FLAG, help="Offer every enabled tool.")] = False,
+    tool_choice: Annotated[str, typer.Option(
+        "--tool-choice", help="auto, none, required (the first reply must call a tool) or a tool's name.")] = "auto",
+    allow_tool: Annotated[Optional[list[str]], typer.Option(
+        "--allow-tool", help="Let calls of this tool run without asking; repeatable. Others are refused.")] = None,
+    allow_tools: Annotated[bool, typer.Option("--allow-tools", metavar=FLAG,
+                                              help="Let every offered tool's calls run.")] = False,
 ) -> None:
     """Ask one or more questions in one conversation; print replies and per-turn stats.
 
@@ -174,6 +183,10 @@ def ask(
     elif len(prompts) != 1:
         raise InputError("a branch from a token continues the reply itself: give one placeholder prompt, e.g. -")
     check_logprobs(logprobs)
+    from chatapp.commands.ask_tools import ToolOptions
+
+    tool_options = ToolOptions(tuple(tool or ()), tools, tool_choice, tuple(allow_tool or ()), allow_tools)
+    tool_options.check()
     from chatapp.engine.retrieval.loading import load_paths
 
     loaded = load_paths(list(attach or ()))  # a bad file fails here, before the model loads
@@ -184,7 +197,8 @@ def ask(
     from chatapp.commands.ask_output import run_ask
 
     run_ask(settings, model, prompts, as_json=as_json, session=session, attachments=loaded, system=system,
-            branch_from=branch_from, logprobs=logprobs, at_token=(at_token, token) if at_token is not None else None)
+            branch_from=branch_from, logprobs=logprobs, at_token=(at_token, token) if at_token is not None else None,
+            tools=tool_options if tool_options.wanted else None)
 
 
 PIPED_CAP = 16 << 20

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from chatapp.commands.ask_tools import open_registry
 from chatapp.commands.core import ModelOpt, ServerOpt
 from chatapp.errors import InputError
 from chatapp.format import one_line_text, strict_json
@@ -19,15 +20,6 @@ from chatapp.format import one_line_text, strict_json
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="The tools the model may call: built-in and MCP servers'.")
 MAX_IMPORT_BYTES = 1 << 20
-
-
-def open_registry(only: list[str] | None = None):
-    """The built-ins and every enabled MCP server's tools, as the config file sets them up."""
-    from chatapp import paths
-    from chatapp.engine.tools.registry import ToolRegistry
-    from chatapp.engine.tools.servers import load_tool_settings
-
-    return ToolRegistry.open(load_tool_settings(), log_dir=paths.cache_dir() / "mcp-logs", only=only)
 
 
 @app.command("list")

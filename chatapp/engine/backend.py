@@ -18,6 +18,7 @@ from chatapp.config import DraftMode, Settings
 from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable
 from chatapp.engine.events import BackendEvent, Message
 from chatapp.engine.tokens import Token
+from chatapp.engine.tools.grammar import CallGrammar
 
 BackendKind = Literal["in-process", "llama-server"]
 BACKEND_KINDS: tuple[str, ...] = get_args(BackendKind)
@@ -81,6 +82,8 @@ class GenerationSettings:
     logprobs: int = 0
     """Candidates to report per generated token (chatapp.engine.sampling, up to MAX_LOGPROBS);
     0 computes nothing extra."""
+    grammar: CallGrammar | None = None
+    """The reply must be this tool call (chatapp.engine.tools.grammar); None: free text."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "GenerationSettings":

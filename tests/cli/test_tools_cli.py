@@ -52,3 +52,36 @@ def test_tools_import_adds_another_apps_servers(chatapp_exe, isolated_dirs, tmp_
     assert [r["name"] for r in listed["tools"] if r["server"] == "test"] == ["add", "environment", "big"]
     again = chatapp_exe("tools", "import", str(desktop))
     assert again.returncode == 2 and "already has [mcp_servers.test]" in again.stderr
+
+
+def test_ask_runs_only_allowed_calls_and_records_them(chatapp_exe, isolated_dirs):
+    write_config(isolated_dirs, f'[mcp_servers.test]\ncommand = "{sys.executable}"\nargs = ["{SERVER_SCRIPT}"]\n')
+    out = chatapp_exe("ask", "--tool", "add", "--tool", "big", "--tool-choice", "add", "--allow-tool", "big",
+                      "--temperature", "0", "-n", "60", "--json", "What is 17 plus 25?")
+    assert out.returncode == 0, out.stderr
+    records = [json.loads(line) for line in out.stdout.splitlines()]
+    first = records[0]
+    (call,) = first["tool_calls"]
+    assert (call["name"], call["server"], call["approved"]) == ("add", "test", False)
+    assert set(call["arguments"]) == {"a", "b"} and "denied" in call["result"] and call["result_tokens"] > 0
+    assert set(first["tool_schema_tokens"]) == {"add", "big"} and all(first["tool_schema_tokens"].values())
+    assert "refused a call of add (test): not allowed; --allow-tool add lets it run" in out.stderr
+    assert records[1]["cached_tokens"] == first["kv_used"]  # the step after the result reuses the cache
+    assert all("prefill_tokens" in r and "cached_tokens" in r for r in records)
+
+
+def test_tool_flags_without_a_tool_are_refused(chatapp_exe):
+    out = chatapp_exe("ask", "--allow-tools", "hi")
+    assert out.returncode == 2 and "go with --tool NAME or --tools" in out.stderr
+
+
+def test_calls_and_results_are_kept_in_the_session_and_its_export(chatapp_exe, isolated_dirs):
+    write_config(isolated_dirs, f'[mcp_servers.test]\ncommand = "{sys.executable}"\nargs = ["{SERVER_SCRIPT}"]\n')
+    out = chatapp_exe("ask", "--session", "calls", "--tool", "add", "--tool-choice", "add", "--allow-tool", "add",
+                      "--temperature", "0", "-n", "40", "What is 17 plus 25?")
+    assert out.returncode == 0, out.stderr
+    exported = chatapp_exe("sessions", "export", "calls", "-f", "json")
+    assert exported.returncode == 0 and "unreadable" not in exported.stderr + exported.stdout
+    roles = [m["role"] for m in json.loads(exported.stdout)["messages"]]
+    assert roles[:5] == ["system", "user", "assistant", "tool", "assistant"]
+    assert "### tool" in chatapp_exe("sessions", "export", "calls", "-f", "md").stdout

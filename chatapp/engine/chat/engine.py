@@ -351,6 +351,11 @@ class Engine:
         them in the system message (chatapp.engine.chat.tool_prompt)."""
         return self._tool_prompt.format
 
+    @property
+    def tool_syntax(self) -> str:
+        """How the model writes a call: hermes, mistral, llama3 or generic (chatapp.engine.tools.calls)."""
+        return self._tool_prompt.syntax
+
     def tool_costs(self, tools: Sequence[ToolSpec] | None = None) -> ToolCosts:
         """What tools (the offered ones by default) cost in prompt tokens, each and together:
         the system prompt rendered and tokenized with and without them, the difference."""
@@ -522,6 +527,18 @@ class Engine:
         if leaf is None or leaf in tree:
             tree.switch(leaf, descend=False)
         self._conversation.place_window(self._conversation.window_start)
+
+    def send_tool_results(self, texts: Sequence[str]) -> Iterator[Event]:
+        """The results of the calls the shown path's last reply made, one "tool" message each,
+        and the model's next reply: a step of a tool loop (chatapp.engine.chat.tool_turns). The
+        cache holds the path, so only the results and the template's glue are prefilled."""
+        if not texts:
+            raise InputError("no tool result to send")
+        undo_leaf = self._conversation.tree.leaf
+        first = self._conversation.add(Message("tool", texts[0]))
+        for text in texts[1:]:
+            self._conversation.add(Message("tool", text))
+        return self._turn(lambda: self._undo(undo_leaf, first.id), "tool")
 
     def reply_ids(self, message_id: str) -> list[int]:
         """A reply's token ids as the model reads it back: its templated path's tokens after

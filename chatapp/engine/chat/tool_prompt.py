@@ -28,16 +28,27 @@ class ToolPrompt:
 
     def __init__(self, render: ToolRender) -> None:
         self._render = render
-        self._native: bool | None = None
+        self._probe: str | None = None
+
+    def _probed(self) -> str:
+        if self._probe is None:
+            self._probe = self._render([Message("user", "hi")], add_generation_prompt=True,
+                                       tools=[PROBE_TOOL.as_openai()])
+        return self._probe
 
     @property
     def native(self) -> bool:
         """Whether the model's own template renders `tools` (asked once)."""
-        if self._native is None:
-            probe = [Message("user", "hi")]
-            self._native = PROBE_TOOL.name in self._render(probe, add_generation_prompt=True,
-                                                           tools=[PROBE_TOOL.as_openai()])
-        return self._native
+        return PROBE_TOOL.name in self._probed()
+
+    @property
+    def syntax(self) -> str:
+        """How the model writes a call (chatapp.engine.tools.calls): what its template tells it,
+        read from the probe render; chatapp's generic JSON for a template without tools."""
+        text = self._probed()
+        if PROBE_TOOL.name not in text:
+            return "generic"
+        return "hermes" if "<tool_call>" in text else "mistral" if "[AVAILABLE_TOOLS]" in text else "llama3"
 
     @property
     def format(self) -> str:

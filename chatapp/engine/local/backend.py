@@ -29,7 +29,7 @@ from chatapp.engine.local.probing import ProbingSampler
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
 from chatapp.engine.machine.hardware import cpu_name, physical_cores
 from chatapp.engine.local.llama import (
-    CAPTURE_KV_TYPE, LlamaRuntime, LoadOptions, PerfCounters, Sampler, gpu_offload_supported, model_n_head,
+    CAPTURE_KV_TYPE, LlamaRuntime, LoadOptions, PerfCounters, Sampler, call_gbnf, gpu_offload_supported, model_n_head,
     replay_soft_max, versions)
 from chatapp.engine.machine.roofline import prefill_flops_per_token, record_figures
 from chatapp.engine.stats import DraftFigures, LiveDecode, rate
@@ -202,7 +202,7 @@ class LocalBackend:
         yield prefill
         if forced_text:
             yield TextDelta(forced_text, self._live(after_prefill, rt.n_cached))
-        if drafting.active:
+        if drafting.active and generation.grammar is None:  # a grammar samples one at a time
             finished = self._decode_drafting(generation, stop, prefill, drafting, utf8)
         else:
             finished = self._decode(generation, stop, after_prefill, prefill, drafting.off_because, utf8)
@@ -323,8 +323,11 @@ class LocalBackend:
 
     def _sampler(self, generation: GenerationSettings) -> Sampler | ProbingSampler:
         """The turn's chain; one that reports each step when the turn asks for probabilities."""
+        grammar = generation.grammar
+        gbnf = call_gbnf(grammar.schema, grammar.prefix, grammar.suffix) if grammar is not None else None
         sampler = self.runtime.sampler(temperature=generation.temperature, top_k=generation.top_k,
-                                       top_p=generation.top_p, min_p=generation.min_p, seed=generation.seed)
+                                       top_p=generation.top_p, min_p=generation.min_p, seed=generation.seed,
+                                       grammar=gbnf)
         return ProbingSampler(sampler, generation.logprobs) if generation.logprobs > 0 else sampler
 
     def _probs(self, sampler: Sampler | ProbingSampler, generated: int) -> tuple:

@@ -107,7 +107,8 @@ class Sampler:
     same chain to candidates the caller gives and says what it drew from (see local.probing)."""
 
     def __init__(self, ctx, *, temperature: float, top_k: int, top_p: float, min_p: float, seed: int,
-                 n_vocab: int = 0):
+                 n_vocab: int = 0, grammar: tuple[object, str] | None = None):
+        """`grammar`: (the vocabulary, GBNF text with a `root` rule) the reply must follow."""
         self._ctx = ctx
         self.greedy = temperature <= 0
         """The chain is llama.cpp's greedy sampler alone: the first largest logit, no state."""
@@ -120,6 +121,11 @@ class Sampler:
         params.no_perf = True
         self._chain = llama_cpp.llama_sampler_chain_init(params)
         add = lambda s: llama_cpp.llama_sampler_chain_add(self._chain, s)  # noqa: E731
+        if grammar is not None:
+            constrained = llama_cpp.llama_sampler_init_grammar(grammar[0], grammar[1].encode("utf-8"), b"root")
+            if not constrained:
+                raise ModelError("llama.cpp refused the tool call's grammar")
+            add(constrained)
         if temperature <= 0:
             add(llama_cpp.llama_sampler_init_greedy())
         else:
@@ -451,9 +457,10 @@ class LlamaRuntime:
 
     # --- sampling and counters -----------------------------------------------------
     def sampler(self, *, temperature: float, top_k: int = 40, top_p: float = 0.95,
-                min_p: float = 0.05, seed: int = -1) -> Sampler:
+                min_p: float = 0.05, seed: int = -1, grammar: str | None = None) -> Sampler:
+        """`grammar`: GBNF the reply must follow (call_gbnf)."""
         return Sampler(self._llm.ctx, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed,
-                       n_vocab=self.n_vocab)
+                       n_vocab=self.n_vocab, grammar=(self._vocab, grammar) if grammar else None)
 
     @property
     def n_vocab(self) -> int:
@@ -820,6 +827,16 @@ def replay_soft_max(runtime: LlamaRuntime, tokens, collector, should_stop: Calla
     finally:
         llama_cpp.llama_batch_free(rows)
         llama_cpp.llama_free(ctx)
+
+def call_gbnf(schema: dict, prefix: str = "", suffix: str = "") -> str:
+    """GBNF for `prefix` + a JSON value of `schema` + `suffix`, by llama.cpp's own converter
+    (a tool call's grammar: chatapp.engine.tools.grammar)."""
+    import json
+
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    rules = json_schema_to_gbnf(json.dumps(schema)).replace("root ::=", "call ::=", 1)
+    return f"root ::= {json.dumps(prefix)} call {json.dumps(suffix)}\n" + rules
 
 
 # --- inside the next token: a tap context and the sampler chain stage by stage -----------------

@@ -25,7 +25,8 @@ from chatapp.engine.events import Message
 from chatapp.engine.retrieval.context import RetrievedContext, RetrievedEntry
 from chatapp.format import one_line_text
 
-ROLES = ("system", "user", "assistant")
+ROLES = ("system", "user", "assistant", "tool")
+"""A "tool" message holds a tool's result in a tool loop (chatapp.engine.chat.tool_turns)."""
 _ENTRY_FIELDS = {"file": str, "sha256": str, "section": str, "start_line": int, "end_line": int, "tokens": int}
 
 

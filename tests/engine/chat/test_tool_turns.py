@@ -1,0 +1,92 @@
+"""The tool loop on the real default model: a grammar makes the small model's first reply a
+well-formed call, the call is approved (or not), its result goes back as a "tool" message, and
+the next step reuses the whole cache, prefilling only the result and the template's glue."""
+
+import json
+
+import pytest
+
+from chatapp.engine.backend import GenerationSettings
+from chatapp.engine.chat.tool_turns import DENIED, ToolCallDone, ToolTurns
+from chatapp.engine.events import TurnDone
+from chatapp.engine.tools.calls import parse_calls
+from chatapp.engine.tools.registry import ToolRegistry
+from chatapp.engine.tools.servers import ToolSettings
+from chatapp.errors import InputError
+from tests.engine.conftest import make_engine
+from tests.engine.tools.conftest import stdio_server
+
+
+@pytest.fixture(scope="module")
+def registry():
+    with ToolRegistry.open(ToolSettings(servers=(stdio_server(),), timeout=30)) as opened:
+        yield opened
+
+
+@pytest.fixture
+def engine(runtime):
+    chat = make_engine(runtime, "You are a helpful assistant.")
+    chat.generation = GenerationSettings(temperature=0.0, max_tokens=60)
+    return chat
+
+
+def run(turns, engine, question):
+    events = list(turns.run(lambda: engine.send(question)))
+    return [e.record for e in events if isinstance(e, TurnDone)], [e for e in events if isinstance(e, ToolCallDone)]
+
+
+def test_a_named_tool_choice_makes_the_small_model_call_it_well_formed(engine, registry):
+    asked = []
+    turns = ToolTurns(engine, registry, registry.choose(["add"]),
+                      lambda call, spec: asked.append((call, spec.server)) or "once", choice="add", max_steps=2)
+    records, calls = run(turns, engine, "What is 17 plus 25?")
+    first = records[0]
+    (call,), _ = parse_calls(first.reply)
+    assert call.name == "add" and set(call.arguments) == {"a", "b"}
+    assert all(isinstance(v, int) for v in call.arguments.values())
+    assert asked == [(call, "test")]
+    done = calls[0]
+    assert done.approved and done.result.text == str(call.arguments["a"] + call.arguments["b"])
+    assert first.extra["tool_calls"] == [{"name": "add", "server": "test", "arguments": call.arguments,
+                                          "approved": True, "result": done.result.text,
+                                          "result_tokens": done.result_tokens, "error": False}]
+    # the next step: the cache held the first step's prompt and reply, and all of it is reused
+    second = records[1]
+    assert second.extra["action"] == "tool"
+    assert second.cached_tokens == first.kv_used
+    assert second.prefill_tokens == second.prompt_tokens - first.kv_used < 30
+    roles = [m.role for m in engine.messages]
+    assert roles[:5] == ["system", "user", "assistant", "tool", "assistant"]
+    assert engine.messages[3].content == done.result.text
+
+
+def test_a_denied_call_goes_back_to_the_model_as_its_result(engine, registry):
+    turns = ToolTurns(engine, registry, registry.choose(["add"]), lambda call, spec: "deny", choice="required",
+                      max_steps=1)
+    records, calls = run(turns, engine, "Add 2 and 3.")
+    assert [c.approved for c in calls] == [False] and calls[0].why == "denied"
+    assert records[0].extra["tool_calls"][0]["approved"] is False
+    assert records[0].extra["tool_calls"][0]["result"] == DENIED
+
+
+def test_always_asks_once_per_tool(engine, registry):
+    asked = []
+    turns = ToolTurns(engine, registry, registry.choose(["add"]), lambda call, spec: asked.append(call) or "always",
+                      choice="add", max_steps=1)
+    run(turns, engine, "What is 1 plus 1?")
+    turns.choice = "add"
+    run(turns, engine, "And 2 plus 2?")
+    assert len(asked) == 1 and turns.always == {"add"}
+
+
+def test_tool_choice_none_offers_nothing_and_a_bad_choice_is_one_line(engine, registry):
+    ToolTurns(engine, registry, registry.choose(["add"]), lambda c, s: "deny", choice="none")
+    assert engine.tools == () and "You can call" not in engine.render()
+    with pytest.raises(InputError, match="--tool-choice"):
+        ToolTurns(engine, registry, registry.choose(["add"]), lambda c, s: "deny", choice="subtract")
+
+
+def test_the_tools_are_in_the_prompt_the_model_reads(engine, registry):
+    ToolTurns(engine, registry, registry.choose(["add", "big"]), lambda c, s: "deny")
+    text = engine.render()
+    assert json.dumps(registry.get("add").as_openai()["function"]) in text
