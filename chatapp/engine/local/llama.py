@@ -828,16 +828,6 @@ def replay_soft_max(runtime: LlamaRuntime, tokens, collector, should_stop: Calla
         llama_cpp.llama_batch_free(rows)
         llama_cpp.llama_free(ctx)
 
-def call_gbnf(schema: dict, prefix: str = "", suffix: str = "") -> str:
-    """GBNF for `prefix` + a JSON value of `schema` + `suffix`, by llama.cpp's own converter
-    (a tool call's grammar: chatapp.engine.tools.grammar)."""
-    import json
-
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
-
-    rules = json_schema_to_gbnf(json.dumps(schema)).replace("root ::=", "call ::=", 1)
-    return f"root ::= {json.dumps(prefix)} call {json.dumps(suffix)}\n" + rules
-
 
 # --- inside the next token: a tap context and the sampler chain stage by stage -----------------
 # The views of chatapp.engine.inside.{surprise,lens,sampler_chain} read llama.cpp through these.
