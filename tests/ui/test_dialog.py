@@ -20,6 +20,7 @@ from textual.widgets import Input, Label
 import chatapp.ui.screens
 from chatapp.engine.chat.tree import MessageTree
 from chatapp.engine.events import Message
+from chatapp.engine.tools.spec import ToolCall, ToolSpec
 from chatapp.errors import ChatappError
 from chatapp.ui.screens.anatomy import AnatomyScreen
 from chatapp.ui.screens.attach import AttachScreen, DetachScreen
@@ -31,6 +32,7 @@ from chatapp.ui.screens.sampling import Sampling, SamplingScreen
 from chatapp.ui.screens.session_changed import SessionChangedScreen
 from chatapp.ui.screens.sessions import ConfirmScreen, NameScreen, SessionsScreen
 from chatapp.ui.screens.system_prompt import SystemPromptScreen
+from chatapp.ui.screens.tool_approval import ToolApprovalScreen
 from chatapp.ui.screens.tree import TreeScreen
 from chatapp.ui.shown import TreeSnapshot
 
@@ -142,7 +144,8 @@ def every_dialog(tmp_path: Path) -> list[Dialog]:
             SystemPromptScreen("be brief"), SamplingScreen(Sampling(0.7, 512)), AttachScreen(tmp_path),
             DetachScreen(()), ModelPickerScreen([], tmp_path / "x.gguf", ["a note"]),
             SessionChangedScreen("It changed elsewhere"), HelpScreen([("Anywhere", [Binding("a", "b", "Do b")])]),
-            TreeScreen(TreeSnapshot(tree)), AnatomyScreen(tmp_path / "missing.gguf"), AttentionScreen(no_capture)]
+            TreeScreen(TreeSnapshot(tree)), AnatomyScreen(tmp_path / "missing.gguf"), AttentionScreen(no_capture),
+            ToolApprovalScreen(ToolCall("add", {"a": 1}), ToolSpec("add", "Add.", {}, "test"))]
 
 
 async def test_escape_closes_each_of_chatapps_dialogs_with_none(tmp_path: Path) -> None:
