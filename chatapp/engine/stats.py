@@ -72,6 +72,8 @@ class LiveDecode:
     """What decoding a token reads now: the weights it uses and the KV cells in use (0: unknown)."""
     bandwidth_gbps: float | None = None
     """This machine's measured memory read bandwidth (None: not measured, e.g. a GPU's)."""
+    bandwidth_note: str = ""
+    """Why `bandwidth_gbps` is None when it is still to be measured (after this turn)."""
     draft: DraftFigures | None = None
     """The turn's drafting so far; None when the turn does not draft."""
 

@@ -15,7 +15,6 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from functools import cached_property
 from pathlib import Path
 
 from chatapp.config import DraftMode, Settings
@@ -27,6 +26,7 @@ from chatapp.engine.drafting.policy import DraftPolicy
 from chatapp.engine.local.drafting import LocalDrafting, kv_for_drafting
 from chatapp.engine.local.probing import ProbingSampler
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
+from chatapp.engine.machine.bandwidth import DecodeBandwidth
 from chatapp.engine.machine.hardware import cpu_name, physical_cores
 from chatapp.engine.local.llama import (
     CAPTURE_KV_TYPE, LlamaRuntime, LoadOptions, PerfCounters, Sampler, call_gbnf, gpu_offload_supported, model_n_head,
@@ -70,6 +70,7 @@ class LocalBackend:
         )
         self._facts = facts
         self._kv_bytes_per_token = runtime.kv_bytes_per_token
+        self._bandwidth = DecodeBandwidth(info.backend, self.threads.fixed or physical_cores())
         self._drafting = LocalDrafting(runtime, draft_policy, threads=self.threads.decode_threads,
                                        chosen=draft_config)
 
@@ -115,15 +116,12 @@ class LocalBackend:
     def set_drafting(self, mode: DraftMode, draft_max: int) -> Drafting:
         return self._drafting.set(mode, draft_max)
 
-    @cached_property
+    @property
     def bandwidth_gbps(self) -> float | None:
-        """The memory read bandwidth decode runs against (chatapp.engine.machine.bandwidth), GB/s. On a new
-        machine the first turn measures it (a few tenths of a second, on the thread running the
-        turn, before its prefill), then it is cached per machine; None where decode runs on a GPU."""
-        from chatapp.engine.machine.bandwidth import bandwidth_for
-
-        found = bandwidth_for(self.runtime.info.backend, self.threads.fixed or physical_cores())
-        return found.gbps if found else None
+        """The memory read bandwidth decode runs against (chatapp.engine.machine.bandwidth), GB/s, as
+        cached per machine; None where decode runs on a GPU, and on a new machine until the end of
+        its first turn, which measures it after the reply (no first token waits for the probe)."""
+        return self._bandwidth.gbps
 
     def _bytes_per_token(self, kv_used: int) -> int:
         """What decoding one token reads with `kv_used` cells in use (chatapp.engine.machine.roofline)."""
@@ -157,7 +155,6 @@ class LocalBackend:
     def stream(self, prompt: Sequence[int], generation: GenerationSettings, stop: threading.Event, *,
                reuse_limit: int | None = None, forced: Sequence[int] = ()) -> Iterator[BackendEvent]:
         rt = self.runtime
-        self.bandwidth_gbps  # measured here, at the first turn, if never before
         forced = list(forced)
         n_prompt = len(prompt)
         prompt = list(prompt) + forced  # forced reply tokens go in as the prompt's tail
@@ -212,7 +209,9 @@ class LocalBackend:
                                 forced_prefilled=len(forced) - max(0, cached - n_prompt),
                                 drafted=tuple(i + len(forced) for i in event.drafted))
             yield event
-        # After the reply (its first token never waits for it): a drafting check left pending.
+        # After the reply (its first token never waits for them): the one-off measurements left
+        # pending, the memory bandwidth on a new machine and a drafting check.
+        self._bandwidth.measure_if_missing()
         self._drafting.after_turn()
 
     def _forced_text(self, forced: list[int], utf8: Utf8Stream) -> str:
@@ -350,21 +349,21 @@ class LocalBackend:
         return LiveDecode(decode_tokens=now.eval_tokens - after_prefill.eval_tokens,
                           decode_ms=now.eval_ms - after_prefill.eval_ms, kv_used=kv_used, threads=threads,
                           threads_reason=self.threads.reason(threads), bytes_per_token=self._bytes_per_token(kv_used),
-                          bandwidth_gbps=self.bandwidth_gbps)
+                          bandwidth_gbps=self.bandwidth_gbps, bandwidth_note=self._bandwidth.note)
 
     def _live_drafting(self, figures: DraftFigures, kv_used: int) -> LiveDecode:
         threads = self.runtime.threads[0]
         return LiveDecode(decode_tokens=figures.tokens, decode_ms=figures.decode_ms, kv_used=kv_used,
                           threads=threads, threads_reason=self.threads.reason(threads),
                           bytes_per_token=self._bytes_per_token(kv_used), bandwidth_gbps=self.bandwidth_gbps,
-                          draft=figures)
+                          bandwidth_note=self._bandwidth.note, draft=figures)
 
     def _turn_extra(self, prefill: PrefillDone, live: LiveDecode, drafting: dict) -> dict:
         """The record's backend figures: threads, drafting, and decode's memory traffic at the
         reply's mean fill (the cache grew by a cell a token from the prompt's end)."""
         mean_fill = (prefill.prompt_tokens + live.kv_used) // 2
         traffic = record_figures(self._facts, self.runtime.info.kv_type, mean_fill,
-                                 rate(live.decode_tokens, live.decode_ms), self.bandwidth_gbps)
+                                 rate(live.decode_tokens, live.decode_ms), self.bandwidth_gbps, self._bandwidth.note)
         return {**self._extra(), **drafting, **traffic, "prefill_flops_per_token": prefill.flops_per_token}
 
     def _extra(self) -> dict:

@@ -12,6 +12,10 @@ It takes a few tenths of a second (mostly the kernel mapping the buffer's pages)
 per machine (CPU model, core counts, memory size) and thread count under the cache folder;
 `chatapp bench bandwidth` measures again. GPU backends read from their own memory, which this
 cannot see: `bandwidth_for` says None (not measured) for them rather than guess.
+
+A chat never waits for the probe: `DecodeBandwidth` gives what is cached, and on a new machine
+None ("measuring after this turn") until the backend measures it after its first reply. Run
+before a first token, the probe cost 0.1-0.3 s here and 1.1-3.8 s on a loaded machine (issue 36).
 """
 
 from __future__ import annotations
@@ -167,3 +171,37 @@ def memory_bandwidth(threads: int | None = None, *, refresh: bool = False) -> Ba
 def bandwidth_for(backend: str, threads: int | None = None) -> Bandwidth | None:
     """The figure a backend's decode runs against: measured for CPU, None (not measured) for GPUs."""
     return memory_bandwidth(threads) if backend == "CPU" else None
+
+
+MEASURING = "measuring after this turn (the first on this machine at this thread count)"
+"""Why a CPU backend's figure is None: not cached yet, and measured once the turn has ended."""
+
+
+class DecodeBandwidth:
+    """The figure one backend's decode runs against, never measured on the way to a first token:
+    the cached one for this machine and thread count, else None until `measure_if_missing` (a
+    backend calls it after a turn's reply). On a GPU backend None for good."""
+
+    def __init__(self, backend: str, threads: int) -> None:
+        self.backend = backend
+        self.threads = max(1, threads)
+        self._found: Bandwidth | None = None
+        self._looked = False
+
+    @property
+    def gbps(self) -> float | None:
+        if not self._looked:  # once: decode asks for it at every token
+            self._looked = True
+            self._found = cached(self.threads) if self.backend == "CPU" else None
+        return self._found.gbps if self._found is not None else None
+
+    @property
+    def note(self) -> str:
+        """Why `gbps` is None while it is to be measured (MEASURING); "" once measured, and on a
+        GPU, whose figure is never measured (the UI names the backend instead)."""
+        return MEASURING if self.backend == "CPU" and self.gbps is None else ""
+
+    def measure_if_missing(self) -> None:
+        """The probe, when nothing is cached (a few tenths of a second); its figure is kept."""
+        if self.note:
+            self._found = memory_bandwidth(self.threads)

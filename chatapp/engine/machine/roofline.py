@@ -44,15 +44,19 @@ def bound_tps(bytes_per_token: int, bandwidth_gbps: float) -> float:
 
 
 def record_figures(info: ModelInfo, kv_type: str, kv_used: int, decode_tps: float,
-                   bandwidth_gbps: float | None) -> dict:
+                   bandwidth_gbps: float | None, bandwidth_note: str = "") -> dict:
     """The turn record's keys. For a whole reply pass the mean of its first and last fill as
-    `kv_used` (the cache grows by one cell a token, so that is the mean read per token)."""
+    `kv_used` (the cache grows by one cell a token, so that is the mean read per token).
+    `bandwidth_note`: why the bandwidth is None this turn (e.g. it is measured after it)."""
     per_token = decode_traffic(info, kv_type, kv_used).bytes_per_token
-    return {
+    figures = {
         "decode_bytes_per_token": per_token,
         "decode_gbps": round(gb_per_s(per_token, decode_tps), 2),
         "memory_bandwidth_gbps": None if bandwidth_gbps is None else round(bandwidth_gbps, 2),
     }
+    if bandwidth_gbps is None and bandwidth_note:
+        figures["memory_bandwidth_note"] = bandwidth_note
+    return figures
 
 
 def prefill_flops_per_token(info: ModelInfo) -> int:
@@ -63,9 +67,11 @@ def _gb(value: float) -> str:
     return f"{value:.1f}" if value < 10 else f"{value:.0f}"
 
 
-def decode_line(bytes_per_token: int, decode_tps: float, bandwidth_gbps: float | None, backend: str = "CPU") -> str:
+def decode_line(bytes_per_token: int, decode_tps: float, bandwidth_gbps: float | None, backend: str = "CPU",
+                note: str = "") -> str:
     """The Speed panel's line, e.g. "decode reads 92.1 MiB/token; 11 GB/s of 30 GB/s (36%);
-    bandwidth alone would allow ~330 tok/s". Parts without figures yet are left out."""
+    bandwidth alone would allow ~330 tok/s". Parts without figures yet are left out; without a
+    bandwidth, `note` says why (else: not measured on `backend`)."""
     parts = [f"decode reads {human_bytes(bytes_per_token)}/token"]
     achieved = gb_per_s(bytes_per_token, decode_tps)
     if bandwidth_gbps:
@@ -74,7 +80,7 @@ def decode_line(bytes_per_token: int, decode_tps: float, bandwidth_gbps: float |
         parts.append(f"bandwidth alone would allow ~{bound_tps(bytes_per_token, bandwidth_gbps):,.0f} tok/s")
     else:
         achieved_text = f"{_gb(achieved)} GB/s; " if decode_tps > 0 else ""
-        parts.append(f"{achieved_text}memory bandwidth not measured on {backend}")
+        parts.append(f"{achieved_text}memory bandwidth {note or f'not measured on {backend}'}")
     return "; ".join(parts)
 
 

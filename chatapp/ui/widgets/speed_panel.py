@@ -41,9 +41,10 @@ def draft_lines(draft: DraftFigures) -> dict[str, str]:
     return shown
 
 
-def roofline_text(bytes_per_token: int, decode_tps: float, bandwidth_gbps: float | None, backend: str) -> str:
+def roofline_text(bytes_per_token: int, decode_tps: float, bandwidth_gbps: float | None, backend: str,
+                  note: str = "") -> str:
     """decode_line, one part a line."""
-    return decode_line(bytes_per_token, decode_tps, bandwidth_gbps, backend).replace("; ", "\n  ")
+    return decode_line(bytes_per_token, decode_tps, bandwidth_gbps, backend, note).replace("; ", "\n  ")
 
 
 def typing_line(state: TypeAhead, backend: str) -> str:
@@ -175,7 +176,7 @@ class SpeedPanel(Vertical):
                     shown |= draft_lines(live.draft)
                 if live.bytes_per_token:
                     shown |= {"roofline": roofline_text(live.bytes_per_token, live.decode_tps, live.bandwidth_gbps,
-                                                        self.backend)}
+                                                        self.backend, live.bandwidth_note)}
             return shown
         r = self.last_record
         if r is None:
@@ -202,7 +203,7 @@ class SpeedPanel(Vertical):
             bandwidth = r.extra.get("memory_bandwidth_gbps")
             shown |= {"roofline": roofline_text(per_token, r.decode_tps,
                                                 bandwidth if isinstance(bandwidth, (int, float)) else None,
-                                                self.backend)}
+                                                self.backend, str(r.extra.get("memory_bandwidth_note") or ""))}
         return shown
 
     def _progress_text(self, p: PrefillProgress) -> Text:

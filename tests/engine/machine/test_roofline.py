@@ -72,6 +72,9 @@ def test_record_figures(default_model_path):
     assert figures == {"decode_bytes_per_token": per_token, "decode_gbps": round(per_token * 100 / 1e9, 2),
                        "memory_bandwidth_gbps": 30.0}
     assert record_figures(info, "f16", 0, 50.0, None)["memory_bandwidth_gbps"] is None
+    # Why it is None, said only while it is: a new machine measures it after its first turn.
+    assert record_figures(info, "f16", 0, 50.0, None, "measuring")["memory_bandwidth_note"] == "measuring"
+    assert "memory_bandwidth_note" not in record_figures(info, "f16", 0, 50.0, 30.0, "measuring")
 
 
 def test_the_speed_panel_line():
@@ -82,6 +85,8 @@ def test_the_speed_panel_line():
     assert decode_line(per_token, 0.0, 30.0) == "decode reads 92.0 MiB/token; bandwidth alone would allow ~311 tok/s"
     assert decode_line(per_token, 114.0, None, "CUDA") == (
         "decode reads 92.0 MiB/token; 11 GB/s; memory bandwidth not measured on CUDA")
+    assert decode_line(per_token, 114.0, None, "CPU", "measuring after this turn") == (
+        "decode reads 92.0 MiB/token; 11 GB/s; memory bandwidth measuring after this turn")
 
 
 def test_prefill_counts_two_flops_per_active_weight(default_model_path):
