@@ -169,7 +169,7 @@ app = typer.Typer(
 def _register_subcommands() -> None:
     from chatapp.commands import bench as bench_cmd
     from chatapp.commands import config as config_cmd
-    from chatapp.commands import core, neighbours
+    from chatapp.commands import core, neighbours, next_token
     from chatapp.commands import models as models_cmd
     from chatapp.commands import sessions as sessions_cmd
     from chatapp.commands import themes as themes_cmd
@@ -177,6 +177,8 @@ def _register_subcommands() -> None:
 
     core.register(app)
     app.command()(neighbours.neighbours)
+    for command in (next_token.perplexity, next_token.lens, next_token.sampler):
+        app.command()(command)
     group = ChatappCommands
     app.add_typer(models_cmd.app, name="models", cls=group, help="List, inspect and pull GGUF models.")
     app.add_typer(config_cmd.app, name="config", cls=group, help="Where the config file lives and what it holds.")

@@ -1,0 +1,201 @@
+"""Inside the next token: `chatapp perplexity FILE`, `chatapp lens TEXT` and `chatapp sampler PROMPT`.
+
+Each loads the model on the CPU for itself (chatapp.engine.opening.open_next_token) and prints
+a table or a strip, or with --json one object (chatapp.engine.inside.{surprise,lens,sampler_chain}
+say what the fields mean).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from chatapp.commands.core import FLAG, ModelOpt, configured, default_note
+from chatapp.errors import InputError, ModelError
+from chatapp.format import one_line_text, visible_piece
+
+JsonOpt = Annotated[bool, typer.Option("--json", metavar=FLAG, help="One JSON object instead of the table.")]
+SHADE_STYLES = ("", "yellow", "bold red", "bold white on red")
+"""The terminal's shades of SHADE_LABELS (chatapp.engine.inside.surprise)."""
+MAX_SEED = 2**32 - 2
+
+
+def _open(model: str | None, n_ctx: int = 256):
+    from chatapp.commands.opening import model_path, settings_with
+    from chatapp.engine.opening import open_next_token
+
+    settings = settings_with()
+    path = model_path(settings, model, Console(stderr=True))
+    return open_next_token(settings, path, n_ctx), settings
+
+
+def _read_text(file: str) -> str:
+    try:
+        data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {file}: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{file} is not UTF-8 text") from None
+
+
+def perplexity(
+    file: Annotated[str, typer.Argument(help="A UTF-8 text file, or - for standard input.")],
+    ctx: Annotated[int, typer.Option("--ctx", "-c", help="Tokens per window, as llama-perplexity's -c.")] = 512,
+    model: ModelOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Each token's surprise (-ln p under the model) and the text's perplexity.
+
+    The text is cut into windows of --ctx tokens as llama-perplexity cuts it; its estimate (the second
+    half of each full window) is given beside the perplexity of every token.
+    """
+    from chatapp.engine.inside.surprise import SHADE_LABELS, shade
+
+    text = _read_text(file)
+    views, _settings = _open(model)
+    try:
+        ids = views.text_ids(text)
+        found = views.surprise(ids, ctx)
+    finally:
+        views.close()
+    if as_json:
+        typer.echo(json.dumps(found.to_json(), ensure_ascii=False, allow_nan=False))
+        return
+    out = Console()
+    strip = Text()
+    for piece, value in zip(found.pieces, found.surprise.tolist()):
+        strip.append(piece, style=SHADE_STYLES[shade(value)])
+    out.print(strip, soft_wrap=True)
+    out.print()
+    legend = Text("shades: ")
+    for label, style in zip(SHADE_LABELS, SHADE_STYLES):
+        legend.append(label, style=style or None)
+        legend.append("  ")
+    out.print(legend)
+    out.print(found.describe(), markup=False, highlight=False)
+
+
+def lens(
+    text: Annotated[str, typer.Argument(help="The text whose next token (or --token N) the layers predict.")],
+    token: Annotated[Optional[int], typer.Option(
+        "--token", help="Predict the text's token N (2 = the second) from those before it."
+                        + default_note("the next token after the text"))] = None,
+    k: Annotated[int, typer.Option("--k", help="Candidates per layer.")] = 5,
+    model: ModelOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The logit lens: each layer's output put through the final norm and the output head.
+
+    Shows, layer by layer, the top candidates for the next token and the rank and probability of the
+    token that comes (the text's own with --token, else the model's top choice).
+    """
+    from chatapp.engine.inside.lens import positions_for
+
+    if not text:
+        raise InputError("the text is empty")
+    if not 1 <= k <= 100:
+        raise InputError(f"--k must be between 1 and 100, got {k}")
+    views, _settings = _open(model)
+    try:
+        ids = views.text_ids(text)
+        shift = 1 if views.runtime.adds_bos else 0  # token N counts the text's tokens, not a BOS
+        position, given = positions_for(len(ids) - shift, token)
+        found = views.lens(ids, position + shift, ids[position + shift + 1] if given else None, k)
+    finally:
+        views.close()
+    if as_json:
+        typer.echo(json.dumps(found.to_json(), ensure_ascii=False, allow_nan=False))
+        return
+    what = "the text's token" if found.given else "the model's choice"
+    table = Table("layer", f"rank of {visible_piece(found.piece)!r}", "p", "top candidates",
+                  title=escape(f"Logit lens: layer by layer, {what} {visible_piece(found.piece)!r}"),
+                  title_justify="left")
+    for layer in found.layers:
+        tops = ", ".join(f"{one_line_text(visible_piece(c.piece))!r} {c.p:.0%}" for c in layer.top)
+        table.add_row(str(layer.layer), f"{layer.rank:,}", f"{layer.p:.3f}", escape(tops))
+    out = Console()
+    out.print(table)
+    first = found.first_top
+    out.print(("top-1 from layer " + str(first) + " on") if first is not None else "not top-1 at the last layer",
+              markup=False, highlight=False)
+    out.print(found.how(), markup=False, highlight=False)
+
+
+def sampler(
+    prompt: Annotated[str, typer.Argument(help="A user message; the reply to it is drawn, then replayed.")],
+    seed: Annotated[Optional[int], typer.Option("--seed", help="The draw's seed." + default_note(
+        "seed in the config; -1 there picks one, which the output names"))] = None,
+    temperature: Annotated[Optional[float], typer.Option("--temperature", "-t", help="Sampling temperature."
+                                                         + configured("temperature"))] = None,
+    top_k: Annotated[Optional[int], typer.Option("--top-k", help="top_k (0: off)." + configured("top_k"))] = None,
+    top_p: Annotated[Optional[float], typer.Option("--top-p", help="top_p (1: off)." + configured("top_p"))] = None,
+    min_p: Annotated[Optional[float], typer.Option("--min-p", help="min_p (0: off)." + configured("min_p"))] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", help="The reply's most tokens.")] = 32,
+    token: Annotated[Optional[int], typer.Option(
+        "--token", help="The reply token whose stages the table shows (1 = the first)."
+                        + default_note("the one the model was least sure of"))] = None,
+    model: ModelOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The sampler chain stage by stage: what top_k, top_p, min_p, temperature and the draw did.
+
+    A reply is drawn with llama.cpp's chain as a turn draws it, then replayed with each sampler applied on
+    its own, with the same seed: the replay must draw the same tokens, and shows what each stage cut.
+    """
+    from chatapp.commands.opening import settings_with
+
+    if not 1 <= max_tokens <= 512:
+        raise InputError(f"--max-tokens must be between 1 and 512, got {max_tokens}")
+    base = settings_with(**{key: value for key, value in (("temperature", temperature), ("top_k", top_k),
+                                                           ("top_p", top_p), ("min_p", min_p)) if value is not None})
+    seed = base.seed if seed is None else seed
+    if seed < 0:
+        seed = secrets.randbelow(MAX_SEED + 1)
+    elif seed > MAX_SEED:
+        raise InputError(f"--seed must be -1 or 0 to {MAX_SEED:,}, got {seed}")
+    chain = {"temperature": base.temperature, "top_k": base.top_k, "top_p": base.top_p, "min_p": base.min_p,
+             "seed": seed}
+    views, _settings = _open(model, n_ctx=1024)
+    try:
+        rt = views.runtime
+        rendered = rt.render_chat([{"role": "system", "content": base.system_prompt},
+                                   {"role": "user", "content": prompt}], add_generation_prompt=True)
+        ids = rt.tokenize(rendered, special=True, add_bos=rt.adds_bos)
+        if len(ids) + max_tokens > rt.n_ctx:
+            raise InputError(f"the prompt is {len(ids):,} tokens: too long to look at here")
+        reply = views.generate(ids, max_tokens=max_tokens, **chain)
+        found = views.replay_chain(ids, reply, **chain)
+    finally:
+        views.close()
+    equal, compared = found.matches
+    if equal != compared:
+        raise ModelError(f"the replay drew the turn's token at {equal} of {compared} positions")
+    if as_json:
+        data = found.to_json()
+        data["reply"] = "".join(step.piece for step in found.steps)
+        typer.echo(json.dumps(data, ensure_ascii=False, allow_nan=False))
+        return
+    if token is not None and not 1 <= token <= len(found.steps):
+        raise InputError(f"--token must be between 1 and {len(found.steps)}: the reply has {len(found.steps)} tokens")
+    step = found.steps[token - 1] if token is not None else min(found.steps, key=lambda s: s.p_model)
+    out = Console()
+    out.print(Text("reply: ") + Text("".join(s.piece for s in found.steps)), soft_wrap=True)
+    table = Table("stage", "left", "mass", "top candidates (p after the stage)",
+                  title=escape(f"Token {step.index + 1} {visible_piece(step.piece)!r}: p {step.p_model:.3f} from the "
+                               f"model, {step.p_final:.3f} in the draw"), title_justify="left")
+    for stage in step.stages:
+        tops = ", ".join(f"{one_line_text(visible_piece(c.piece))!r} {c.p:.0%}" for c in stage.top[:5])
+        table.add_row(stage.name, f"{stage.kept:,}", f"{stage.mass:.1%}", escape(tops))
+    out.print(table)
+    out.print(found.how(), markup=False, highlight=False)

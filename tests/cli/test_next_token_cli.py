@@ -1,0 +1,66 @@
+"""`chatapp perplexity`, `chatapp lens` and `chatapp sampler` end to end through the installed
+script, on the real default model."""
+
+import json
+import math
+
+
+def test_perplexity_json_gives_each_tokens_surprise_and_the_perplexity(chatapp_exe, tmp_path):
+    text = tmp_path / "text.txt"
+    text.write_text("The cat sat on the mat. " * 6 + "\n")
+    out = chatapp_exe("perplexity", str(text), "--ctx", "16", "--json")
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout)
+    tokens = found["tokens"]
+    assert set(tokens[0]) == {"id", "piece", "surprise"} and tokens[0]["surprise"] is None
+    assert "".join(t["piece"] for t in tokens) == text.read_text()
+    surprise = [t["surprise"] for t in tokens[1:]]
+    assert all(s >= 0 for s in surprise) and found["scored"] == len(surprise)
+    assert math.isclose(found["ppl"], math.exp(sum(surprise) / len(surprise)), rel_tol=1e-4)
+    assert found["ctx"] == 16 and found["llama_perplexity"] is not None  # 2 full windows: its estimate
+    # the repeats are predictable: the last sentences surprise less than the first
+    assert sum(surprise[-8:]) < sum(surprise[:8])
+
+
+def test_perplexity_strip_and_refusals(chatapp_exe, tmp_path):
+    text = tmp_path / "text.txt"
+    text.write_text("Hello there, how are you today?")
+    out = chatapp_exe("perplexity", str(text))
+    assert out.returncode == 0, out.stderr
+    assert "Hello there, how are you today?" in out.stdout and "perplexity" in out.stdout
+    assert "very surprising" in out.stdout
+    for args, message in [(("perplexity", str(tmp_path / "missing.txt")), "chatapp: Input: cannot read"),
+                          (("perplexity", str(text), "--ctx", "4"), "chatapp: Input: --ctx must be at least 16")]:
+        bad = chatapp_exe(*args)
+        assert bad.returncode == 2 and message in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_lens_json_ends_in_the_models_own_logits(chatapp_exe):
+    out = chatapp_exe("lens", "The capital of France is", "--k", "3", "--json")
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout)
+    assert len(found["layers"]) == 30 and [layer["layer"] for layer in found["layers"]] == list(range(30))
+    assert all(set(c) == {"id", "piece", "p"} for layer in found["layers"] for c in layer["top"])
+    last = found["layers"][-1]["top"]
+    assert [c["id"] for c in last] == [c["id"] for c in found["logits_top"]]
+    assert all(abs(a["p"] - b["p"]) < 1e-3 for a, b in zip(last, found["logits_top"]))
+    assert found["token"]["id"] == found["logits_top"][0]["id"] and not found["token"]["given"]
+    given = json.loads(chatapp_exe("lens", "The capital of France is Paris", "--token", "6", "--json").stdout)
+    assert given["token"]["piece"] == " Paris" and given["token"]["given"]
+
+
+def test_sampler_json_replays_the_drawn_reply_stage_by_stage(chatapp_exe):
+    out = chatapp_exe("sampler", "Name a colour.", "--seed", "9", "--temperature", "1.0", "--max-tokens", "12",
+                      "--json")
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout)
+    assert found["settings"]["seed"] == 9 and found["matches"]["equal"] == found["matches"]["compared"] > 0
+    step = found["steps"][0]
+    assert [s["stage"] for s in step["stages"]] == ["top_k", "top_p", "min_p", "temperature", "dist"]
+    assert step["stages"][0]["kept"] <= 40
+    again = json.loads(chatapp_exe("sampler", "Name a colour.", "--seed", "9", "--temperature", "1.0",
+                                   "--max-tokens", "12", "--json").stdout)
+    assert again["reply"] == found["reply"]  # the same seed, the same draw
+    table = chatapp_exe("sampler", "Name a colour.", "--seed", "9", "--max-tokens", "6", "--token", "1")
+    assert table.returncode == 0, table.stderr
+    assert "Token 1" in table.stdout and "min_p" in table.stdout and "no repetition penalty" in table.stdout
