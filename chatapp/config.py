@@ -31,6 +31,12 @@ the drafts in one batch; "off" decodes one token a step. The one list the CLI, t
 the engine share."""
 DRAFT_MODES: tuple[str, ...] = get_args(DraftMode)
 FlashAttn = Literal["auto", "on", "off"]
+ThinkingHistory = Literal["template", "keep"]
+"""A thinking model's earlier thoughts in the prompt: "template" renders them as its template
+does (Qwen3's and R1's drop them, so the next turn prefills the previous reply again); "keep"
+renders each as it was generated, so the cache holds a prefix of the next turn
+(chatapp.engine.thinking). The one list the CLI, the config and the engine share."""
+THINKING_HISTORIES: tuple[str, ...] = get_args(ThinkingHistory)
 FLASH_ATTN_MODES: tuple[str, ...] = get_args(FlashAttn)
 DEFAULT_DRAFT: DraftMode = "off"
 """The default for `draft`, the one place it is set. On ("ngram") only where drafting never
@@ -87,6 +93,12 @@ class Settings:
     """Prefill the next prompt while its question is typed, so Enter leaves only the last few
     tokens to prefill; replies are the same either way (chatapp.engine.chat.typeahead). Over
     a llama-server it fills the server's prompt cache (requests with n_predict 0)."""
+    think_budget: int = -1
+    """A thinking model's most thought tokens per reply: past them the closing marker is forced
+    and the model answers (llama-server's --reasoning-budget). -1: no budget; 0: no thought."""
+    thinking_history: ThinkingHistory = "template"
+    """Earlier replies' thoughts in the prompt: "template" (as the model's template renders
+    them, usually dropped) or "keep" (as generated, so the cache is reused)."""
     incognito: bool = False
     """Keep no chat: one is saved only when you save it as a session (F6). Off, every chat in
     the TUI is a session from its first turn, named after its first question (F6 renames it)."""
@@ -154,6 +166,10 @@ def validate(settings: Settings) -> Settings:
     if settings.draft not in DRAFT_MODES:
         raise ConfigError(f"draft must be one of {', '.join(DRAFT_MODES)}, got {settings.draft!r}")
     _in_range("draft_max", settings.draft_max, 1, MAX_DRAFT_TOKENS)
+    _in_range("think_budget", settings.think_budget, -1, MAX_TOKENS, f"-1 (no budget) or 0 to {MAX_TOKENS:,}")
+    if settings.thinking_history not in THINKING_HISTORIES:
+        raise ConfigError(f"thinking_history must be one of {', '.join(THINKING_HISTORIES)}, "
+                          f"got {settings.thinking_history!r}")
     if settings.threads < 0:
         raise ConfigError(f"threads must be 0 (auto) or more, got {settings.threads}")
     _in_range("gpu_layers", settings.gpu_layers, -1, MAX_GPU_LAYERS, f"-1 (all) or 0 to {MAX_GPU_LAYERS:,}")

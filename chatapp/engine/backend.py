@@ -17,6 +17,7 @@ from typing import Literal, Protocol, get_args, runtime_checkable
 from chatapp.config import DraftMode, Settings
 from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable
 from chatapp.engine.events import BackendEvent, Message
+from chatapp.engine.thinking import Steering
 from chatapp.engine.tokens import Token
 from chatapp.engine.tools.grammar import CallGrammar
 
@@ -182,7 +183,8 @@ class Backend(Protocol):
         """The token ids whose keys and values the cache holds now, in position order."""
 
     def stream(self, prompt: Sequence[int], generation: GenerationSettings, stop: threading.Event, *,
-               reuse_limit: int | None = None, forced: Sequence[int] = ()) -> Iterator[BackendEvent]:
+               reuse_limit: int | None = None, forced: Sequence[int] = (),
+               steer: Steering | None = None) -> Iterator[BackendEvent]:
         """Run one turn: reuse what the cache shares with `prompt` (at most `reuse_limit`
         tokens), prefill the rest, decode the reply. Ends with a `Generated`. `stop` may be set
         from another thread at any time, prefill included.
@@ -190,7 +192,11 @@ class Backend(Protocol):
         `forced`: the reply's first tokens, given rather than sampled (a branch from a token of
         an earlier reply). They follow `prompt` in the cache like prompt tokens, the cached ones
         reused and the rest prefilled, their text starts the reply, and decoding goes on after
-        them. `Generated.forced_prefilled` says how many of them were computed."""
+        them. `Generated.forced_prefilled` says how many of them were computed.
+
+        `steer`: a thinking model's turn (chatapp.engine.thinking.Steering): the backend feeds it
+        each token's text and forces the thought's close when it says so (a budget run out,
+        "answer now"), or says in the record's extra that it cannot."""
 
     def interrupt(self) -> None:
         """Called from another thread after `stop` is set, to cut a blocking call short."""

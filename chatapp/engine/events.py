@@ -1,7 +1,8 @@
 """What a turn reports while it runs. Consumers (CLI, TUI) iterate over these.
 
 A backend streams PrefillProgress, PrefillDone and TextDelta, then ends with a Generated;
-the engine passes the first three on, turns the Generated into a TurnDone with the turn's
+the engine passes the first three on (a thinking model's reply split into ThoughtDelta and
+TextDelta), turns the Generated into a TurnDone with the turn's
 record and its token view, reports ContextTrimmed when it had to drop old turns, and
 ContextRetrieved when it placed attachment text before the question.
 """
@@ -30,9 +31,14 @@ class Message:
     parent: str | None = field(default=None, compare=False)
     """The id of the message it follows; None for a conversation's first question (and the
     system prompt, which is not in the tree)."""
+    thinking: str = ""
+    """A reply's thought, apart from its answer (`content`), as generated (chatapp.engine.thinking)."""
 
     def as_template_input(self) -> dict[str, str]:
-        return {"role": self.role, "content": message_content(self.content, self.context)[0]}
+        data = {"role": self.role, "content": message_content(self.content, self.context)[0]}
+        if self.thinking:  # templates that read it (Qwen3's) place it; the others leave it out
+            data["reasoning_content"] = self.thinking
+        return data
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,15 @@ class TextDelta:
 
 
 @dataclass(frozen=True)
+class ThoughtDelta:
+    """A piece of the reply's thought (the engine splits it from the answer, which goes on
+    as TextDelta; chatapp.engine.thinking)."""
+
+    text: str
+    live: LiveDecode
+
+
+@dataclass(frozen=True)
 class Generated:
     """How a backend's turn ended: the last event of `Backend.stream`."""
 
@@ -152,4 +167,4 @@ class TurnDone:
 
 
 BackendEvent = PrefillProgress | PrefillDone | TextDelta | Generated
-Event = ContextTrimmed | ContextRetrieved | PrefillProgress | PrefillDone | TextDelta | TurnDone
+Event = ContextTrimmed | ContextRetrieved | PrefillProgress | PrefillDone | ThoughtDelta | TextDelta | TurnDone

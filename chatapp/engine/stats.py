@@ -115,6 +115,23 @@ class TurnRecord:
     probs: tuple[TokenProbs, ...] = ()
     """Each sampled reply token's sampling step, when the turn asked for them; `to_json`
     writes them as "logprobs"."""
+    thinking: str = ""
+    """A thinking model's thought, apart from `reply` (its answer)."""
+    thinking_tokens: int = 0
+    """Decoded tokens up to and including the thought's closing marker."""
+    thinking_ms: float = 0.0
+    """Decode time of those tokens."""
+    reprefill_expected: int | None = None
+    """Prompt tokens predicted, before the turn, to be prefilled again because the template
+    rewrote the history (dropped earlier thoughts); None when nothing could be predicted."""
+
+    @property
+    def answer_tokens(self) -> int:
+        return max(0, self.decode_tokens - self.thinking_tokens)
+
+    @property
+    def answer_ms(self) -> float:
+        return max(0.0, self.decode_ms - self.thinking_ms)
 
     @property
     def prefill_tps(self) -> float:
@@ -134,7 +151,7 @@ class TurnRecord:
         extra = data.pop("extra")
         data["prefill_tps"] = round(self.prefill_tps, 2)
         data["decode_tps"] = round(self.decode_tps, 2)
-        for key in ("prefill_ms", "decode_ms", "ttft_ms", "restore_ms"):
+        for key in ("prefill_ms", "decode_ms", "ttft_ms", "restore_ms", "thinking_ms"):
             data[key] = round(data[key], 3)
         data.update(extra)
         if self.probs:

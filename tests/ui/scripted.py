@@ -71,7 +71,7 @@ class ScriptedBackend:
 
     # --- a turn ----------------------------------------------------------------------------
     def stream(self, prompt: Sequence[int], generation: GenerationSettings, stop: threading.Event, *,
-               reuse_limit: int | None = None, forced: Sequence[int] = ()) -> Iterator[BackendEvent]:
+               reuse_limit: int | None = None, forced: Sequence[int] = (), steer=None) -> Iterator[BackendEvent]:
         prompt = list(prompt)
         cached = min(common_prefix(self._kv, prompt), len(prompt) - 1)
         self._kv = prompt

@@ -31,8 +31,9 @@ from chatapp.engine.chat.conversation import Conversation
 from chatapp.engine.chat.tree import ROOT, MessageTree, new_id
 from chatapp.engine.chat.tool_prompt import ToolCosts, ToolPrompt, tool_costs
 from chatapp.engine.chat.typeahead import TypeAhead, TypeAheadState, next_question
+from chatapp.engine.chat import thoughts
 from chatapp.engine.events import (
-    ContextRetrieved, ContextTrimmed, Event, Generated, Message, PrefillDone, TextDelta, TurnDone)
+    ContextRetrieved, ContextTrimmed, Event, Generated, Message, PrefillDone, TextDelta, ThoughtDelta, TurnDone)
 from chatapp.engine.retrieval.attachments import AttachmentSet, AttachReport, Planned
 from chatapp.engine.retrieval.context import RetrievedContext, placed_keys
 from chatapp.engine.sampling import TokenProbs
@@ -81,6 +82,9 @@ class Engine:
         self._tool_prompt = ToolPrompt(backend.render)
         self._tools: tuple[ToolSpec, ...] = ()
         """The tools offered to the model (set_tools): their schemas are in every prompt."""
+        self._thinking = thoughts.Thinking(backend, settings)
+        """The model's thinking format (found on first use), its budget, the history choice, and
+        the running turn's steering ("answer now")."""
         drafting = backend.set_drafting(settings.draft, settings.draft_max)
         if drafting.off_because:
             self.load_notices.append(drafting.describe())
@@ -330,10 +334,12 @@ class Engine:
 
     # --- tokens ------------------------------------------------------------------------------
     def render(self, messages: Sequence[Message] | None = None, *, add_generation_prompt: bool = True) -> str:
+        """The messages through the template; a thinking model's earlier thoughts as the
+        `thinking_history` setting says (chatapp.engine.thinking.render_history)."""
         messages = self.context_messages() if messages is None else messages
-        if self._tools:
+        if self._tools:  # a thinking model's history choice does not apply with tools yet
             return self._tool_prompt.render(messages, add_generation_prompt=add_generation_prompt, tools=self._tools)
-        return self._backend.render(messages, add_generation_prompt=add_generation_prompt)
+        return self._thinking.render(messages, add_generation_prompt)
 
     # --- tools (chatapp.engine.tools) ----------------------------------------------------------
     @property
@@ -368,6 +374,18 @@ class Engine:
             return len(prompt_tokens.prompt_ids(self._backend, render, system, add_generation_prompt=False))
 
         return tool_costs(count, tools, self.tool_format)
+
+    # --- thinking models (chatapp.engine.thinking) --------------------------------------------
+    @property
+    def thinking(self) -> "thoughts.Thinking":
+        """The thinking format, budget and history choice; `answer_now()` steers a running turn."""
+        return self._thinking
+
+    def answer_now(self) -> bool:
+        """Stop thinking and answer: from any thread, the running turn forces its thought's
+        closing marker before its next token and goes on to the answer. False when no thought
+        is running."""
+        return self._thinking.answer_now()
 
     def prompt_ids(self, messages: Sequence[Message] | None = None, *, add_generation_prompt: bool = True) -> list[int]:
         """The templated prompt's token ids for these messages (the window's, by default):
@@ -638,14 +656,22 @@ class Engine:
             if typed is not None:
                 reuse_limit = typed if reuse_limit is None else min(reuse_limit, typed)
         generation, ttft_ms, finished = self.generation, None, None
+        steer = self._thinking.steering()
+        split = thoughts.TurnSplit(steer.fmt if steer is not None else None)
+        expected = self._thinking.reprefill_expected(self._backend.cached_tokens(), prompt_messages[:-1],
+                                                     self.prompt_ids)
         try:
-            for event in self._backend.stream(prompt, generation, self._stop, reuse_limit=reuse_limit,
-                                              forced=forced):
+            stream = self._backend.stream(prompt, generation, self._stop, reuse_limit=reuse_limit, forced=forced,
+                                          **({"steer": steer} if steer is not None else {}))
+            for event in stream:
                 if isinstance(event, Generated):
                     finished = event
                     continue
-                if isinstance(event, TextDelta) and ttft_ms is None:
-                    ttft_ms = (time.perf_counter() - started) * 1000
+                if isinstance(event, TextDelta):
+                    if ttft_ms is None:
+                        ttft_ms = (time.perf_counter() - started) * 1000
+                    yield from split.feed(event)
+                    continue
                 yield event
         except ContextFullError:  # the backend's own count said no (a server with a smaller context)
             undo()
@@ -662,18 +688,21 @@ class Engine:
         self._typeahead.forget()
         if prefill.prefill_tokens >= 64 and prefill.prefill_ms > 0:
             self._prefill_tps = prefill.prefill_tps
-        reply = self._conversation.add(Message("assistant", finished.reply,
-                                               stopped=finished.finish_reason == "stopped"))
+        yield from split.finish()
+        answer, thinking = split.parts(finished.reply)
+        reply = self._conversation.add(Message("assistant", answer, stopped=finished.finish_reason == "stopped",
+                                               thinking=thinking))
         self._cache_leaf, self._kept_as_is = reply.id, None
         record = TurnRecord(
-            reply=finished.reply, prompt_tokens=len(prompt), cached_tokens=prefill.cached_tokens,
+            reply=answer, prompt_tokens=len(prompt), cached_tokens=prefill.cached_tokens,
             prefill_tokens=prefill.prefill_tokens, prefill_ms=prefill.prefill_ms, ttft_ms=ttft_ms,
             decode_tokens=finished.decode_tokens, decode_ms=finished.decode_ms,
             generated_tokens=finished.generated_tokens, kv_used=finished.kv_used, n_ctx=self.n_ctx,
             kv_bytes_per_token=self.summary.kv_bytes_per_token or 0,
             dropped_turns=trimmed.dropped_turns if trimmed else 0, finish_reason=finished.finish_reason,
             reuse_broken_at=prefill.reuse_broken_at, prefilled_while_typing=typed, extra=dict(finished.extra),
-            probs=finished.probs,
+            probs=finished.probs, thinking=thinking, thinking_tokens=split.thinking_tokens,
+            thinking_ms=split.thinking_ms, reprefill_expected=expected,
         )
         record.extra.update(message_id=reply.id, parent_id=reply.parent, action=action)
         if finished.probs:

@@ -34,6 +34,7 @@ from chatapp.engine.local.llama import (
 from chatapp.engine.machine.roofline import prefill_flops_per_token, record_figures
 from chatapp.engine.stats import DraftFigures, LiveDecode, rate
 from chatapp.engine.local.threads import ThreadPolicy
+from chatapp.engine.thinking import Steering
 from chatapp.engine.tokens import Token, Utf8Stream, common_prefix
 
 FLASH_ATTN_OPTION: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
@@ -153,7 +154,8 @@ class LocalBackend:
             self._use_threads(*before)
 
     def stream(self, prompt: Sequence[int], generation: GenerationSettings, stop: threading.Event, *,
-               reuse_limit: int | None = None, forced: Sequence[int] = ()) -> Iterator[BackendEvent]:
+               reuse_limit: int | None = None, forced: Sequence[int] = (),
+               steer: Steering | None = None) -> Iterator[BackendEvent]:
         rt = self.runtime
         forced = list(forced)
         n_prompt = len(prompt)
@@ -199,10 +201,15 @@ class LocalBackend:
         yield prefill
         if forced_text:
             yield TextDelta(forced_text, self._live(after_prefill, rt.n_cached))
-        if drafting.active and generation.grammar is None:  # a grammar samples one at a time
+        if steer is not None:
+            steer.started(forced_text)
+        if drafting.active and steer is None and generation.grammar is None:  # a grammar samples one at a time
             finished = self._decode_drafting(generation, stop, prefill, drafting, utf8)
         else:
-            finished = self._decode(generation, stop, after_prefill, prefill, drafting.off_because, utf8)
+            off_because = drafting.off_because or (
+                "a thinking turn decodes a token at a time (its budget and 'answer now' act per token)"
+                if drafting.active else "")
+            finished = self._decode(generation, stop, after_prefill, prefill, off_because, utf8, steer)
         for event in finished:
             if isinstance(event, Generated) and forced:  # the reply (and its indexes) start with the forced
                 event = replace(event, reply=forced_text + event.reply, forced=len(forced),
@@ -219,22 +226,35 @@ class LocalBackend:
         return utf8.feed(b"".join(rt.token_bytes(t) for t in forced if not rt.is_special(t)))
 
     def _decode(self, generation: GenerationSettings, stop: threading.Event, after_prefill: PerfCounters,
-                prefill: PrefillDone, draft_off_because: str, stream: Utf8Stream) -> Iterator[BackendEvent]:
+                prefill: PrefillDone, draft_off_because: str, stream: Utf8Stream,
+                steer: Steering | None = None) -> Iterator[BackendEvent]:
+        """Plain decoding. With `steer` (a thinking model's turn), the thought's closing marker is
+        forced, as tokens decoded in place of sampled ones, when its budget runs out or "answer
+        now" is set (checked before each token is sampled)."""
         rt, policy = self.runtime, self.threads
         began = time.perf_counter()
         sampler = self._sampler(generation)
-        parts, generated, finish = [], 0, "length"
+        parts, generated, finish, sampled = [], 0, "length", 0
+        markers = steer is not None and steer.fmt.kind == "harmony"  # its markers are control tokens
+        due: list[int] = []
         try:
             while generated < generation.max_tokens:
                 if stop.is_set():
                     finish = "stopped"
                     break
-                token = sampler.sample()
-                if rt.is_end_of_generation(token):
-                    finish = "stop"
-                    break
+                if steer is not None and not due:
+                    due = list(steer.due())
+                forcing = bool(due)
+                if forcing:
+                    token = due.pop(0)
+                else:
+                    token = sampler.sample()
+                    if rt.is_end_of_generation(token):
+                        finish = "stop"
+                        break
+                    sampled += 1
                 generated += 1
-                text = "" if rt.is_special(token) else stream.feed(rt.token_bytes(token))
+                text = "" if rt.is_special(token) and not markers else stream.feed(rt.token_bytes(token))
                 if rt.n_cached >= rt.n_ctx:
                     parts.append(text)
                     finish = "context"
@@ -245,6 +265,8 @@ class LocalBackend:
                 rt.decode_one(token)
                 policy.observe(threads, time.perf_counter() - step)
                 policy.look()
+                if steer is not None:
+                    steer.after(text, sampled=not forcing)
                 if text:
                     parts.append(text)
                     # Per token, the runtime's own count of cached tokens (kept equal to llama.cpp's)
@@ -260,8 +282,10 @@ class LocalBackend:
                  "decode_wall_ms": round((time.perf_counter() - began) * 1000, 3)}
         if draft_off_because:  # asked for, and why it did not run
             plain |= {"draft_off_because": draft_off_because, **self._drafting.record(rt.threads[0])}
+        if steer is not None:
+            plain |= steer.record() | {"thinking_forced_tokens": generated - sampled}
         yield Generated(finish, "".join(parts), generated, live.decode_tokens, live.decode_ms, live.kv_used,
-                        prefill, self._turn_extra(prefill, live, plain), probs=self._probs(sampler, generated))
+                        prefill, self._turn_extra(prefill, live, plain), probs=self._probs(sampler, sampled))
 
     def _decode_drafting(self, generation: GenerationSettings, stop: threading.Event, prefill: PrefillDone,
                          drafting: Drafting, stream: Utf8Stream) -> Iterator[BackendEvent]:

@@ -35,6 +35,7 @@ from chatapp.engine.inside.attention import AttentionUnavailable
 from chatapp.engine.backend import CacheState, Drafting, GenerationSettings, split_evenly
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, TextDelta
 from chatapp.engine.stats import LiveDecode
+from chatapp.engine.thinking import Steering
 from chatapp.engine.server import answers, probs
 from chatapp.engine.server.http import ServerClient, StreamBroken, Timeouts
 from chatapp.engine.server.reply import ReplyRun
@@ -158,7 +159,10 @@ class ServerBackend:
         self._client.abort()
 
     def stream(self, prompt: Sequence[int], generation: GenerationSettings, stop: threading.Event, *,
-               reuse_limit: int | None = None, forced: Sequence[int] = ()) -> Iterator[BackendEvent]:
+               reuse_limit: int | None = None, forced: Sequence[int] = (),
+               steer: Steering | None = None) -> Iterator[BackendEvent]:
+        """`steer`: the server decodes a reply in one request, so a thinking budget and "answer
+        now" are not enforced here (the record says so); the engine still splits the thought."""
         forced = list(forced)
         n_prompt = len(prompt)
         prompt = list(prompt) + forced  # forced reply tokens go in as the prompt's tail
@@ -202,6 +206,8 @@ class ServerBackend:
         except KeyboardInterrupt:  # Ctrl+C in `chatapp ask`: a stop, as in-process
             stop.set()
         finished = self._finish(run, prompt, min(shared, len(prompt) - 1), error, generation)
+        if steer is not None and steer.budget is not None:
+            finished.extra["think_budget"] = "not enforced by llama-server"
         if forced:
             cached = finished.prefill.cached_tokens if finished.prefill is not None else 0
             finished = replace(finished, reply=forced_text + finished.reply, forced=len(forced),

@@ -1,0 +1,128 @@
+"""A thinking model's side of the conversation owner: its format (found from the template on
+first use), its budget and history choice, the running turn's steering, and the turn's reply
+split into thought and answer events (the format and the parser: chatapp.engine.thinking)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+
+from chatapp.config import ThinkingHistory, Settings
+from chatapp.engine.backend import Backend
+from chatapp.engine.events import Message, TextDelta, ThoughtDelta
+from chatapp.engine.thinking import NO_THINKING, Steering, ThinkingFormat, ThoughtSplitter, detect, render_history, \
+    split_reply
+from chatapp.engine.tokens import common_prefix
+
+
+class Thinking:
+    """What the engine knows and does about thoughts for one backend."""
+
+    def __init__(self, backend: Backend, settings: Settings) -> None:
+        self._backend = backend
+        self._format: ThinkingFormat | None = None
+        self.budget: int | None = None if settings.think_budget < 0 else settings.think_budget
+        """Thought tokens per reply before the close is forced; None: no budget."""
+        self.history: ThinkingHistory = settings.thinking_history
+        self._steer: Steering | None = None
+
+    @property
+    def format(self) -> ThinkingFormat:
+        """The model's thinking format, from what its template renders (probed once)."""
+        if self._format is None:
+            try:
+                self._format = detect(self._render_dicts, self._is_one_special)
+            except Exception:  # noqa: BLE001 - a backend that cannot render the probes: no thinking
+                self._format = NO_THINKING
+        return self._format
+
+    def _render_dicts(self, messages: list[dict[str, str]], add_generation_prompt: bool) -> str:
+        return self._backend.render([Message(m["role"], m["content"], thinking=m.get("reasoning_content", ""))
+                                     for m in messages], add_generation_prompt=add_generation_prompt)
+
+    def _is_one_special(self, piece: str) -> bool:
+        tokens = [t for t in self._backend.describe(self._backend.tokenize_prompt(piece)) if t.piece]
+        return len(tokens) == 1 and tokens[0].special and tokens[0].piece == piece
+
+    def render(self, messages: Sequence[Message], add_generation_prompt: bool) -> str:
+        if not any(m.thinking for m in messages):
+            return self._backend.render(messages, add_generation_prompt=add_generation_prompt)
+        return render_history(lambda placed: self._backend.render(placed, add_generation_prompt=add_generation_prompt),
+                              messages, self.format, self.history, lambda m, content: replace(m, content=content,
+                                                                                              thinking=""))
+
+    def marker_ids(self, text: str) -> list[int]:
+        """Text the model would write (markers as their own tokens where the vocabulary has them),
+        without the BOS a prompt's tokenization may add."""
+        ids = self._backend.tokenize_prompt(text)
+        described = self._backend.describe(ids[:1])
+        if ids and described and described[0].special and not text.startswith(described[0].piece):
+            ids = ids[1:]
+        return ids
+
+    def steering(self) -> Steering | None:
+        """A new turn's steering, or None for a model that does not think."""
+        fmt = self.format
+        self._steer = Steering(fmt, self.marker_ids(fmt.forced_close), self.budget) if fmt.active else None
+        return self._steer
+
+    def answer_now(self) -> bool:
+        """Stop thinking and answer: the running turn forces the thought's close at its next
+        token. False when no thought is running to stop."""
+        steer = self._steer
+        if steer is None or steer.forced_at is not None or steer.splitter.split.closed:
+            return False
+        steer.answer_now.set()
+        return True
+
+    def reprefill_expected(self, cached: Sequence[int], history: Sequence[Message],
+                           prompt_ids: Callable[..., list[int]]) -> int:
+        """Of the conversation before the new question, the tokens the cache holds that the next
+        prompt no longer starts with: they are prefilled again (a template that drops earlier
+        thoughts rewrites them). 0 when the cache holds a prefix of the new history."""
+        if not history or not cached:
+            return 0
+        before = prompt_ids(list(history), add_generation_prompt=False)
+        return max(0, min(len(before), len(cached)) - common_prefix(cached, before))
+
+
+class TurnSplit:
+    """A turn's TextDelta events split into ThoughtDelta and TextDelta, with the thought's
+    decode tokens and time (as the live figures stood when its close was read)."""
+
+    def __init__(self, fmt: ThinkingFormat | None) -> None:
+        self.fmt = fmt
+        self._splitter = ThoughtSplitter(fmt) if fmt is not None and fmt.active else None
+        self.thinking_tokens = 0
+        self.thinking_ms = 0.0
+        self._live = None
+
+    def feed(self, event: TextDelta) -> Iterator[TextDelta | ThoughtDelta]:
+        if self._splitter is None:
+            yield event
+            return
+        was_open = self._splitter.in_thought
+        thought, answer = self._splitter.feed(event.text)
+        self._live = event.live
+        if was_open or thought or self._splitter.in_thought:
+            self.thinking_tokens, self.thinking_ms = event.live.decode_tokens, event.live.decode_ms
+        if thought:
+            yield ThoughtDelta(thought, event.live)
+        if answer:
+            yield TextDelta(answer, event.live)
+
+    def finish(self) -> Iterator[TextDelta | ThoughtDelta]:
+        if self._splitter is None or self._live is None:
+            return
+        thought, answer = self._splitter.finish()
+        if thought:
+            yield ThoughtDelta(thought, self._live)
+        if answer:
+            yield TextDelta(answer, self._live)
+
+    def parts(self, reply: str) -> tuple[str, str]:
+        """(answer, thought) of the whole reply."""
+        if self._splitter is None:
+            return reply, ""
+        split = split_reply(self.fmt, reply)
+        return split.answer, split.thinking

@@ -1,0 +1,290 @@
+"""Thinking models: how a model's template marks its thoughts, and a reply split into thought
+and answer as it streams.
+
+The format is recognised from what the template renders (probe messages, after llama.cpp's
+chat parser), not from a table of model names:
+- `<think>…</think>` (Qwen3 and its successors, DeepSeek-R1 and its distills, SmolLM3): the
+  markers appear in the template's source or as tokens of the vocabulary;
+- a generation prompt that opens the thought itself (DeepSeek-R1: `<｜Assistant｜><think>\\n`):
+  the reply then starts inside the thought;
+- gpt-oss's harmony channels: the thought is the `analysis` channel, the answer `final`.
+
+`detect` also renders a probe conversation to learn whether the template drops earlier turns'
+thoughts (R1 and Qwen3 do): then turn N is not a prefix of turn N+1, and the engine can either
+let the template drop them or keep them in the rendered history as they were generated
+(`render_history`). `Steering` is what a backend needs to enforce a thinking budget and "stop
+thinking and answer" in its decode loop. Nothing here imports a backend: it is given callables.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from chatapp.config import ThinkingHistory
+
+ThinkingKind = Literal["none", "think-tags", "harmony"]
+
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+HARMONY_OPEN = "<|channel|>analysis<|message|>"
+HARMONY_CLOSE = "<|end|><|start|>assistant<|channel|>final<|message|>"
+BUDGET_MESSAGE = ""
+"""What is forced before the closing marker when a budget runs out (llama-server's
+--reasoning-budget-message; none by default)."""
+
+_PROBE_THOUGHT = "chatapp-probe-thought"
+_PROBE_ANSWER = "chatapp-probe-answer"
+
+
+@dataclass(frozen=True)
+class ThinkingFormat:
+    """How this model's replies carry their thoughts."""
+
+    kind: ThinkingKind = "none"
+    open: str = ""
+    """The marker that opens a thought."""
+    close: str = ""
+    """The marker that ends it; the answer follows."""
+    prompt_opening: str = ""
+    """What the generation prompt itself opens the thought with (R1: "<think>\\n"); "" when the
+    model writes the opening marker."""
+    drops_history: bool = False
+    """The template leaves earlier turns' thoughts out of the prompt."""
+    separator: str = "\n\n"
+    """What follows the closing marker before the answer, as these models write it."""
+
+    @property
+    def active(self) -> bool:
+        return self.kind != "none"
+
+    @property
+    def forced_close(self) -> str:
+        """The text a budget or "answer now" forces: the budget message, the marker, the separator."""
+        lead = "" if self.kind == "harmony" else "\n"
+        return BUDGET_MESSAGE + lead + self.close + ("" if self.kind == "harmony" else self.separator)
+
+    def kept_content(self, thinking: str, answer: str) -> str:
+        """An assistant message's text as it was generated after the generation prompt's
+        header: the opening (the prompt's own, or the marker), the thought, the closing marker,
+        the separator and the answer."""
+        opening = self.prompt_opening or self.open
+        return f"{opening}{thinking}{self.close}{'' if self.kind == 'harmony' else self.separator}{answer}"
+
+    def describe(self) -> str:
+        if not self.active:
+            return "no thinking markers"
+        how = "the generation prompt opens the thought" if self.prompt_opening else "the model opens the thought"
+        drops = "earlier thoughts dropped by the template" if self.drops_history else "earlier thoughts kept"
+        return f"{self.kind} ({self.open}…{self.close}); {how}; {drops}"
+
+
+NO_THINKING = ThinkingFormat()
+
+Render = Callable[[list[dict[str, str]], bool], str]
+"""Messages (role, content, maybe reasoning_content) through the chat template; the flag adds the
+generation prompt."""
+
+
+def detect(render: Render, vocabulary_has: Callable[[str], bool] = lambda piece: False) -> ThinkingFormat:
+    """The thinking format of a model from what its template renders for probe messages (a
+    question; a reply with a thought given as `reasoning_content`, last and before another
+    question), and whether its vocabulary has the markers as tokens of their own."""
+    question = {"role": "user", "content": "chatapp-probe-question"}
+    reply = {"role": "assistant", "content": _PROBE_ANSWER, "reasoning_content": _PROBE_THOUGHT}
+    after = {"role": "user", "content": "chatapp-probe-next"}
+    try:
+        asked = render([question], False)
+        prompted = render([question], True)
+        last = render([question, reply], False)
+        later = render([question, reply, after], True)
+    except Exception:  # noqa: BLE001 - a template that cannot render the probes: no thinking known
+        return NO_THINKING
+    generation = prompted[len(asked):] if prompted.startswith(asked) else ""
+    seen = prompted + last + later
+    if "<|channel|>" in seen and "analysis" in seen:
+        kind, open_, close = "harmony", HARMONY_OPEN, HARMONY_CLOSE
+    elif THINK_OPEN in seen or THINK_CLOSE in seen or vocabulary_has(THINK_CLOSE):
+        kind, open_, close = "think-tags", THINK_OPEN, THINK_CLOSE
+    else:
+        return NO_THINKING
+    try:
+        inline = render([question, {"role": "assistant", "content": f"{open_}{_PROBE_THOUGHT}{close}{_PROBE_ANSWER}"},
+                         after], True)
+    except Exception:  # noqa: BLE001
+        inline = ""
+    stripped = generation.rstrip()
+    opening = open_ + generation[len(stripped):] if stripped.endswith(open_) else ""
+    drops = _PROBE_THOUGHT not in later and _PROBE_THOUGHT not in inline
+    return ThinkingFormat(kind, open_, close, opening, drops)
+
+
+@dataclass
+class Split:
+    """A reply cut into its thought and its answer as it streams (see ThoughtSplitter)."""
+
+    thinking: str = ""
+    answer: str = ""
+    closed: bool = False
+    """The closing marker was seen (or there was no thought)."""
+
+
+class ThoughtSplitter:
+    """Feeds on reply text as it streams and says which part is thought and which is answer.
+    Text that might be the start of a marker is held back until the next piece decides."""
+
+    def __init__(self, fmt: ThinkingFormat) -> None:
+        self.fmt = fmt
+        self.split = Split()
+        self._pending = ""
+        self._state = "thought" if fmt.prompt_opening else ("before" if fmt.active else "answer")
+        if not fmt.active:
+            self.split.closed = True
+
+    @property
+    def in_thought(self) -> bool:
+        return self._state in ("thought",)
+
+    def feed(self, text: str) -> tuple[str, str]:
+        """(thought text, answer text) that this piece makes certain."""
+        if self._state == "answer":
+            self.split.answer += text
+            return "", text
+        self._pending += text
+        thought, answer = "", ""
+        while True:
+            if self._state == "before":
+                body = self._pending.lstrip()
+                if body.startswith(self.fmt.open):
+                    self._pending = body[len(self.fmt.open):]
+                    self._state = "thought"
+                    continue
+                if self.fmt.open.startswith(body):  # maybe the marker, not all here yet
+                    break
+                self._state, answer, self._pending = "answer", answer + self._pending, ""
+                self.split.closed = True
+                break
+            if self._state == "thought":
+                at = self._pending.find(self.fmt.close)
+                if at >= 0:
+                    thought += self._pending[:at]
+                    self._pending = self._pending[at + len(self.fmt.close):]
+                    self._state = "gap"
+                    self.split.closed = True
+                    continue
+                keep = _partial_suffix(self._pending, self.fmt.close)
+                thought += self._pending[:len(self._pending) - keep]
+                self._pending = self._pending[len(self._pending) - keep:]
+                break
+            if self._state == "gap":  # the separator before the answer is not the answer's
+                body = self._pending.lstrip()
+                if not body:
+                    break
+                self._state, answer, self._pending = "answer", answer + body, ""
+                break
+            break
+        self.split.thinking += thought
+        self.split.answer += answer
+        return thought, answer
+
+    def finish(self) -> tuple[str, str]:
+        """What was held back, at the reply's end: a thought never closed stays a thought."""
+        rest, self._pending = self._pending, ""
+        if self._state == "thought":
+            self.split.thinking += rest
+            return rest, ""
+        if self._state == "before":
+            self.split.answer += rest
+            return "", rest
+        return "", ""
+
+
+def _partial_suffix(text: str, marker: str) -> int:
+    """The length of the longest end of `text` that starts `marker`."""
+    for n in range(min(len(text), len(marker) - 1), 0, -1):
+        if marker.startswith(text[-n:]):
+            return n
+    return 0
+
+
+def split_reply(fmt: ThinkingFormat, reply: str) -> Split:
+    """A whole reply's thought and answer."""
+    splitter = ThoughtSplitter(fmt)
+    splitter.feed(reply)
+    splitter.finish()
+    return splitter.split
+
+
+@dataclass
+class Steering:
+    """What a backend's decode loop needs to keep a thought in bounds: the format, the budget
+    (thought tokens before the close is forced; None: no limit), the close's token ids, and
+    an event that "stop thinking and answer" sets from another thread."""
+
+    fmt: ThinkingFormat
+    close_ids: Sequence[int]
+    budget: int | None = None
+    answer_now: threading.Event = field(default_factory=threading.Event)
+    splitter: ThoughtSplitter = field(init=False)
+    thought_tokens: int = 0
+    forced_at: int | None = None
+    """The thought token after which the close was forced; None when the model closed it."""
+    forced_because: str = ""
+
+    def __post_init__(self) -> None:
+        self.splitter = ThoughtSplitter(self.fmt)
+
+    def started(self, text: str) -> None:
+        """Text given before decoding starts (forced reply tokens)."""
+        self.splitter.feed(text)
+
+    def after(self, text: str, *, sampled: bool = True) -> None:
+        """Called with each decoded token's text, forced ones too (`sampled` False): counts the
+        thought's sampled tokens, the ones a budget limits."""
+        was_in = self.splitter.in_thought
+        self.splitter.feed(text)
+        if sampled and was_in and self.splitter.in_thought:
+            self.thought_tokens += 1
+
+    def due(self) -> Sequence[int]:
+        """The close's ids when it must be forced now, else ()."""
+        if self.forced_at is not None or not self.splitter.in_thought:
+            return ()
+        if self.answer_now.is_set():
+            self.forced_because = "answer now"
+        elif self.budget is not None and self.thought_tokens >= self.budget:
+            self.forced_because = "budget"
+        else:
+            return ()
+        self.forced_at = self.thought_tokens
+        return self.close_ids
+
+    def record(self) -> dict:
+        out: dict = {"thought_tokens_sampled": self.thought_tokens}
+        if self.budget is not None:
+            out["think_budget"] = self.budget
+        if self.forced_at is not None:
+            out["thinking_closed_by"] = self.forced_because
+        return out
+
+
+def render_history(render: Callable[[list], str], messages: Sequence, fmt: ThinkingFormat,
+                   history: ThinkingHistory, replace_content: Callable[[object, str], object]) -> str:
+    """The conversation through the template, with earlier thoughts as `history` says: "template"
+    renders as the template does; "keep" puts each reply's thought back where it was generated
+    (each kept reply goes in as a placeholder the template cannot cut, then is written back)."""
+    if history == "template" or not fmt.active or not any(getattr(m, "thinking", "") for m in messages):
+        return render(list(messages))
+    kept: dict[str, str] = {}
+    placed = []
+    for i, message in enumerate(messages):
+        if message.role == "assistant" and message.thinking:
+            mark = f"\ue000chatapp-kept-{i}\ue001"
+            kept[mark] = fmt.kept_content(message.thinking, message.content)
+            message = replace_content(message, mark)
+        placed.append(message)
+    text = render(placed)
+    for mark, content in kept.items():
+        text = text.replace(mark, content)
+    return text

@@ -1,0 +1,120 @@
+"""Thinking models on the real default model, given thinking templates (tests.gguf_copy): the
+format found from what the template renders, the reply split into thought and answer as it
+streams, the budget that forces the close, and "answer now"."""
+
+from __future__ import annotations
+
+import pytest
+
+from chatapp.config import Settings
+from chatapp.engine.backend import GenerationSettings
+from chatapp.engine.chat.engine import Engine
+from chatapp.engine.events import TextDelta, ThoughtDelta
+from chatapp.engine.local.backend import LocalBackend
+from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
+from chatapp.engine.thinking import ThinkingFormat, ThoughtSplitter, split_reply
+from tests.engine.chat.thinking_templates import QWEN3_SHAPED, R1_SHAPED
+from tests.gguf_copy import copies_with_templates
+
+SYSTEM = "You are a concise assistant."
+
+
+@pytest.fixture(scope="module")
+def thinking_models(default_model_path, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("thinking")
+    r1, qwen3 = folder / "r1-shaped.gguf", folder / "qwen3-shaped.gguf"
+    copies_with_templates(default_model_path, {r1: R1_SHAPED, qwen3: QWEN3_SHAPED})
+    return {"r1": r1, "qwen3": qwen3, "plain": default_model_path}
+
+
+def open_engine(path, max_tokens=48, **settings) -> Engine:
+    runtime = LlamaRuntime(path, LoadOptions(n_ctx=1024))
+    engine = Engine(LocalBackend(runtime), Settings(n_ctx=1024, system_prompt=SYSTEM, **settings))
+    engine.generation = GenerationSettings(temperature=0.0, max_tokens=max_tokens)
+    return engine
+
+
+@pytest.fixture
+def engines():
+    opened = []
+
+    def make(path, **kw):
+        opened.append(open_engine(path, **kw))
+        return opened[-1]
+    yield make
+    for engine in opened:
+        engine.close()
+
+
+def test_the_format_is_found_from_what_the_template_renders(thinking_models, engines):
+    r1 = engines(thinking_models["r1"]).thinking.format
+    assert (r1.kind, r1.prompt_opening, r1.drops_history) == ("think-tags", "<think>\n", True)
+    qwen3 = engines(thinking_models["qwen3"]).thinking.format
+    assert (qwen3.kind, qwen3.prompt_opening, qwen3.drops_history) == ("think-tags", "", True)
+    assert not engines(thinking_models["plain"]).thinking.format.active
+
+
+@pytest.mark.parametrize("cuts", [1, 2, 3, 7])
+def test_the_splitter_finds_markers_cut_across_pieces(cuts):
+    fmt = ThinkingFormat("think-tags", "<think>", "</think>")
+    reply = "<think>\nsome thought < not a tag\n</think>\n\nThe answer."
+    splitter = ThoughtSplitter(fmt)
+    thought = answer = ""
+    for i in range(0, len(reply), cuts):
+        t, a = splitter.feed(reply[i:i + cuts])
+        thought, answer = thought + t, answer + a
+    t, a = splitter.finish()
+    assert (thought + t, answer + a) == ("\nsome thought < not a tag\n", "The answer.")
+    assert split_reply(fmt, "no thought at all").answer == "no thought at all"
+    opened = ThinkingFormat("think-tags", "<think>", "</think>", prompt_opening="<think>\n")
+    assert split_reply(opened, "never closed").thinking == "never closed"
+
+
+def test_an_r1_reply_streams_its_thought_then_its_answer_and_the_budget_closes_it(thinking_models, engines):
+    engine = engines(thinking_models["r1"], think_budget=6)
+    events = list(engine.send("What is the capital of France?"))
+    record = events[-1].record
+    kinds = [type(e) for e in events if isinstance(e, (ThoughtDelta, TextDelta))]
+    assert kinds[0] is ThoughtDelta and TextDelta in kinds
+    assert kinds.index(TextDelta) > max(i for i, k in enumerate(kinds) if k is ThoughtDelta)
+    thought = "".join(e.text for e in events if isinstance(e, ThoughtDelta))
+    answer = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert thought == record.thinking and answer == record.reply and answer.strip()
+    assert "</think>" not in answer and "</think>" not in thought
+    assert record.extra["thinking_closed_by"] == "budget"
+    assert record.extra["thought_tokens_sampled"] == 6  # the budget, never more
+    # the close forced after them is counted in the thought's tokens: no more than its own tokens
+    assert 6 < record.thinking_tokens <= 6 + record.extra["thinking_forced_tokens"]
+    assert 0 < record.thinking_ms < record.decode_ms
+    reply = engine.messages[-1]
+    assert (reply.thinking, reply.content) == (record.thinking, record.reply)
+    # the cache holds what was generated: the thought, the forced close, then the answer
+    text = "".join(t.piece for t in engine.describe(engine.last_reply_ids()))
+    assert text.startswith(record.thinking) and "</think>" in text and text.endswith(record.reply)
+
+
+def test_a_qwen3_reply_opened_with_its_marker_is_split_too(thinking_models, engines):
+    engine = engines(thinking_models["qwen3"], think_budget=5)
+    list(engine.send("What is the capital of France?"))
+    assert engine.messages[-1].thinking == ""  # this model never opens a thought by itself
+    opening = engine.thinking.marker_ids("<think>\n")
+    record = list(engine.regenerate(forced=opening))[-1].record
+    assert record.thinking.strip() and record.reply.strip() and "<think>" not in record.reply
+    assert record.extra["thinking_closed_by"] == "budget"
+    assert record.extra["thought_tokens_sampled"] == 5
+
+
+def test_answer_now_forces_the_close_at_the_next_token(thinking_models, engines):
+    engine = engines(thinking_models["r1"], max_tokens=64)
+    events, pressed_at = [], None
+    for event in engine.send("Tell me about the sea."):
+        events.append(event)
+        if isinstance(event, ThoughtDelta) and pressed_at is None and event.live.decode_tokens >= 3:
+            assert engine.answer_now()
+            pressed_at = event.live.decode_tokens
+    record = events[-1].record
+    assert pressed_at is not None
+    assert record.extra["thinking_closed_by"] == "answer now"
+    assert record.extra["thought_tokens_sampled"] <= pressed_at + 1  # at most one more thought token
+    assert record.reply.strip() and record.thinking.strip()
+    assert not engine.answer_now()  # nothing running to stop
