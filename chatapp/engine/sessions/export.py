@@ -33,6 +33,9 @@ JOURNAL_KEYS = ("prompt_tokens", "cached_tokens", "prefill_tokens", "restored_to
                 "decode_tokens", "decode_tps", "restore_ms", "kv_used", "n_ctx", "finish_reason", "model", "quant",
                 "kv_type", "backend", "threads", *DRAFT_KEYS)
 
+THINKING_KEYS = ("thinking_tokens", "thinking_ms", "reprefill_expected")
+"""A thinking model's figures, in a turn's entry only where the turn had them."""
+
 
 def journal_entry(turn: int, message_index: int, record: dict) -> dict:
     """The figures that tell how a turn ran, with cache reuse as a share of the prompt."""
@@ -41,6 +44,7 @@ def journal_entry(turn: int, message_index: int, record: dict) -> dict:
     prompt, cached = record.get("prompt_tokens"), record.get("cached_tokens")
     ok = isinstance(prompt, int) and isinstance(cached, int) and prompt > 0
     entry["cache_reuse"] = round(cached / prompt, 4) if ok else None
+    entry.update({key: finite(record[key]) for key in THINKING_KEYS if record.get(key)})  # a thinking model's turn
     if "logprobs" in record:  # a turn run with --logprobs or the confidence view: its tokens' probabilities
         entry["logprobs"] = record["logprobs"]
     if UNREAD in record:  # too long to read: only the figures its row holds apart
@@ -62,13 +66,14 @@ def tree_rows(session: StoredSession) -> list[dict]:
     tree = MessageTree.from_messages(session.tree, session.leaf)
     active = {m.id for m in tree.path()}
     return [{"id": m.id, "parent": m.parent, "role": m.role, "content": m.content, "stopped": m.stopped,
-             "active": m.id in active, "children": [c.id for c in tree.children(m.id)], "depth": depth}
+             **({"thinking": m.thinking} if m.thinking else {}), "active": m.id in active, "children": [c.id for c in tree.children(m.id)], "depth": depth}
             for m, depth in tree.walk()]
 
 
 def _flat(rows: list[dict]) -> list[dict]:
     """The tree's rows as the export writes them: flat, depth first (see the module docstring)."""
-    return [{k: row[k] for k in ("id", "parent", "role", "content", "stopped", "active", "children", "depth")}
+    return [{k: row[k] for k in ("id", "parent", "role", "content", "thinking", "stopped", "active", "children",
+                                 "depth") if k in row}
             for row in rows]
 
 
@@ -115,6 +120,7 @@ def session_data(store: SessionStore, name: str, session: StoredSession | None =
         "updated_at": session.updated_at,
         "window_start": session.window_start,
         "messages": [{"role": m.role, "content": m.content, "stopped": m.stopped} |
+                     ({"thinking": m.thinking} if m.thinking else {}) |
                      ({"id": m.id, "parent": m.parent} if m.role != "system" else {}) for m in session.messages],
         "active_leaf": session.leaf,
         "journal": [journal_entry(n, idx, record) | ({"message_id": mid} if mid else {})
@@ -163,9 +169,18 @@ def _tree_markdown(data: dict) -> list[str]:
         for message_id in new:
             message = by_id[message_id]
             suffix = " (stopped)" if message["stopped"] else ""
-            lines += [f"### {message['role']} {message_id}{suffix}", "", message["content"], ""]
+            lines += [f"### {message['role']} {message_id}{suffix}", "", *thought_block(message), message["content"], ""]
         written.update(new)
     return lines
+
+
+def thought_block(message: dict) -> list[str]:
+    """A reply's thought as a collapsible block above its answer (GitHub and most renderers fold
+    <details>); nothing for a message without one."""
+    thinking = message.get("thinking", "").strip("\n")
+    if not thinking:
+        return []
+    return ["<details>", "<summary>Thinking</summary>", "", thinking, "", "</details>", ""]
 
 
 def to_markdown(data: dict) -> str:
@@ -182,7 +197,7 @@ def to_markdown(data: dict) -> str:
     else:
         for message in data["messages"]:
             suffix = " (stopped)" if message["stopped"] else ""
-            lines += [f"### {message['role']}{suffix}", "", message["content"], ""]
+            lines += [f"### {message['role']}{suffix}", "", *thought_block(message), message["content"], ""]
     lines += ["## Performance journal", ""]
     if not data["journal"]:
         lines += ["No turns recorded.", ""]

@@ -97,7 +97,7 @@ class RowReader:
             return default
 
     def message(self, idx: int, role: object, content: object, stopped: object, context: object,
-                message_id: object = None, parent: object = None) -> Message:
+                message_id: object = None, parent: object = None, thinking: object = "") -> Message:
         """One messages row. Unreadable role or content: a stand-in that says so, in its place. An
         id or parent that is not one chatapp writes is dropped (the tree places the message after
         the one before it, chatapp.engine.chat.tree)."""
@@ -120,7 +120,8 @@ class RowReader:
                 self.notices.append(f"the attachment text placed in message {idx} could not be read ({exc}); "
                                     "left out")
         return Message(role, content, self.integer(stopped, f"the stopped flag of message {idx}") != 0, block,
-                       id=tree_id, parent=tree_parent)
+                       id=tree_id, parent=tree_parent,
+                       thinking=self.text(thinking, f"the thought of message {idx}") if thinking else "")
 
 
 def retrieved_context(raw: object) -> RetrievedContext:

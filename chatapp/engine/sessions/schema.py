@@ -36,6 +36,20 @@ def _linear_to_tree(conn: sqlite3.Connection) -> None:
                  " AND m.idx = turns.message_idx)")
 
 
+def _thoughts_apart(conn: sqlite3.Connection) -> None:
+    """Schema 5: a reply's thought is kept apart from its answer. Replies saved before, whose
+    text holds a thinking model's raw thought (`<think>…</think>`, or R1's thought with only its
+    closing marker, the generation prompt having opened it), get it moved to the new column."""
+    rows = conn.execute("SELECT session_id, idx, content FROM messages WHERE role = 'assistant'"
+                        " AND content LIKE '%</think>%'").fetchall()
+    for session_id, idx, content in rows:
+        head, _, answer = content.partition("</think>")
+        thought = head.lstrip()
+        thought = thought[len("<think>"):] if thought.startswith("<think>") else head
+        conn.execute("UPDATE messages SET content = ?, thinking = ? WHERE session_id = ? AND idx = ?",
+                     (answer.lstrip(), thought, session_id, idx))
+
+
 Step = str | Callable[[sqlite3.Connection], None]
 
 MIGRATIONS: tuple[tuple[Step, ...], ...] = (
@@ -95,6 +109,10 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
         "ALTER TABLE turns ADD COLUMN message_id TEXT",
         _linear_to_tree,
         "CREATE UNIQUE INDEX messages_by_id ON messages (session_id, id)",
+    ),
+    (  # 5: a reply's thought apart from its answer (thinking models, chatapp.engine.thinking)
+        "ALTER TABLE messages ADD COLUMN thinking TEXT NOT NULL DEFAULT ''",
+        _thoughts_apart,
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

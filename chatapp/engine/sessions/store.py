@@ -351,15 +351,16 @@ class SessionStore:
             conn.execute("DELETE FROM turns WHERE session_id = ? AND message_id = ?", (session_id, gone))
             conn.execute("DELETE FROM messages WHERE session_id = ? AND id = ?", (session_id, gone))
         conn.executemany(
-            "UPDATE messages SET role = ?, content = ?, stopped = ?, context = ?, parent = ?"
+            "UPDATE messages SET role = ?, content = ?, stopped = ?, context = ?, parent = ?, thinking = ?"
             " WHERE session_id = ? AND id = ?",
-            [(m.role, m.content, int(m.stopped), context_json(m), m.parent, session_id, m.id) for m in plan.updates])
+            [(m.role, m.content, int(m.stopped), context_json(m), m.parent, m.thinking, session_id, m.id)
+             for m in plan.updates])
         (top,) = conn.execute("SELECT COALESCE(MAX(idx), -1) FROM messages WHERE session_id = ?",
                               (session_id,)).fetchone()
         conn.executemany(
-            "INSERT INTO messages (session_id, idx, role, content, stopped, created_at, context, id, parent)"
-            " VALUES (?,?,?,?,?,?,?,?,?)",
-            [(session_id, i, m.role, m.content, int(m.stopped), now, context_json(m), m.id, m.parent)
+            "INSERT INTO messages (session_id, idx, role, content, stopped, created_at, context, id, parent, thinking)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?)",
+            [(session_id, i, m.role, m.content, int(m.stopped), now, context_json(m), m.id, m.parent, m.thinking)
              for i, m in enumerate(plan.inserts, top + 1)])
 
     def if_current(self, revision: Revision, action: Callable[[], None]) -> bool:
