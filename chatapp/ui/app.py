@@ -212,8 +212,7 @@ class ChatApp(KeyBurstApp[None]):
         if self._theme_problem:
             self.notify(f"theme {self._theme_problem!r} is not available; using {DEFAULT_THEME}",
                         title="Theme", severity="warning", timeout=10, markup=False)
-        if self.session is not None:
-            self.sessions_ui.open_at_start(self.session)
+        self.sessions_ui.at_start(self.session)
 
     def on_resize(self, event: Resize) -> None:
         self._apply_layout(event.size.width)  # self.size is updated after this handler runs
