@@ -571,8 +571,8 @@ class ChatApp(KeyBurstApp[None]):
     def action_anatomy(self) -> None:
         self.inside_ui.toggle_anatomy()
 
-    def action_attention(self) -> None:
-        self.inside_ui.toggle_attention(self._tokens.selected_reply_position())
+    def action_attention(self, view: str = "attention") -> None:
+        self.inside_ui.open_view(view, self._tokens.selected_reply_position())
 
     def on_transcript_clicked(self, message: Transcript.Clicked) -> None:
         self._composer.focus()
