@@ -17,6 +17,7 @@ from typing import Literal, Protocol, get_args, runtime_checkable
 from chatapp.config import DraftMode, Settings
 from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable
 from chatapp.engine.events import BackendEvent, Message
+from chatapp.engine.sampling import Scored
 from chatapp.engine.thinking import Steering
 from chatapp.engine.tokens import Token
 from chatapp.engine.tools.grammar import CallGrammar
@@ -229,5 +230,12 @@ class Backend(Protocol):
         """llama.cpp's attention weights for the reply positions (reply_start on) of `tokens`, a
         turn's cache, read without touching the cache or the decode path (chatapp.engine.inside.attention);
         or why they cannot be had here. `head_layer`: the layer whose heads are kept one by one."""
+
+    def score(self, prompt: Sequence[int], reply: Sequence[int], generation: GenerationSettings, n_top: int,
+              stop: threading.Event) -> Scored:
+        """`reply`'s tokens after `prompt` (a reply written without probabilities) with the
+        probabilities they had there and `n_top` candidates each, from one prefill pass over them
+        (the cache's shared prefix reused; it ends holding both); InputError says in one line
+        why not (a backend that reports probabilities only for tokens it samples)."""
 
     def close(self) -> None: ...

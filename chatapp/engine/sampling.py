@@ -99,6 +99,19 @@ class TokenProbs:
                 "top": [c.to_json() for c in self.top]}
 
 
+@dataclass(frozen=True)
+class Scored:
+    """A reply's tokens scored after it was written (one prefill pass over it): what each
+    token's probabilities were there, and what reading it back cost."""
+
+    probs: tuple[TokenProbs, ...]
+    cached: int
+    """Tokens of its path the cache already held."""
+    prefilled: int
+    """Tokens computed: the rest of the prompt that asked for it, and the reply."""
+    ms: float
+
+
 def probs_from_json(data: object) -> tuple[TokenProbs, ...]:
     """A record's "logprobs" (TokenProbs.to_json each) read back; nothing when any entry is
     malformed (a damaged record shows no shading rather than wrong shading). A record is a file

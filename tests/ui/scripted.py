@@ -10,6 +10,7 @@ attention view.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 from collections.abc import Iterator, Sequence
@@ -20,6 +21,7 @@ from chatapp.config import DraftMode
 from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable, SoftMaxCollector, capture
 from chatapp.engine.backend import CacheState, Drafting, GenerationSettings, ModelSummary, split_evenly
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
+from chatapp.engine.sampling import Candidate, Scored, TokenProbs
 from chatapp.engine.stats import LiveDecode
 from chatapp.engine.tokens import Token, common_prefix
 
@@ -101,6 +103,20 @@ class ScriptedBackend:
                 return
             self._kv = tokens[:len(self._kv) + size]
             yield len(self._kv)
+
+    # --- a reply scored (scripted probabilities) ---------------------------------------------------
+    def score(self, prompt: Sequence[int], reply: Sequence[int], generation: GenerationSettings, n_top: int,
+              stop: threading.Event) -> Scored:
+        """Every reply token at 90%, "the" the one alternative: only for snapshots."""
+        prompt, reply = list(prompt), list(reply)
+        cached = min(common_prefix(self._kv, prompt), len(prompt) - 1)
+        self._kv = prompt + reply
+        other = self._ids(" the", special=False)[0]
+        probs = tuple(TokenProbs(t, self._by_id.get(t, ""), math.log(0.9), 0.9, 1, 1, 0.5,
+                                 (Candidate(t, self._by_id.get(t, ""), math.log(0.9), 0.9),
+                                  Candidate(other, " the", math.log(0.1), 0.1))[:max(n_top, 1)])
+                      for t in reply)
+        return Scored(probs, cached, len(self._kv) - cached, 4.0 * (len(self._kv) - cached))
 
     # --- attention (scripted weights) ---------------------------------------------------------
     N_HEAD = 3

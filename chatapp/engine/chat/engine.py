@@ -36,7 +36,7 @@ from chatapp.engine.events import (
     ContextRetrieved, ContextTrimmed, Event, Generated, Message, PrefillDone, TextDelta, ThoughtDelta, TurnDone)
 from chatapp.engine.retrieval.attachments import AttachmentSet, AttachReport, Planned
 from chatapp.engine.retrieval.context import RetrievedContext, placed_keys
-from chatapp.engine.sampling import TokenProbs
+from chatapp.engine.sampling import Scored, TokenProbs
 from chatapp.engine.retrieval.document import Attachment
 from chatapp.engine.stats import TurnRecord
 from chatapp.engine.tools.spec import ToolSpec
@@ -139,6 +139,34 @@ class Engine:
     def remember_reply_probs(self, probs: dict[str, tuple[TokenProbs, ...]]) -> None:
         """Probabilities of replies in the loaded conversation (a saved session's turn records)."""
         self._reply_probs.update({mid: p for mid, p in probs.items() if p and mid in self._conversation.tree})
+
+    def score_reply(self, message_id: str, n_top: int, stop: threading.Event | None = None) -> Scored:
+        """Reply `message_id` of the shown path, written without probabilities, scored after the
+        fact: its tokens read back in one prefill pass (`Backend.score`), the probabilities kept as
+        its `reply_probs`. The shown leaf's cache is stashed first and restored after, so scoring
+        an earlier reply costs the next turn nothing. Call it where a turn could run (it changes
+        the cache); it takes about as long as prefilling the reply."""
+        conversation = self._conversation
+        tree = conversation.tree
+        reply = tree.resolve(message_id)
+        if tree[reply].role != "assistant":
+            raise InputError(f"message {reply} is a {tree[reply].role} message: only a reply can be scored")
+        system = conversation.messages[:conversation.n_system]
+        path = (system + tree.path_to(reply))[conversation.window_start:]
+        if not tree.on_path(reply) or not path or path[-1].id != reply or len(path) < 2:
+            raise InputError(f"reply {reply} is not in the shown path's context window")
+        prompt = self.prompt_ids(system + path[:-1])
+        ids = self.reply_ids(reply)
+        leaf = tree.leaf
+        if leaf != reply:  # the shown leaf's cache is kept aside, to be put back after
+            self._stash()
+        scored = self._backend.score(prompt, ids, self.generation, n_top, stop or threading.Event())
+        self._typeahead.forget()
+        self._cache_leaf = self._kept_as_is = self._last_reuse = None
+        if leaf is not None and leaf != reply:
+            self._restore_leaf(leaf)
+        self._reply_probs[reply] = scored.probs
+        return scored
 
     def _forget_branches(self) -> None:
         self._last_reuse = None
@@ -589,6 +617,34 @@ class Engine:
         if token < 0 or (vocab and token >= vocab):
             raise InputError(f"token id {token} is outside the vocabulary (0 to {(vocab or 1) - 1})")
         return self.regenerate(reply, forced=[*ids[:at], token])
+
+    def branch_at_step(self, message_id: str, step: int, token: int) -> Iterator[Event]:
+        """A new sibling of reply `message_id` that takes `token` instead of its `step`-th token with
+        probabilities (`reply_probs`, the confidence view's): the tokens before it as they were
+        sampled or scored, so the cache of that reply keeps them, then `token`, decoded on."""
+        tree = self._conversation.tree
+        reply = tree.resolve(message_id)
+        steps = self._reply_probs.get(reply, ())
+        if not 0 <= step < len(steps):
+            raise InputError(f"reply {reply} has no token {step} with probabilities (it has {len(steps)})")
+        return self.regenerate(reply, forced=[*self._unscored_start(reply, steps), *(s.id for s in steps[:step]),
+                                              token])
+
+    def _unscored_start(self, reply: str, steps: Sequence[TokenProbs]) -> list[int]:
+        """The ids of a reply's start that its probabilities leave out (a start forced by a branch
+        from a token): the tokens of `reply_ids` that spell it, or InputError if none cut there."""
+        content = self._conversation.tree[reply].content
+        pieces = "".join(s.token for s in steps)
+        start = content[:len(content) - len(pieces)] if content.endswith(pieces) else None
+        if start == "":
+            return []
+        if start is not None:
+            tokens, spelled = self.describe(self.reply_ids(reply)), ""
+            for i, found in enumerate(tokens):
+                if spelled == start:
+                    return [t.id for t in tokens[:i]]
+                spelled += "" if found.special else found.piece
+        raise InputError(f"reply {reply}'s probabilities do not match its text: score it again (Alt+P)")
 
     def _vocab_size(self) -> int:
         from chatapp.engine.models.quant import model_info

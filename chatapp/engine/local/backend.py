@@ -24,6 +24,7 @@ from chatapp.engine.backend import (SMALL_MIN, CacheState, Drafting, GenerationS
                                     split_evenly)
 from chatapp.engine.drafting.policy import DraftPolicy
 from chatapp.engine.local.drafting import LocalDrafting, kv_for_drafting
+from chatapp.engine.local import scoring
 from chatapp.engine.local.probing import ProbingSampler
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
 from chatapp.engine.machine.bandwidth import DecodeBandwidth
@@ -32,6 +33,7 @@ from chatapp.engine.local.llama import (
     CAPTURE_KV_TYPE, LlamaRuntime, LoadOptions, PerfCounters, Sampler, call_gbnf, gpu_offload_supported, model_n_head,
     replay_soft_max, versions)
 from chatapp.engine.machine.roofline import prefill_flops_per_token, record_figures
+from chatapp.engine.sampling import Scored
 from chatapp.engine.stats import DraftFigures, LiveDecode, rate
 from chatapp.engine.local.threads import ThreadPolicy
 from chatapp.engine.thinking import Steering
@@ -407,6 +409,13 @@ class LocalBackend:
             lambda ids, collector, should_stop: replay_soft_max(rt, ids, collector, should_stop),
             tokens, reply_start, n_layer=rt.info.n_layer, n_head=model_n_head(rt), head_layer=head_layer,
             kv_type=CAPTURE_KV_TYPE, chat_kv_type=rt.info.kv_type, stop=stop)
+
+    # --- a reply scored after the fact --------------------------------------------------------
+    def score(self, prompt: Sequence[int], reply: Sequence[int], generation: GenerationSettings, n_top: int,
+              stop: threading.Event) -> Scored:
+        """One prefill pass over the reply with logits at every row (chatapp.engine.local.scoring)."""
+        self._use_threads(self.runtime.threads[0], self.threads.prefill_threads())
+        return scoring.score(self.runtime, prompt, reply, generation, n_top, stop)
 
     # --- the cache ---------------------------------------------------------------------------
     def clear_cache(self) -> None:

@@ -34,6 +34,7 @@ from chatapp.config import DraftMode, Settings
 from chatapp.engine.inside.attention import AttentionUnavailable
 from chatapp.engine.backend import CacheState, Drafting, GenerationSettings, split_evenly
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, TextDelta
+from chatapp.engine.sampling import Scored
 from chatapp.engine.stats import LiveDecode
 from chatapp.engine.thinking import Steering
 from chatapp.engine.server import answers, probs
@@ -42,7 +43,7 @@ from chatapp.engine.server.reply import ReplyRun
 from chatapp.engine.server.summary import SERVER_KIND, summarize, template_sha256
 from chatapp.engine.server.vocabulary import ServerVocabulary
 from chatapp.engine.tokens import Token, common_prefix
-from chatapp.errors import ContextFullError, ServerError
+from chatapp.errors import ContextFullError, InputError, ServerError
 
 SLOT = 0
 """The slot chatapp pins its conversation to (start the server with -np 1 to keep it alone)."""
@@ -363,6 +364,11 @@ class ServerBackend:
                   stop: threading.Event) -> AttentionUnavailable:
         return AttentionUnavailable("llama-server does not expose attention weights: its API returns tokens, "
                                     "text and probabilities, not the model's internals")
+
+    def score(self, prompt: Sequence[int], reply: Sequence[int], generation: GenerationSettings, n_top: int,
+              stop: threading.Event) -> Scored:
+        raise InputError("llama-server reports probabilities only for the tokens it samples, not for a reply "
+                         "read back: scoring a reply needs the in-process backend")
 
     def close(self) -> None:
         self._client.close()
