@@ -52,6 +52,10 @@ def _read_text(file: str) -> str:
 def perplexity(
     file: Annotated[str, typer.Argument(help="A UTF-8 text file, or - for standard input.")],
     ctx: Annotated[int, typer.Option("--ctx", "-c", help="Tokens per window, as llama-perplexity's -c.")] = 512,
+    compare: Annotated[Optional[str], typer.Option(
+        "--compare", help="A second quant of the same model (a path or a store name): adds each token's KL "
+                          "divergence from the first, the share of tokens whose top choice is the same, and "
+                          "the change in the text token's probability.")] = None,
     model: ModelOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -66,11 +70,20 @@ def perplexity(
     views, _settings = _open(model)
     try:
         ids = views.text_ids(text)
-        found = views.surprise(ids, ctx)
+        if compare is not None:
+            other, _ = _open(compare)
+            try:
+                cost = views.compare(ids, ctx, other)
+            finally:
+                other.close()
+            found = cost.base
+        else:
+            cost, found = None, views.surprise(ids, ctx)
     finally:
         views.close()
     if as_json:
-        typer.echo(json.dumps(found.to_json(), ensure_ascii=False, allow_nan=False))
+        data = (cost or found).to_json()
+        typer.echo(json.dumps(data, ensure_ascii=False, allow_nan=False))
         return
     out = Console()
     strip = Text()
@@ -84,6 +97,9 @@ def perplexity(
         legend.append("  ")
     out.print(legend)
     out.print(found.describe(), markup=False, highlight=False)
+    if cost is not None:
+        out.print(f"against {compare}: perplexity {cost.other.ppl:.3f}, mean KL divergence {cost.kld_mean:.4f} nats, "
+                  f"the same top token at {cost.same_top_share:.1%} of tokens", markup=False, highlight=False)
 
 
 def lens(

@@ -64,3 +64,13 @@ def test_sampler_json_replays_the_drawn_reply_stage_by_stage(chatapp_exe):
     table = chatapp_exe("sampler", "Name a colour.", "--seed", "9", "--max-tokens", "6", "--token", "1")
     assert table.returncode == 0, table.stderr
     assert "Token 1" in table.stdout and "min_p" in table.stdout and "no repetition penalty" in table.stdout
+
+
+def test_perplexity_compare_against_the_same_file_costs_nothing(chatapp_exe, tmp_path, default_model_path):
+    text = tmp_path / "text.txt"
+    text.write_text("The cat sat on the mat. " * 6)
+    out = chatapp_exe("perplexity", str(text), "--ctx", "16", "--compare", str(default_model_path), "--json")
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout)
+    assert found["kld_mean"] == 0 and found["same_top"] == 1 and found["compare"]["ppl"] == found["ppl"]
+    assert all(t["kld"] == 0 and t["same_top"] for t in found["tokens"][1:])

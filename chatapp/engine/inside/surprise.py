@@ -101,6 +101,16 @@ def windows(n_tokens: int, ctx: int) -> list[tuple[int, int]]:
     return [(start, min(start + ctx, n_tokens)) for start in range(0, n_tokens, ctx)]
 
 
+def llama_estimate(surprise: np.ndarray, ctx: int) -> tuple[float | None, int]:
+    """llama-perplexity's estimate from every token's surprise: the second halves of the full
+    windows (None under two of them, which it refuses), and how many tokens it counts."""
+    full, first = len(surprise) // ctx, ctx // 2
+    if full < 2:
+        return None, 0
+    scored = np.concatenate([surprise[k * ctx + first + 1:(k + 1) * ctx] for k in range(full)])
+    return math.exp(float(scored.mean())), len(scored)
+
+
 def measure(ids: Sequence[int], pieces: Sequence[str], ctx: int, decode: DecodeWindow, *, bos: int | None,
             should_stop: Callable[[], bool] = lambda: False) -> Surprise | None:
     """Surprise of every token of `ids` (see the module); `bos`: the id each window starts with,
@@ -121,13 +131,81 @@ def measure(ids: Sequence[int], pieces: Sequence[str], ctx: int, decode: DecodeW
         logits = decode(window)
         targets = np.asarray(ids[start + 1:end + 1], dtype=np.int64)  # the last row: the next window's first
         surprise[start + 1:start + 1 + len(targets)] = nll_rows(logits[:len(targets)], targets)
-    full = len(ids) // ctx
-    first = ctx // 2
-    llama_ppl, llama_scored = None, 0
-    if full >= 2:
-        scored = np.concatenate([surprise[k * ctx + first + 1:(k + 1) * ctx] for k in range(full)])
-        llama_ppl, llama_scored = math.exp(float(scored.mean())), len(scored)
+    llama_ppl, llama_scored = llama_estimate(surprise, ctx)
     return Surprise(tuple(ids), tuple(pieces), surprise, ctx, llama_ppl, llama_scored, time.perf_counter() - started)
+
+
+@dataclass(frozen=True, eq=False)
+class QuantCost:
+    """What a second quant of the same model costs on a text, token by token: both models run
+    over the same windows (no logits file), and at each predicted token the KL divergence of the
+    second's distribution from the first's, whether their top choices are the same, and the
+    second's probability of the text's token minus the first's."""
+
+    base: Surprise
+    other: Surprise
+    kld: np.ndarray
+    """float64 (len(ids),), nats; NaN for the first token."""
+    same_top: np.ndarray
+    """bool (len(ids),); False for the first token, which is not compared."""
+    dp: np.ndarray
+    """float64 (len(ids),): p_other - p_base of the text's token; NaN for the first."""
+
+    @property
+    def kld_mean(self) -> float:
+        return float(np.nanmean(self.kld))
+
+    @property
+    def same_top_share(self) -> float:
+        return float(self.same_top[1:].mean())
+
+    def to_json(self) -> dict:
+        data = self.base.to_json()
+        data.update({"kld_mean": _round(self.kld_mean), "same_top": _round(self.same_top_share),
+                     "compare": {"ppl": _round(self.other.ppl), "llama_ppl": None if self.other.llama_ppl is None
+                                 else _round(self.other.llama_ppl), "seconds": round(self.other.seconds, 3)}})
+        for token, kld, same, dp in zip(data["tokens"], self.kld.tolist(), self.same_top.tolist(), self.dp.tolist()):
+            token["kld"] = _round(kld) if math.isfinite(kld) else None
+            token["same_top"] = bool(same) if math.isfinite(kld) else None
+            token["dp"] = _round(dp) if math.isfinite(dp) else None
+        return data
+
+
+def _log_softmax(rows: np.ndarray) -> np.ndarray:
+    z = rows - rows.max(axis=1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=1, keepdims=True, dtype=np.float64)).astype(np.float32)
+
+
+def compare(ids: Sequence[int], pieces: Sequence[str], ctx: int, decode: DecodeWindow, decode_other: DecodeWindow,
+            *, bos: int | None) -> QuantCost:
+    """Both models over the same windows of `ids` (see `measure`), compared token by token."""
+    ids = list(ids)
+    kld, other_nll = np.full(len(ids), np.nan), np.full(len(ids), np.nan)
+    same = np.zeros(len(ids), dtype=bool)
+    starts = iter(windows(len(ids), ctx))
+    other_seconds = [0.0]
+
+    def both(window: Sequence[int]) -> np.ndarray:
+        start, end = next(starts)
+        logits = decode(window)
+        started = time.perf_counter()
+        other = decode_other(window)
+        other_seconds[0] += time.perf_counter() - started
+        targets = np.asarray(ids[start + 1:end + 1], dtype=np.int64)
+        n = len(targets)
+        log_a = _log_softmax(logits[:n].astype(np.float32))
+        log_b = _log_softmax(other[:n, :logits.shape[1]].astype(np.float32))
+        kld[start + 1:start + 1 + n] = (np.exp(log_a) * (log_a - log_b)).sum(axis=1, dtype=np.float64)
+        same[start + 1:start + 1 + n] = log_a.argmax(axis=1) == log_b.argmax(axis=1)
+        other_nll[start + 1:start + 1 + n] = nll_rows(other[:n], targets)  # as `measure` computes the first's
+        return logits
+
+    first = measure(ids, pieces, ctx, both, bos=bos)
+    first = Surprise(first.ids, first.pieces, first.surprise, ctx, first.llama_ppl, first.llama_scored,
+                     first.seconds - other_seconds[0])
+    llama_ppl, scored = llama_estimate(other_nll, ctx)
+    second = Surprise(first.ids, first.pieces, other_nll, ctx, llama_ppl, scored, other_seconds[0])
+    return QuantCost(first, second, kld, same, np.exp(-other_nll) - np.exp(-first.surprise))
 
 
 def _round(x: float) -> float:

@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
+
 from chatapp.config import Settings
 from chatapp.engine import tokens as token_views
 from chatapp.engine.inside import lens as lens_view
@@ -54,21 +56,40 @@ class NextTokenViews:
                  should_stop: Callable[[], bool] = lambda: False) -> surprise.Surprise | None:
         """Each token's surprise in windows of `ctx` tokens (chatapp.engine.inside.surprise)."""
         ids = list(ids)
-        window = min(ctx, len(ids))
+        tap, decode = self._window_decoder(min(ctx, len(ids)))
+        try:
+            return surprise.measure(ids, self.pieces(ids), ctx, decode, bos=self._bos(), should_stop=should_stop)
+        finally:
+            tap.close()
+
+    def compare(self, ids: Sequence[int], ctx: int, other: NextTokenViews) -> surprise.QuantCost:
+        """This model against `other` (a second quant of it) over the same windows of `ids`."""
+        ids = list(ids)
+        if other.runtime.n_vocab < self.runtime.n_vocab or other.text_ids("a b c") != self.text_ids("a b c"):
+            raise InputError("the second model does not share this one's vocabulary: "
+                             "it is not a quant of the same model")
+        tap, decode = self._window_decoder(min(ctx, len(ids)))
+        other_tap, other_decode = other._window_decoder(min(ctx, len(ids)))
+        try:
+            return surprise.compare(ids, self.pieces(ids), ctx, decode, other_decode, bos=self._bos())
+        finally:
+            tap.close()
+            other_tap.close()
+
+    def _bos(self) -> int | None:
+        return self.runtime.bos_id if self.runtime.adds_bos else None
+
+    def _window_decoder(self, window: int) -> tuple[TapContext, Callable[[Sequence[int]], np.ndarray]]:
+        """A tap context for windows of up to `window` tokens, and a function decoding one window
+        from an empty cache with logits at every position."""
         tap = TapContext(self.runtime, window, n_batch=min(window, 512))
 
-        def decode(tokens: Sequence[int]):
-            import numpy as np
-
+        def decode(tokens: Sequence[int]) -> np.ndarray:
             tap.clear()
             rows = [tap.decode(tokens[s:s + tap.n_batch], s, "all") for s in range(0, len(tokens), tap.n_batch)]
             return rows[0] if len(rows) == 1 else np.concatenate(rows)
 
-        try:
-            bos = self.runtime.bos_id if self.runtime.adds_bos else None
-            return surprise.measure(ids, self.pieces(ids), ctx, decode, bos=bos, should_stop=should_stop)
-        finally:
-            tap.close()
+        return tap, decode
 
     # --- the logit lens -------------------------------------------------------------------------------
     def output_head(self) -> lens_view.OutputHead:

@@ -130,3 +130,11 @@ def test_the_perplexity_estimate_agrees_with_llama_perplexity(views, default_mod
     theirs = float(re.search(r"Final estimate: PPL = ([0-9.]+)", run.stdout + run.stderr).group(1))
     assert found.llama_ppl == pytest.approx(theirs, rel=PPL_TOLERANCE)
     assert found.llama_scored == (len(ids) // ctx) * (ctx - ctx // 2 - 1)
+
+
+def test_a_model_compared_with_itself_costs_nothing(views):
+    ids = views.text_ids("The quick brown fox jumps over the lazy dog. " * 4)
+    cost = views.compare(ids, 32, views)
+    assert cost.kld_mean == pytest.approx(0, abs=1e-6) and cost.same_top_share == 1
+    assert np.nanmax(np.abs(cost.dp)) < 1e-6 and cost.other.ppl == pytest.approx(cost.base.ppl, rel=1e-6)
+
