@@ -137,4 +137,3 @@ def test_a_model_compared_with_itself_costs_nothing(views):
     cost = views.compare(ids, 32, views)
     assert cost.kld_mean == pytest.approx(0, abs=1e-6) and cost.same_top_share == 1
     assert np.nanmax(np.abs(cost.dp)) < 1e-6 and cost.other.ppl == pytest.approx(cost.base.ppl, rel=1e-6)
-
