@@ -58,6 +58,13 @@ DraftOpt = Annotated[Optional[str], typer.Option(
                     "verifies the drafts in one batch; the replies stay the same)." + configured("draft"))]
 DraftMaxOpt = Annotated[Optional[int], typer.Option(
     "--draft-max", help="The most draft tokens one decode step verifies (1 to 64)." + configured("draft_max"))]
+ThinkBudgetOpt = Annotated[Optional[int], typer.Option(
+    "--think-budget", help="A thinking model's most thought tokens per reply; then its closing marker is forced "
+                           "and it answers (-1: no budget)." + configured("think_budget", "-1"))]
+ThinkingHistoryOpt = Annotated[Optional[str], typer.Option(
+    "--thinking-history", help="Earlier thoughts in the prompt: template (as the model's template renders "
+                               "them, usually dropped) or keep (as generated, so the cache is reused)."
+                               + configured("thinking_history"))]
 ApiKeyOpt = Annotated[Optional[str], typer.Option(
     "--api-key", help="The key of a llama-server started with --api-key (also $CHATAPP_API_KEY).", show_default=False)]
 
@@ -144,6 +151,8 @@ def ask(
         "--attach", help="A file or folder (text, Markdown, code, PDF) to answer from; repeatable.")] = None,
     draft: DraftOpt = None,
     draft_max: DraftMaxOpt = None,
+    think_budget: ThinkBudgetOpt = None,
+    thinking_history: ThinkingHistoryOpt = None,
     branch_from: Annotated[Optional[str], typer.Option(
         "--branch-from", help="With --session: the first prompt becomes a new question after this reply's id "
                               "(see chatapp sessions tree; 'root' for a new first question), and the run "
@@ -193,7 +202,8 @@ def ask(
     settings = settings_with(system_prompt=system, max_tokens=max_tokens, temperature=temperature, seed=seed,
                              n_ctx=n_ctx, kv_type=kv_type, threads=threads, gpu_layers=gpu_layers,
                              allow_long_ctx=allow_long_ctx or None, server=server, api_key=api_key,
-                             draft=draft, draft_max=draft_max)
+                             draft=draft, draft_max=draft_max, think_budget=think_budget,
+                             thinking_history=thinking_history)
     from chatapp.commands.ask_output import run_ask
 
     run_ask(settings, model, prompts, as_json=as_json, session=session, attachments=loaded, system=system,

@@ -1,0 +1,34 @@
+"""`chatapp ask --think-budget N` on the default model given an R1-shaped template: the JSON
+record carries the thought apart from the reply, with its tokens and time, and the budget held."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.engine.chat.thinking_templates import R1_SHAPED
+from tests.gguf_copy import copies_with_templates
+
+
+@pytest.fixture(scope="module")
+def r1_model(default_model_path, tmp_path_factory):
+    path = tmp_path_factory.mktemp("thinking") / "r1-shaped.gguf"
+    copies_with_templates(default_model_path, {path: R1_SHAPED})
+    return path
+
+
+def test_ask_json_carries_the_thought_apart_and_keeps_the_budget(chatapp_exe, r1_model):
+    result = chatapp_exe("ask", "--model", str(r1_model), "--json", "--temperature", "0", "--max-tokens", "40",
+                         "--think-budget", "6", "--thinking-history", "keep", "What is the capital of France?")
+    assert result.returncode == 0, result.stderr
+    record = json.loads(result.stdout.splitlines()[-1])
+    assert record["thinking"].strip() and record["reply"].strip() and "</think>" not in record["reply"]
+    assert record["thought_tokens_sampled"] == 6 and record["thinking_closed_by"] == "budget"
+    assert 6 < record["thinking_tokens"] < record["decode_tokens"] and record["thinking_ms"] > 0
+    assert "reprefill_expected" in record
+
+
+def test_a_bad_history_choice_is_one_line(chatapp_exe, r1_model):
+    result = chatapp_exe("ask", "--model", str(r1_model), "--thinking-history", "sometimes", "hi")
+    assert result.returncode != 0 and "thinking_history must be one of template, keep" in result.stderr
