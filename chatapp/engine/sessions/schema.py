@@ -114,6 +114,15 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
         "ALTER TABLE messages ADD COLUMN thinking TEXT NOT NULL DEFAULT ''",
         _thoughts_apart,
     ),
+    (  # 6: what a session keeps besides its tree: the composer's unsent text, and the probabilities
+       # of replies scored after they were written (the confidence view), by reply id
+        "ALTER TABLE sessions ADD COLUMN draft TEXT NOT NULL DEFAULT ''",
+        """CREATE TABLE scores (
+            session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            message_id TEXT NOT NULL,
+            probs TEXT NOT NULL,
+            PRIMARY KEY (session_id, message_id))""",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -512,3 +512,37 @@ class SessionStore:
                 " WHERE model_sha256 = ? AND backend = ? AND prefill_tokens >= ? AND prefill_ms > 0"
                 " ORDER BY created_at DESC LIMIT ?)", (model_sha256, backend, min_tokens, last)).fetchone()
         return tokens * 1000.0 / ms if tokens and ms else None
+
+    # --- what a session keeps besides its tree: a draft, replies scored after the fact ----------
+    def set_draft(self, name: str, text: str) -> None:
+        """Keep `text`, typed but not sent, as session `name`'s draft ("" forgets it)."""
+        with self._transaction() as conn:
+            if conn.execute("UPDATE sessions SET draft = ? WHERE name = ?", (text, name)).rowcount == 0:
+                raise unknown(name)
+
+    def draft(self, name: str) -> str:
+        """Session `name`'s draft ("" when it has none, or there is no such session)."""
+        if not self._readable():
+            return ""
+        with self._connect(readonly=True) as conn:
+            row = conn.execute("SELECT draft FROM sessions WHERE name = ?", (name,)).fetchone()
+        return row[0] if row is not None and isinstance(row[0], str) else ""
+
+    def keep_scores(self, name: str, message_id: str, probs: str) -> None:
+        """Keep reply `message_id`'s probabilities, scored after it was written (TokenProbs.to_json
+        each, as JSON text), with session `name`."""
+        with self._transaction() as conn:
+            row = conn.execute("SELECT id FROM sessions WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                raise unknown(name)
+            conn.execute("INSERT OR REPLACE INTO scores (session_id, message_id, probs) VALUES (?,?,?)",
+                         (row[0], message_id, probs))
+
+    def scores(self, name: str) -> dict[str, str]:
+        """The probabilities kept by `keep_scores`, as JSON text by reply id."""
+        if not self._readable():
+            return {}
+        with self._connect(readonly=True) as conn:
+            rows = conn.execute("SELECT c.message_id, c.probs FROM scores c JOIN sessions s ON s.id = c.session_id"
+                                " WHERE s.name = ?", (name,)).fetchall()
+        return {mid: probs for mid, probs in rows if is_id(mid) and isinstance(probs, str)}
