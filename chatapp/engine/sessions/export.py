@@ -66,7 +66,8 @@ def tree_rows(session: StoredSession) -> list[dict]:
     tree = MessageTree.from_messages(session.tree, session.leaf)
     active = {m.id for m in tree.path()}
     return [{"id": m.id, "parent": m.parent, "role": m.role, "content": m.content, "stopped": m.stopped,
-             **({"thinking": m.thinking} if m.thinking else {}), "active": m.id in active, "children": [c.id for c in tree.children(m.id)], "depth": depth}
+             **({"thinking": m.thinking} if m.thinking else {}), "active": m.id in active,
+             "children": [c.id for c in tree.children(m.id)], "depth": depth}
             for m, depth in tree.walk()]
 
 
@@ -169,7 +170,8 @@ def _tree_markdown(data: dict) -> list[str]:
         for message_id in new:
             message = by_id[message_id]
             suffix = " (stopped)" if message["stopped"] else ""
-            lines += [f"### {message['role']} {message_id}{suffix}", "", *thought_block(message), message["content"], ""]
+            lines += [f"### {message['role']} {message_id}{suffix}", "", *thought_block(message), message["content"],
+                      ""]
         written.update(new)
     return lines
 

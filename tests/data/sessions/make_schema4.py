@@ -1,5 +1,5 @@
 """Writes sessions.db with chatapp's schema 4 into the folder given, as tests/data/sessions/schema4.db
-was made: run with a checkout of the commit before thoughts (9e9ea71) first on PYTHONPATH. A
+was made: run with a checkout of the commit before thoughts (18181b2) first on PYTHONPATH. A
 tree: a reply whose text still holds a thinking model's raw thought, and a branch beside it."""
 import sys
 from pathlib import Path
