@@ -14,6 +14,10 @@ a draft model's drafts (common/speculative.cpp: ngram-simple drafts `--spec-ngra
 tokens, ngram-mod up to `--spec-ngram-mod-n-max`, ngram-cache a fixed 8), so the sized runs pass
 it together with the type's own size flags.
 
+Warm (the default), chatapp runs in this account's home, its drafting verdict made once before
+the runs; `--cold` gives every chatapp process a fresh home (XDG folders in a temp dir), as a new
+user's first process runs: nothing measured, checked or learned before (issue 36).
+
 Decode speed is tokens over the wall time from the end of the prefill to the last token: the
 server's `timings.predicted_per_second` (its t_token_generation), and chatapp's record
 `decode_wall_ms` (the decode loop's wall clock, drafting or not). Runs of one task alternate
@@ -21,6 +25,7 @@ their order round by round (pairs), and each ratio is a median over rounds of pe
 
     .venv/bin/python benchmarks/spec_vs_llama_server.py [--rounds 3] [--tokens 256] [--tasks copy]
     .venv/bin/python benchmarks/spec_vs_llama_server.py --configs chatapp-ngram,server-ngram-mod
+    .venv/bin/python benchmarks/spec_vs_llama_server.py --cold [--rounds 3] [--tasks paragraph]
 """
 
 from __future__ import annotations
@@ -143,6 +148,8 @@ class Bench:
             self.prompts[name] = engine.prompt_ids([Message("system", self.system), Message("user", text)])
         engine.close()
         self.log_dir = Path(tempfile.mkdtemp(prefix="spec-vs-server-"))
+        if args.cold:  # every process in a fresh home: nothing before it
+            return
         # The exactness verdict is kept per machine; a first drafted process checks after its
         # turn. Do that once here, so that every timed run finds it (and say whether it did).
         warm = self.chatapp(Config("warm-up", "chatapp", ("--draft", "ngram")), "paragraph", COPY["paragraph"],
@@ -156,7 +163,11 @@ class Bench:
                    "--max-tokens", str(tokens or a.tokens), "--draft-max", str(a.draft_max), *config.args, text]
         if a.chatapp_f16:
             command[command.index("--kv-type") + 1] = "f16"
-        done = subprocess.run(command, capture_output=True, text=True, env=os.environ.copy())
+        with tempfile.TemporaryDirectory(prefix="spec-vs-server-home-") as home:
+            env = os.environ.copy()
+            if a.cold:  # a new user's home: no cached measurement, verdict or learned figures
+                env |= {var: str(Path(home) / var) for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME")}
+            done = subprocess.run(command, capture_output=True, text=True, env=env)
         if done.returncode != 0:
             raise SystemExit(f"chatapp failed ({done.returncode}): {done.stderr[-2000:]}")
         record = json.loads(done.stdout.strip().splitlines()[-1])
@@ -172,6 +183,8 @@ class Bench:
                       f"{record['draft_accepted']}, {record['decode_tokens'] / steps:.2f} tok/step")
         elif record.get("draft_off_because"):
             detail = f"not drafted: {record['draft_off_because'][:60]}"
+        if a.cold:
+            detail += f"; ttft - prefill {record['ttft_ms'] - record['prefill_ms']:.0f} ms"
         return Run(tps, record["reply"], record["generated_tokens"], detail, record)
 
     def server(self, config: Config, task: str, text: str) -> Run:
@@ -242,6 +255,8 @@ def main() -> None:
     parser.add_argument("--server-bin", default=None, help="A llama-server to use (default: chatapp.llama_tools').")
     parser.add_argument("--chatapp-f16", action="store_true",
                         help="chatapp with an f16 cache setting (drafting then chooses its own KV type).")
+    parser.add_argument("--cold", action="store_true",
+                        help="A fresh home (XDG folders) for every chatapp process, and no warm-up run.")
     args = parser.parse_args()
     if args.draft_max is None:
         from chatapp.config import Settings
@@ -253,9 +268,10 @@ def main() -> None:
     for item in args.tasks.split(","):
         tasks |= COPY if item == "copy" else CHAT if item == "chat" else {item: {**COPY, **CHAT}[item]}
     bench = Bench(args)
+    home = "cold: a fresh home for every chatapp process" if args.cold else "warm: chatapp in this account's home"
     print(f"{bench.model.name}, {args.threads} threads, KV {args.kv_type}, flash attention on, greedy, "
-          f"{args.tokens} tokens at most, chatapp draft_max {args.draft_max}, {args.rounds} rounds; server logs in "
-          f"{bench.log_dir}; load average at start {os.getloadavg()[0]:.2f}\n")
+          f"{args.tokens} tokens at most, chatapp draft_max {args.draft_max}, {args.rounds} rounds, {home}; server "
+          f"logs in {bench.log_dir}; load average at start {os.getloadavg()[0]:.2f}\n")
     results: dict[str, dict[str, list[Run]]] = {}
     for task, text in tasks.items():
         results[task] = {c.name: [] for c in chosen}
@@ -302,7 +318,7 @@ def report(task: str, runs: dict[str, list[Run]]) -> None:
 
 
 def summary(results: dict, args) -> None:
-    print("summary (medians of per-round ratios):")
+    print(f"summary ({'cold' if args.cold else 'warm'}; medians of per-round ratios):")
     for task, runs in results.items():
         if "chatapp-ngram" not in runs:
             continue
