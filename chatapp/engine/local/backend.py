@@ -299,6 +299,7 @@ class LocalBackend:
         sampler = self._sampler(generation)
         decoder, target = self._drafting.decoder(sampler, drafting)
         parts, generated, finish, drafted = [], 0, "length", []
+        after_batch = False
         try:
             while generated < generation.max_tokens:
                 if stop.is_set():
@@ -306,12 +307,15 @@ class LocalBackend:
                     break
                 n = threads.decode_threads()
                 self._use_threads(n, n)  # a verify batch runs on llama.cpp's batch threads
-                # While the thread count is measured, steps stay plain: their times are compared;
-                # and on a thread count whose batches were not found exact (see LocalDrafting).
+                # Steps on a thread count whose batches were not found exact decode plainly (see
+                # LocalDrafting). While the thread count is measured, only plain steps are timed
+                # for it, and not the one after a batch (it pays the graph's rebuild): drafts do
+                # not wait for the measure (a fresh home's first 24 steps were all plain).
                 step = decoder.step(generation.max_tokens - generated, rt.n_ctx - rt.n_cached,
-                                    draft=not threads.measuring and self._drafting.exact_at(n))
-                if step.batch == 1:
+                                    draft=self._drafting.exact_at(n))
+                if step.batch == 1 and not after_batch:
                     threads.observe(n, step.ms / 1000)
+                after_batch = step.batch > 1
                 threads.look()
                 live = self._live_drafting(decoder.stats.figures(), rt.n_cached)
                 texts = []

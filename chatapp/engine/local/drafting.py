@@ -6,9 +6,13 @@ do not change: flash attention must be on (without it llama.cpp's CPU attention 
 rows other logits), the cache must be able to drop rejected drafts (not a recurrent model), and
 llama.cpp's kernels must give a batch's rows single steps' logits bit for bit on this model and
 machine and decode thread count, which chatapp.engine.local.exact_batches checks once per count.
-The check takes seconds, so it never runs before a first token: a turn on a count with no
-verdict yet decodes plainly and the check runs right after it, on the turn's thread, and is
-kept on disk for every later process. Where batches differ at any size checked, no step on that
+The check takes seconds, so it never runs before a first token: it runs right after the first
+turn on a count with no verdict, on the turn's thread, and is kept on disk for every later
+process. That first turn drafts on a prior where llama.cpp's kernels give the answer by their
+structure (`exact_batches.prior_exact`: a quantized KV cache with flash attention on the CPU,
+and no weights of a type the CPU backend repacks for batched products); elsewhere it decodes
+plainly. Without the prior a fresh home's first process drafted nothing (issue 36: 0.60-0.97x
+of plain decoding where the third process ran 1.57-1.64x). Where batches differ at any size checked, no step on that
 thread count drafts: where they differ moves with the text (see exact_batches), so no smaller
 size can be trusted either. A step on a count not yet checked (the thread policy backed off
 mid-turn) decodes plainly.
@@ -26,8 +30,8 @@ from collections.abc import Callable
 from chatapp.config import DraftMode, Settings
 from chatapp.engine.backend import Drafting
 from chatapp.engine.drafting.policy import DraftPolicy
-from chatapp.engine.local.exact_batches import (BatchCheck, batch_check, cached_check, put_settings_entry,
-                                                settings_entry)
+from chatapp.engine.local.exact_batches import (BatchCheck, batch_check, cached_check, check_sizes, prior_exact,
+                                                put_settings_entry, settings_entry)
 from chatapp.engine.local.llama import LlamaRuntime, Sampler, VerifyTarget, can_remove_cells
 from chatapp.engine.drafting.lookup import NgramDrafter
 from chatapp.engine.drafting.speculative import SpeculativeDecoder
@@ -37,6 +41,8 @@ POLICY_CACHE = "draft_policy_1"
 """The draft policy's batch costs and acceptance by match length, per model and settings_key:
 a fresh process started cold re-learned them for most of a reply (a list task: 169 steps cold,
 55-63 once learned, 131 against 154-162 tok/s)."""
+ON_PRIOR = "prior (checking after this turn)"
+"""The record's draft_check for a turn drafted on `prior_exact` before the check ran."""
 CHECK_PENDING = ("not yet checked on this model, build, KV type and thread count that drafts keep replies the "
                  "same; checking after this turn (once: the verdict is kept on disk)")
 
@@ -71,6 +77,8 @@ class LocalDrafting:
         """The thread count whose check runs after the current turn."""
         self._restored: set[int] = set()
         """Thread counts whose policy figures were read from disk (once each)."""
+        self._prior: str | None = None
+        """Why drafts are exact before any check (see prior_exact; "" when nothing says so), read once."""
 
     @property
     def _check(self) -> BatchCheck | None:
@@ -86,9 +94,19 @@ class LocalDrafting:
 
     def exact_at(self, threads: int) -> bool:
         """Whether a step on `threads` threads may draft: a check on that many passed for
-        batches as large as the turn's (a step on another count decodes plainly)."""
-        check = self._checks.get(threads)
-        return check is not None and check.passed and check.covers(self.state.draft_max + 1)
+        batches as large as the turn's, or none was made yet and the prior holds (a step on
+        another count decodes plainly)."""
+        check = self._checks.get(threads) or cached_check(self.runtime, threads)
+        if check is None or not check.covers(self.state.draft_max + 1):
+            return self.on_prior
+        return check.passed
+
+    @property
+    def on_prior(self) -> bool:
+        """Whether drafting may run before a check because the kernels make batches exact."""
+        if self._prior is None:
+            self._prior = prior_exact(self.runtime)
+        return bool(self._prior)
 
     def set(self, mode: DraftMode, draft_max: int) -> Drafting:
         """What the next turn will run; nothing here calls llama.cpp (the UI thread may ask)."""
@@ -125,7 +143,7 @@ class LocalDrafting:
         if not state.active or (self._check is not None and self._check.covers(state.draft_max + 1)):
             return state
         self._pending = self._threads()
-        return Drafting(state.mode, state.draft_max, CHECK_PENDING)
+        return state if self.on_prior else Drafting(state.mode, state.draft_max, CHECK_PENDING)
 
     def remember_policy(self, threads: int) -> None:
         """Keep what the policy measured in a drafted turn on `threads` threads for the next process."""
@@ -146,7 +164,8 @@ class LocalDrafting:
         """The record's account of how drafting was made possible: where the exactness verdict
         for `threads` came from ("cache": an earlier process; "run": this one; "after this
         turn": checking now), and what was chosen at load for it."""
-        source = "after this turn" if self._pending is not None else self._sources.get(threads)
+        pending = ON_PRIOR if self.on_prior else "after this turn"
+        source = pending if self._pending is not None else self._sources.get(threads)
         extra: dict = {"draft_check": source} if source else {}
         if self.chosen:
             extra["draft_config"] = self.chosen
@@ -159,9 +178,11 @@ class LocalDrafting:
         if threads not in self._restored:  # the first drafted turn on this count: start where the last process left
             self._restored.add(threads)
             self.policy.restore(settings_entry(POLICY_CACHE, self.runtime, threads))
-        if self._check is not None:
+        if self._check is not None and self._check.covers(state.draft_max + 1):
             self.policy.seed(self._check.ratios)
             self.policy.sizes = frozenset(self._check.sizes)
+        else:  # on the prior: only the sizes the check after the turn will decode
+            self.policy.sizes = frozenset(check_sizes(state.draft_max + 1))
         target = VerifyTarget(self.runtime, sampler, capacity=state.draft_max + 1)
         decoder = SpeculativeDecoder(target, self.runtime.is_end_of_generation, drafter=self.drafter,
                                      policy=self.policy)

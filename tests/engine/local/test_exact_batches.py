@@ -135,3 +135,30 @@ def test_long_batches_are_checked_at_a_few_sizes(smollm):
     assert check.passed and check.sizes == exact_batches.check_sizes(49)
     assert check.ratios.keys() == set(check.sizes) and check.covers(49) and not check.covers(50)
     assert smollm.kv_cells_used() == 0
+
+
+def test_a_first_turn_drafts_on_the_prior_where_the_kernels_make_batches_exact(smollm, default_model_path):
+    """A fresh home's first process: with a q8_0 cache, flash attention and Q4_1 weights (none
+    repacked for batches), the turn drafts at the sizes the check will decode and says so; with an
+    f16 cache nothing says the long-context rows match, and the turn decodes plainly (issue 36)."""
+    assert "q8_0" in exact_batches.prior_exact(smollm) and "Q4_1" in exact_batches.prior_exact(smollm)
+    drafting = LocalDrafting(smollm, threads=lambda: 7)  # a thread count no check was made on
+    drafting.set("ngram", 8)
+    assert cached_check(smollm, 7) is None
+    turn = drafting.for_turn()
+    assert turn.active and drafting.exact_at(7)
+    assert drafting.record(7)["draft_check"] == "prior (checking after this turn)"
+    assert drafting.policy.sizes is None  # set when the turn's decoder is made
+    sampler = smollm.sampler(temperature=0.0)
+    _, target = drafting.decoder(sampler, turn)
+    target.close()
+    sampler.close()
+    assert drafting.policy.sizes == frozenset(exact_batches.check_sizes(9))
+    f16 = LlamaRuntime(default_model_path, LoadOptions(n_ctx=256, flash_attn=True))
+    try:
+        assert exact_batches.prior_exact(f16) == ""
+        plain = LocalDrafting(f16, threads=lambda: 7)
+        plain.set("ngram", 8)
+        assert not plain.for_turn().active and not plain.exact_at(7)
+    finally:
+        f16.close()
