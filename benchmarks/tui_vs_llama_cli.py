@@ -1,4 +1,4 @@
-"""chatapp's TUI against llama.cpp's own `llama-cli`, in a real terminal, at default settings.
+"""chatapp's TUI against llama.cpp's own `llama-cli`, in a real terminal, like for like.
 
 Both run in tmux windows of 160x50 (chatapp's four panels visible), on the same model, the
 same system prompt and user prompt, greedy, the same reply length; each pair is one fresh
@@ -25,6 +25,13 @@ chose, and its prefill and decode tok/s.
            the composer; target <= 2 s. Then the composer must start with the text's start
            (PageUp), and the Tokens panel's live count, when in view, must count all of it.
 
+--settings matched (the default) runs both at the same settings: flash attention off (chatapp's
+default for an f16 cache on the CPU), an f16 cache and `--threads` threads (default 2) for decode
+and batches, in chatapp's config and as llama-cli's -fa/-ctk/-ctv/-t/-tb. --settings defaults runs
+each at its own defaults (llama-cli's -fa auto turns flash attention on, which loses past 256
+cells on this CPU, and chatapp picks its thread count): the comparison is then not like for like,
+and is labelled so.
+
 --busy runs one CPU-bound process (a python busy loop) through each pair, so both sides face
 the same load (the machine shared with other work). llama-cli's two spinning threads then share
 one core and it has run at 0.3-2.8 t/s here: `--cli-limit` seconds (default 900) bound its wait,
@@ -32,6 +39,7 @@ and a llama-cli that has not finished by then counts at 512 tokens over the limi
 bound on its speed, so the pair's ratio is a lower bound (printed with ">").
 
     .venv/bin/python benchmarks/tui_vs_llama_cli.py [--case decode,prefill,long] [--runs 6] [--busy]
+    .venv/bin/python benchmarks/tui_vs_llama_cli.py --case decode --runs 6 --settings defaults
     .venv/bin/python benchmarks/tui_vs_llama_cli.py --case decode --runs 2 --busy --cli-limit 300
     .venv/bin/python benchmarks/tui_vs_llama_cli.py --case start,typing
     .venv/bin/python benchmarks/tui_vs_llama_cli.py --profile   # where the UI thread's CPU goes
@@ -55,6 +63,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from chatapp.config import Settings
@@ -141,10 +150,27 @@ def history(turns: int) -> list[Message]:
 
 
 # --- chatapp ---------------------------------------------------------------------------
-def chatapp_env(home: Path, model: Path, max_tokens: int) -> dict[str, str]:
+@dataclass(frozen=True)
+class Setup:
+    """What each side runs at beyond greedy and the reply length."""
+    label: str
+    chatapp_config: str = ""
+    cli_args: tuple[str, ...] = ()
+
+
+def matched(threads: int) -> Setup:
+    return Setup(f"matched: flash attention off, f16 cache, {threads} threads each",
+                 f'flash_attn = "off"\nkv_type = "f16"\nthreads = {threads}\n',
+                 ("-fa", "off", "-ctk", "f16", "-ctv", "f16", "-t", str(threads), "-tb", str(threads)))
+
+
+DEFAULTS = Setup("each at its own defaults (not like for like: llama-cli turns flash attention on)")
+
+
+def chatapp_env(home: Path, model: Path, max_tokens: int, setup: Setup = DEFAULTS) -> dict[str, str]:
     config = home / "config" / "chatapp" / "config.toml"
     config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(f"temperature = 0.0\nmax_tokens = {max_tokens}\n")  # greedy; all else default
+    config.write_text(f"temperature = 0.0\nmax_tokens = {max_tokens}\n{setup.chatapp_config}")  # greedy
     env = {"XDG_CONFIG_HOME": str(home / "config"), "XDG_DATA_HOME": str(home / "data"),
            "XDG_CACHE_HOME": str(home / "cache"), "CHATAPP_MODEL": str(model), "TERM": "xterm-256color"}
     if os.environ.get("PYTHONPATH"):  # this checkout's chatapp: a shared tmux server has its own environment
@@ -170,10 +196,10 @@ def last_record(home: Path, after: int) -> dict | None:
 
 
 def chatapp_turn(model: Path, text: str, *, paste: bool, seed: list[Message] | None = None,
-                 profile: Path | None = None) -> dict:
+                 profile: Path | None = None, setup: Setup = DEFAULTS) -> dict:
     with tempfile.TemporaryDirectory(prefix="chatapp-bench-") as tmp:
         home = Path(tmp)
-        env = chatapp_env(home, model, 512)
+        env = chatapp_env(home, model, 512, setup)
         before = 0
         if seed:
             seed_session(home, seed)
@@ -212,7 +238,8 @@ def chatapp_turn(model: Path, text: str, *, paste: bool, seed: list[Message] | N
 
 
 # --- llama-cli -------------------------------------------------------------------------
-def llama_cli_turn(model: Path, text: str, limit: float = 900, bounded: bool = False) -> dict:
+def llama_cli_turn(model: Path, text: str, limit: float = 900, bounded: bool = False,
+                   setup: Setup = DEFAULTS) -> dict:
     """llama-cli's prompt and generation t/s as it prints them, at its defaults plus greedy, and
     its prompt and reply token counts from its log (stderr, in a file). `bounded`: a llama-cli
     still running after `limit` seconds is stopped and reported as at most 512 tokens over the
@@ -222,7 +249,7 @@ def llama_cli_turn(model: Path, text: str, limit: float = 900, bounded: bool = F
         prompt, log = Path(tmp) / "prompt.txt", Path(tmp) / "stderr.log"
         prompt.write_text(text)
         command = [str(cli), "-m", str(model), "-sys", SYSTEM, "-f", str(prompt), "-n", str(REPLY_TOKENS),
-                   "--temp", "0", "-st", "-lv", "3"]
+                   "--temp", "0", "-st", "-lv", "3", *setup.cli_args]
         term = Terminal("llama-cli", ["sh", "-c", f'exec "$@" 2>"{log}"', "llama-cli", *command],
                         {"TERM": "xterm-256color"})
         try:
@@ -273,20 +300,22 @@ def check_lengths(case: str, ours: dict, cli: dict) -> None:
               f"not ~1,500 ({low}-{high})")
 
 
-def run_case(case: str, model: Path, runs: int, busy: bool = False, cli_limit: float = 900) -> None:
+def run_case(case: str, model: Path, runs: int, busy: bool = False, cli_limit: float = 900,
+             setup: Setup = DEFAULTS) -> None:
     typed, cli_prompt, seed, paste = case_inputs(case)
     bounded = busy and case != "prefill"  # a bound on a prefill rate would need its prompt count
     key = "prefill_tps" if case == "prefill" else "decode_tps"
     label = f"{case} (busy: 1 CPU-bound process)" if busy else case
+    print(f"{case}: {setup.label}", flush=True)
     ratios, ui, bounds = [], [], []
     for run in range(runs):
         with load(busy):
             if run % 2:
-                cli = llama_cli_turn(model, cli_prompt, cli_limit, bounded)
-                ours = chatapp_turn(model, typed, paste=paste, seed=seed)
+                cli = llama_cli_turn(model, cli_prompt, cli_limit, bounded, setup)
+                ours = chatapp_turn(model, typed, paste=paste, seed=seed, setup=setup)
             else:
-                ours = chatapp_turn(model, typed, paste=paste, seed=seed)
-                cli = llama_cli_turn(model, cli_prompt, cli_limit, bounded)
+                ours = chatapp_turn(model, typed, paste=paste, seed=seed, setup=setup)
+                cli = llama_cli_turn(model, cli_prompt, cli_limit, bounded, setup)
         theirs = cli["prompt_tps"] if case == "prefill" else cli["gen_tps"]
         ratios.append(ours[key] / theirs)
         ui.append(ours["ui_cpu_share"])
@@ -305,7 +334,7 @@ def run_case(case: str, model: Path, runs: int, busy: bool = False, cli_limit: f
     target = "prefill" if case == "prefill" else "decode"
     floor = ">= " if any(bounds) else ""  # a pair whose llama-cli ran out its limit gives a lower bound
     print(f"{label}: chatapp/llama-cli {target} = {floor}{statistics.median(ratios):.3f} (median of {runs} pairs; "
-          f"{min(ratios):.3f}-{max(ratios):.3f}; target >= 0.90); UI thread median {statistics.median(ui):.1%} "
+          f"{min(ratios):.3f}-{max(ratios):.3f}; {setup.label}); UI thread median {statistics.median(ui):.1%} "
           f"of a core while the turn ran", flush=True)
 
 
@@ -421,7 +450,10 @@ def main() -> None:
     parser.add_argument("--busy", action="store_true", help="one CPU-bound process runs through each pair")
     parser.add_argument("--cli-limit", type=float, default=900,
                         help="with --busy: seconds llama-cli may take before it counts at 512 tokens over them")
+    parser.add_argument("--settings", choices=("matched", "defaults"), default="matched")
+    parser.add_argument("--threads", type=int, default=2, help="with --settings matched: each side's threads")
     args = parser.parse_args()
+    setup = matched(args.threads) if args.settings == "matched" else DEFAULTS
     model = resolve_model()
     cases = args.case.split(",")
     if not set(cases) <= {"start", "typing"}:
@@ -434,7 +466,7 @@ def main() -> None:
         elif args.profile:
             profile(model, case)
         else:
-            run_case(case, model, args.runs, args.busy, args.cli_limit)
+            run_case(case, model, args.runs, args.busy, args.cli_limit, setup)
 
 
 if __name__ == "__main__":
