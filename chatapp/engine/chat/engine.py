@@ -42,6 +42,7 @@ from chatapp.engine.stats import TurnRecord
 from chatapp.engine.tools.spec import ToolSpec
 from chatapp.engine.tokens import Token, common_prefix
 from chatapp.errors import ContextFullError, InputError, ServerError
+from chatapp.format import one_line_text
 
 __all__ = ["Engine", "GenerationSettings", "ModelSummary"]
 
@@ -616,7 +617,17 @@ class Engine:
         vocab = self._vocab_size()
         if token < 0 or (vocab and token >= vocab):
             raise InputError(f"token id {token} is outside the vocabulary (0 to {(vocab or 1) - 1})")
+        self._check_text_token(token)
         return self.regenerate(reply, forced=[*ids[:at], token])
+
+    def _check_text_token(self, token: int) -> None:
+        """A token branch puts a token of text in the reply. A control token (an end of turn, a
+        template marker) has no text: the reply saved would not hold it, and its figures counted a
+        token the transcript lacks, so it is refused (InputError)."""
+        found = self.describe([token])[0]
+        if found.special:
+            raise InputError(f"token {token} ({one_line_text(found.piece)}) is a control token, not text: a reply's "
+                             "saved text cannot hold it, so a branch cannot start with it; choose a token of text")
 
     def branch_at_step(self, message_id: str, step: int, token: int) -> Iterator[Event]:
         """A new sibling of reply `message_id` that takes `token` instead of its `step`-th token with
@@ -627,6 +638,7 @@ class Engine:
         steps = self._reply_probs.get(reply, ())
         if not 0 <= step < len(steps):
             raise InputError(f"reply {reply} has no token {step} with probabilities (it has {len(steps)})")
+        self._check_text_token(token)
         return self.regenerate(reply, forced=[*self._unscored_start(reply, steps), *(s.id for s in steps[:step]),
                                               token])
 
@@ -750,7 +762,7 @@ class Engine:
                                                thinking=thinking))
         self._cache_leaf, self._kept_as_is = reply.id, None
         record = TurnRecord(
-            reply=answer, prompt_tokens=len(prompt), cached_tokens=prefill.cached_tokens,
+            reply=answer, prompt_tokens=len(prompt) + len(forced), cached_tokens=prefill.cached_tokens,
             prefill_tokens=prefill.prefill_tokens, prefill_ms=prefill.prefill_ms, ttft_ms=ttft_ms,
             decode_tokens=finished.decode_tokens, decode_ms=finished.decode_ms,
             generated_tokens=finished.generated_tokens, kv_used=finished.kv_used, n_ctx=self.n_ctx,
@@ -772,13 +784,13 @@ class Engine:
             record.extra["retrieved"] = question.context.to_json() if question.context else []
         cache_ids, drafted = self._backend.cached_tokens(), finished.drafted
         self._last_turn = (cache_ids, len(prompt))
-        yield TurnDone(record, lambda: self._view(cache_ids, prompt_messages, record, drafted))
+        yield TurnDone(record, lambda: self._view(cache_ids, prompt_messages, record, drafted, len(forced)))
 
     def _view(self, cache_ids: list[int], prompt_messages: list[Message], record: TurnRecord,
-              drafted: tuple[int, ...] = ()):
+              drafted: tuple[int, ...] = (), forced: int = 0):
         try:
             return prompt_view.build(self._backend.describe(cache_ids), self.render, prompt_messages,
-                                     record.prompt_tokens, record.cached_tokens, drafted)
+                                     record.prompt_tokens, record.cached_tokens, drafted, forced)
         except ServerError:  # the server went away after the turn: the turn stands, without its view
             return []
 

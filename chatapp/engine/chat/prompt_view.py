@@ -66,11 +66,14 @@ def role_of_chars(render: Render, messages: list[Message]) -> list[str]:
 
 
 def build(tokens: list[Token], render: Render, prompt_messages: list[Message], prompt_tokens: int,
-          cached_tokens: int, drafted: Collection[int] = ()) -> list[PromptToken]:
+          cached_tokens: int, drafted: Collection[int] = (), forced: int = 0) -> list[PromptToken]:
     """Describe every token in the KV cache after a turn: `tokens` are the cache's, in order;
     the first `prompt_tokens` were the prompt, of which `cached_tokens` were reused; `drafted`
-    holds the indexes of reply tokens (0: the reply's first) that were accepted drafts."""
+    holds the indexes of reply tokens (0: the reply's first) that were accepted drafts. The
+    prompt's last `forced` tokens were the reply's start, given (a branch from a token): read
+    as prompt, they are the reply's all the same."""
     drafted = frozenset(drafted)
+    reply_start = prompt_tokens - forced
     roles = role_of_chars(render, prompt_messages)
     pos = 0
     if tokens and tokens[0].special and not render(prompt_messages).startswith(tokens[0].piece):
@@ -85,11 +88,11 @@ def build(tokens: list[Token], render: Render, prompt_messages: list[Message], p
             origin = "generated"
         if token.special:
             role = "template"
-        elif origin == "generated":
+        elif i >= reply_start:
             role = "assistant"
         else:
             role = roles[pos] if 0 <= pos < len(roles) else "template"
-        view.append(PromptToken(token, role, origin, origin == "generated" and i - prompt_tokens in drafted))
+        view.append(PromptToken(token, role, origin, origin == "generated" and i - reply_start in drafted))
         pos += len(token.piece)
     return view
 

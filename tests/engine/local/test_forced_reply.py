@@ -25,8 +25,12 @@ def test_a_branch_starts_with_k_tokens_and_the_chosen_one_and_prefills_only_it(r
     record = events[-1].record
     branch = engine.last_reply_ids()
     assert branch[: k + 1] == forced
-    assert record.prompt_tokens == first.prompt_tokens
+    assert record.prompt_tokens == first.prompt_tokens + k + 1  # the forced tokens are read as the prompt's tail
     assert record.cached_tokens == first.prompt_tokens + k  # the conversation and the kept reply tokens
+    assert record.cached_tokens + record.prefill_tokens == record.prompt_tokens  # the figures add up
+    view = events[-1].view  # the forced tokens, read as prompt, are the reply's all the same
+    assert {t.role for t in view[first.prompt_tokens:] if not t.token.special} == {"assistant"}
+    assert [t.origin for t in view[first.prompt_tokens:first.prompt_tokens + k + 1]] == ["cached"] * k + ["prefilled"]
     assert record.prefill_tokens == 1  # the chosen token only
     assert record.extra["forced_tokens"] == k + 1 and record.extra["forced_prefilled"] == 1
     assert runtime.kv_tokens == engine.cached_tokens() and runtime.kv_tokens[first.prompt_tokens:] == branch
