@@ -15,7 +15,7 @@ from rich.markup import escape
 
 from chatapp.commands.ask_tools import ToolOptions, call_line, open_tool_turns
 from chatapp.config import Settings
-from chatapp.engine.events import ContextRetrieved, ContextTrimmed, TextDelta, TurnDone
+from chatapp.engine.events import ContextRetrieved, ContextTrimmed, TextDelta, ThoughtDelta, TurnDone
 from chatapp.engine.retrieval.context import RetrievedContext
 from chatapp.engine.retrieval.loading import Loaded
 from chatapp.engine.sampling import TokenProbs
@@ -68,6 +68,25 @@ class TurnOutput:
     def raise_if_failed(self) -> None:
         if self.failed is not None:
             raise self.failed
+
+
+class ThoughtEcho:
+    """A thinking model's thought, dimmed on stderr as it streams, between "thinking:" and
+    "(end of thought)": stdout keeps the answer alone, for a pipe."""
+
+    def __init__(self, err: Console) -> None:
+        self.err, self.open = err, False
+
+    def write(self, text: str) -> None:
+        if not self.open:
+            self.err.print("[dim]thinking:[/]")
+            self.open = True
+        self.err.print(text, style="dim", end="", markup=False, highlight=False)
+
+    def end(self) -> None:
+        if self.open:
+            self.err.print("\n[dim](end of thought)[/]")
+            self.open = False
 
 
 @contextlib.contextmanager
@@ -209,18 +228,23 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
         if tool_turns is not None:
             turn = tool_turns.run(lambda turn=turn: turn)
             schema_tokens = engine.tool_costs().per_tool if as_json else {}
+        thought = ThoughtEcho(err)
         for event in turn:
-            if isinstance(event, ContextTrimmed):
+            if isinstance(event, ThoughtDelta) and not as_json:
+                thought.write(event.text)
+            elif isinstance(event, ContextTrimmed):
                 err.print(f"[yellow]context full: dropped the oldest {event.dropped_turns} turn(s) "
                           f"({len(event.dropped)} messages) to fit this one[/]")
             elif isinstance(event, ContextRetrieved):
                 err.print(f"[dim]{escape(sources_line(event.context))}[/]")
             elif isinstance(event, TextDelta) and not as_json:
+                thought.end()
                 out.write(event.text)
             elif isinstance(event, ToolCallDone):
                 err.print(f"[dim]{escape(call_line(event))}[/]")
             elif isinstance(event, TurnDone):
                 record = event.record
+                thought.end()
                 if not as_json:
                     out.write("\n")  # the reply's line ends before anything about its save
                 if live is not None:

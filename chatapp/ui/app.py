@@ -48,7 +48,7 @@ from chatapp.ui.pacing import UpdatePacer
 from chatapp.ui.messages import (
     AttachFailed, Attached, BranchChanged, ComposerTokenized, ModelInfoReady, ModelSwitched, ModelSwitchFailed,
     PrefillFinished, PrefillProgressed, ReplyProgress, SessionFailed, SessionOpened, SessionSaved, TreeReady,
-    TurnFailed, TurnFinished, TurnRetrieved, TurnStarted, TurnTrimmed, dropped_after_exit,
+    ThoughtProgress, TurnFailed, TurnFinished, TurnRetrieved, TurnStarted, TurnTrimmed, dropped_after_exit,
 )
 from chatapp.ui.screens.help import HelpScreen
 from chatapp.ui.screens.model_picker import ModelsFound
@@ -58,7 +58,7 @@ from chatapp.ui.shown import Selection, Shown, ShownBranch, fresh
 from chatapp.ui.controllers.settings import SettingsController
 from chatapp.ui.controllers.theme_picker import ThemeController
 from chatapp.ui.themes import DEFAULT_THEME, ThemeLoadResult, load_themes, register_themes
-from chatapp.ui.controllers.turns import SEND, TurnHow, run_turn
+from chatapp.ui.controllers.turns import SEND, TurnHow, answer_now, run_turn
 from chatapp.ui.controllers.typing_prefill import TypingPrefill, TypingPrefilled
 from chatapp.ui.widgets.composer import Composer
 from chatapp.ui.widgets.confidence import VIEW_CANDIDATES
@@ -341,6 +341,13 @@ class ChatApp(KeyBurstApp[None]):
             self.reply_pacer.mark()
         self.decode = message.live
         self.live_cells = message.live.kv_used
+
+    @dropped_after_exit
+    async def on_thought_progress(self, message: ThoughtProgress) -> None:
+        await self._transcript.show_thought(message.text, message.tokens)  # a thinking model's, folded later
+
+    def action_answer_now(self) -> None:
+        answer_now(self.gate) or self.notify("No thought is being written: nothing to stop", timeout=3)
 
     @dropped_after_exit
     async def on_turn_finished(self, message: TurnFinished) -> None:

@@ -13,6 +13,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Regenerate reply", "Answer again beside the selected reply (else the last); the old one stays", "regenerate"),
     *branch_control.COMMANDS,
     ("Stop generation", "Stop the reply being written; the partial reply is kept", "stop"),
+    ("Stop thinking and answer", "A thinking model's reply: end its thought now and answer (Ctrl+G)", "answer_now"),
     ("Edit system prompt", "Change the system prompt", "system_prompt"),
     ("Sampling: temperature and max tokens", "Set temperature and max tokens", "sampling"),
     ("Toggle drafting (speculative decoding)",

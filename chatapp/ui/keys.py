@@ -47,6 +47,9 @@ APP_BINDINGS = [
     Binding("f10", "toggle_confidence", "Confidence", show=False,
             tooltip="Confidence view: reply tokens shaded by their probability; a reply token selected in the "
                     "Tokens panel shows its alternatives before and after the sampler (from the next reply)"),
+    Binding("ctrl+g", "answer_now", "Answer now", show=False,
+            tooltip="A thinking model: stop thinking and answer (the thought's closing marker is forced at "
+                    "its next token)"),
     Binding("ctrl+p", "command_palette", "Palette", show=False,
             tooltip="Command palette: every action, and the theme picker"),
     *branch_control.BINDINGS,

@@ -155,6 +155,18 @@ class ReplyProgress(Message):
         return isinstance(message, ReplyProgress)
 
 
+class ThoughtProgress(Message):
+    """A thinking model's thought so far, and its tokens; coalesced as ReplyProgress is."""
+
+    def __init__(self, text: str, tokens: int) -> None:
+        super().__init__()
+        self.text = text
+        self.tokens = tokens
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ThoughtProgress)
+
+
 class TurnFinished(Message):
     def __init__(self, record: TurnRecord, view: list[PromptToken], figures: "BranchFigures") -> None:
         super().__init__()

@@ -32,3 +32,15 @@ def test_ask_json_carries_the_thought_apart_and_keeps_the_budget(chatapp_exe, r1
 def test_a_bad_history_choice_is_one_line(chatapp_exe, r1_model):
     result = chatapp_exe("ask", "--model", str(r1_model), "--thinking-history", "sometimes", "hi")
     assert result.returncode != 0 and "thinking_history must be one of template, keep" in result.stderr
+
+
+def test_ask_prints_the_thought_dimmed_on_stderr_and_the_answer_alone_on_stdout(chatapp_exe, r1_model):
+    result = chatapp_exe("ask", "--model", str(r1_model), "--temperature", "0", "--max-tokens", "24",
+                         "--think-budget", "4", "What is the capital of France?")
+    assert result.returncode == 0, result.stderr
+    answer = result.stdout.strip()
+    assert answer and "</think>" not in answer and "thinking:" not in result.stdout
+    shown = result.stderr
+    start, end = shown.index("thinking:"), shown.index("(end of thought)")
+    thought = shown[start + len("thinking:"):end].strip()
+    assert thought and "</think>" not in thought and thought not in answer

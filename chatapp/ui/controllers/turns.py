@@ -25,12 +25,12 @@ from textual.worker import get_current_worker
 from chatapp.engine.chat.branch_states import BranchFigures
 from chatapp.engine.chat.engine import Engine
 from chatapp.engine.events import (
-    ContextRetrieved, ContextTrimmed, Event, PrefillDone, PrefillProgress, TextDelta, TurnDone)
+    ContextRetrieved, ContextTrimmed, Event, PrefillDone, PrefillProgress, TextDelta, ThoughtDelta, TurnDone)
 from chatapp.engine.stats import TurnRecord
 from chatapp.errors import ChatappError, ContextFullError, InputError, ServerError
 from chatapp.ui.messages import (
-    BranchChanged, PrefillFinished, PrefillProgressed, ReplyProgress, TurnFailed, TurnFinished, TurnRetrieved,
-    TurnStarted, TurnTrimmed)
+    BranchChanged, PrefillFinished, PrefillProgressed, ReplyProgress, ThoughtProgress, TurnFailed, TurnFinished,
+    TurnRetrieved, TurnStarted, TurnTrimmed)
 from chatapp.ui.shown import shown_path
 
 if TYPE_CHECKING:
@@ -105,10 +105,21 @@ def stream_turn(engine: Engine, events: Iterator[Event], post: Callable[[Message
                 annotate: Callable[[TurnRecord], TurnRecord] | None = None,
                 finish: Callable[[TurnRecord], object] | None = None) -> None:
     text, live, last_post, pending = "", None, float("-inf"), False
+    thought, thought_tokens, thought_pending = "", 0, False
     for event in events:
         if cancelled():
             engine.stop()  # the generator still finishes its turn cleanly, just sooner
-        if isinstance(event, TextDelta):
+        if isinstance(event, ThoughtDelta):  # a thinking model's thought, before its answer
+            thought, thought_tokens = thought + event.text, thought_tokens + 1
+            now = clock()
+            thought_pending = now - last_post < interval
+            if not thought_pending:
+                post(ThoughtProgress(thought, thought_tokens))
+                last_post = now
+        elif isinstance(event, TextDelta):
+            if thought_pending:  # the whole thought is drawn before the answer starts
+                post(ThoughtProgress(thought, thought_tokens))
+                thought_pending = False
             text, live = text + event.text, event.live
             now = clock()
             pending = now - last_post < interval
@@ -130,6 +141,14 @@ def stream_turn(engine: Engine, events: Iterator[Event], post: Callable[[Message
             post(TurnFinished(record, event.view, figures_of(engine) or record_figures(record)))
             if finish is not None:
                 finish(record)
+
+
+def answer_now(gate: EngineGate) -> bool:
+    """Stop thinking and answer: the running turn forces its thought's closing marker before its
+    next sampled token (chatapp.engine.thinking). Called on the UI thread while the turn's worker
+    holds the turn lock: the engine's answer_now is thread-safe, so the lock is not taken.
+    False when no thought is being written."""
+    return False if gate.released else gate.engine.answer_now()
 
 
 def record_figures(record: TurnRecord) -> BranchFigures:

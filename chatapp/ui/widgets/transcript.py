@@ -22,6 +22,7 @@ from chatapp.engine.retrieval.context import RetrievedContext
 from chatapp.engine.stats import TurnRecord
 from chatapp.ui.shown import Selection, Shown
 from chatapp.ui.widgets.reply import Reply
+from chatapp.ui.widgets.thought import Thought
 
 FINISH_NOTES = {
     "stopped": "■ stopped: partial reply kept",
@@ -117,6 +118,8 @@ def message_widget(entry: Shown) -> list[Widget]:
         widget.set_class(message.stopped, "-stopped")
     name_message(widget, message.id, entry.position, entry.siblings)
     widgets: list[Widget] = [widget]
+    if message.role == "assistant" and message.thinking:  # a thinking model's thought, folded above
+        widgets.insert(0, Thought(shown(message.thinking)))
     if message.role == "user" and message.context is not None:
         widgets.append(Notice(sources(message.context), "sources"))
     if message.role == "assistant" and message.stopped:
@@ -146,6 +149,8 @@ class Transcript(VerticalScroll):
         super().__init__(id=id, can_focus=True)
         self.reply: Reply | None = None
         """The reply streaming now, if any."""
+        self.thought: Thought | None = None
+        """The streaming reply's thought, while it streams."""
         self.selected: Widget | None = None
         """The message selected for a branch action, if any."""
         self.confidence = False
@@ -170,7 +175,9 @@ class Transcript(VerticalScroll):
                 break
             keep += 1
         if keep < len(drawn):
-            await self.remove_children(children[children.index(drawn[keep]):])
+            cut = children.index(drawn[keep])
+            cut -= cut > 0 and isinstance(children[cut - 1], Thought)  # a reply's thought goes with it
+            await self.remove_children(children[cut:])
         for widget, entry in zip(drawn[:keep], path):
             name_message(widget, entry.message.id, entry.position, entry.siblings)
         new: list[Widget] = []
@@ -185,7 +192,7 @@ class Transcript(VerticalScroll):
             widget.set_class(index < dropped, "-dropped")
         if self.selected is not None and self.selected not in self.children:
             self.selected = None
-        self.reply = None
+        self.reply = self.thought = None
         self.anchor()
 
     def name_last(self, role: str, message_id: str, position: int = 1, siblings: int = 1) -> None:
@@ -285,11 +292,29 @@ class Transcript(VerticalScroll):
 
     async def show_progress(self, text: str) -> None:
         if self.reply is not None:
+            if self.thought is not None and self.thought.streaming and text:
+                self.thought.finish()  # the answer started: the thought folds
             self.reply.show(text)
+
+    async def show_thought(self, text: str, tokens: int) -> None:
+        """The streaming reply's thought so far, open above it, counted in its title."""
+        if self.reply is None:
+            return
+        if self.thought is None:
+            self.thought = Thought(streaming=True)
+            await self.mount(self.thought, before=self.reply)
+        self.thought.show(shown(text), tokens)
+        self.anchor()
 
     async def finish_reply(self, record: TurnRecord) -> None:
         reply = self.reply or await self.start_reply()
-        self.reply = None
+        self.reply, thought = None, self.thought
+        if record.thinking and thought is None:
+            thought = Thought(shown(record.thinking), record.thinking_tokens)
+            await self.mount(thought, before=reply)
+        if thought is not None:
+            thought.finish(shown(record.thinking) if record.thinking else None, record.thinking_tokens)
+        self.thought = None
         reply.probs = record.probs
         reply.show(record.reply or "*(empty reply)*", streaming=False)
         reply.remove_class("-streaming")
@@ -304,6 +329,9 @@ class Transcript(VerticalScroll):
             if not self.reply.source:
                 await self.reply.remove()
             self.reply = None
+        if self.thought is not None:
+            self.thought.finish()
+            self.thought = None
         if refused:
             users = self.query(UserMessage)
             if users:
@@ -349,7 +377,7 @@ class Transcript(VerticalScroll):
     async def clear(self, *, greet: bool = True) -> None:
         """Nothing drawn; the greeting, unless a path is drawn next (mounting it only to remove it
         again cost a conversation's redraw about a third more UI time)."""
-        self.reply = self.selected = None
+        self.reply = self.selected = self.thought = None
         await self.remove_children()
         if greet:
             await self.mount(Notice(GREETING, "greeting"))

@@ -1,0 +1,49 @@
+"""A thinking model's thought, drawn apart from its answer: a dim block above the reply that
+folds (chatapp.engine.thinking splits the two). While the thought streams it is open and its
+title counts it ("Thinking… 42 tokens"); when the answer starts it folds ("Thought · 42 tokens"),
+and a click or Enter on the title opens it again. A reply loaded from a session shows its
+thought folded."""
+
+from __future__ import annotations
+
+from textual.widgets import Collapsible, Static
+
+
+def thought_title(tokens: int, streaming: bool) -> str:
+    counted = f"{tokens} token{'' if tokens == 1 else 's'}" if tokens else ""
+    if streaming:
+        return f"Thinking… {counted}".rstrip()
+    return f"Thought · {counted}" if counted else "Thought"
+
+
+class Thought(Collapsible):
+    DEFAULT_CSS = """
+    Thought { color: $text-muted; background: transparent; text-style: dim; margin: 0 0 0 0; padding-bottom: 0; }
+    Thought > Contents { padding: 0 0 0 2; }
+    """
+
+    def __init__(self, text: str = "", tokens: int = 0, *, streaming: bool = False) -> None:
+        self.text, self.tokens, self.streaming = text, tokens, streaming
+        self.body = Static(text.strip("\n"), markup=False)
+        super().__init__(self.body, title=thought_title(tokens, streaming), collapsed=not streaming,
+                         classes="thought")
+
+    def show(self, text: str, tokens: int) -> None:
+        """The thought so far (while it streams)."""
+        if text != self.text:
+            self.text = text
+            self.body.update(text.strip("\n"))
+        self.tokens = tokens
+        self.title = thought_title(tokens, self.streaming)
+
+    def finish(self, text: str | None = None, tokens: int | None = None) -> None:
+        """The answer started (or the turn ended): the thought is whole, and folds."""
+        if text is not None and text != self.text:
+            self.text = text
+            self.body.update(text.strip("\n"))
+        if tokens:
+            self.tokens = tokens
+        if self.streaming:
+            self.streaming = False
+            self.collapsed = True
+        self.title = thought_title(self.tokens, False)

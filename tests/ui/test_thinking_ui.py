@@ -1,0 +1,79 @@
+"""A thinking model's reply in the TUI (issue 37): its thought drawn apart from the answer, open
+and counted while it streams, folded once the answer starts, folded too when the path is drawn
+again from the tree (as a session opens it); and "stop thinking and answer" (Ctrl+G) ending the
+thought of a turn that is streaming. On the real default model given a template shaped like
+DeepSeek-R1's (its generation prompt opens the thought), made with tests.gguf_copy."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets._collapsible import CollapsibleTitle
+
+from chatapp.ui.app import ChatApp
+from chatapp.ui.commands import COMMANDS
+from chatapp.ui.keys import APP_BINDINGS
+from chatapp.ui.messages import ReplyProgress, ThoughtProgress, TurnFinished
+from chatapp.ui.shown import shown_path
+from chatapp.ui.widgets.reply import Reply
+from chatapp.ui.widgets.thought import Thought
+from chatapp.ui.widgets.transcript import Transcript
+from tests.engine.chat.thinking_templates import R1_SHAPED
+from tests.gguf_copy import copies_with_templates
+from tests.ui._helpers import NARROW, finished, send_text, wait_until
+
+
+@pytest.fixture(scope="module")
+def default_model_path(default_model_path, tmp_path_factory):
+    """make_app's model here: the default model with an R1-shaped template."""
+    path = tmp_path_factory.mktemp("thinking-ui") / "r1-shaped.gguf"
+    copies_with_templates(default_model_path, {path: R1_SHAPED})
+    return path
+
+
+def drawn(app: ChatApp) -> list:
+    """The transcript's thoughts and replies, in order."""
+    return [w for w in app.query("Thought, Reply") if isinstance(w, (Thought, Reply))]
+
+
+async def test_the_thought_is_drawn_folded_above_its_answer(make_app):
+    app, seen = make_app(incognito=True, think_budget=6, max_tokens=40)
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        done = await send_text(pilot, app, seen, "What is the capital of France?")
+        record = done.record
+        assert record.thinking.strip() and record.reply.strip() and "</think>" not in record.reply
+        assert seen.count(ThoughtProgress) >= 1  # drawn live, before the answer
+        thought, reply = drawn(app)
+        assert isinstance(thought, Thought) and isinstance(reply, Reply)
+        assert thought.collapsed and not thought.streaming
+        assert thought.text.strip("\n") == record.thinking.strip("\n")
+        assert thought.title == f"Thought · {record.thinking_tokens} tokens"
+        assert reply.source == record.reply and record.thinking.strip() not in reply.source
+        # drawn again from the tree, as opening a session draws it: folded above its answer
+        await app.show_path(*shown_path(app.engine), anew=True)
+        await pilot.pause()
+        thought, reply = drawn(app)
+        assert isinstance(thought, Thought) and thought.collapsed
+        assert thought.text.strip("\n") == record.thinking.strip("\n") and reply.source == record.reply
+        app.query_one(Transcript).scroll_to_widget(thought, animate=False)
+        await pilot.pause()
+        await pilot.click(thought.query_one(CollapsibleTitle))  # a click on its title unfolds it
+        await wait_until(pilot, lambda: not thought.collapsed, 5)
+
+
+async def test_ctrl_g_stops_the_thought_and_the_model_answers(make_app):
+    assert any(b.key == "ctrl+g" and b.action == "answer_now" for b in APP_BINDINGS)
+    assert any(action == "answer_now" for _, _, action in COMMANDS)
+    app, seen = make_app(incognito=True, max_tokens=64)
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        app.query_one("Composer").load_text("Tell me about the sea.")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: seen.count(ThoughtProgress) >= 1, 120)
+        await pilot.press("ctrl+g")
+        await wait_until(pilot, lambda: any(m.text.strip() for m in seen.of(ReplyProgress)), 120)
+        await pilot.press("escape")  # the answer started: enough of it (the machine may be slow)
+        record = (await finished(pilot, app, seen)).record
+        assert record.extra["thinking_closed_by"] == "answer now"
+        assert record.thinking.strip() and record.reply.strip()
+        thought, reply = drawn(app)
+        assert thought.collapsed and reply.source == record.reply
+        assert seen.count(TurnFinished) == 1
