@@ -137,3 +137,28 @@ def test_a_model_compared_with_itself_costs_nothing(views):
     cost = views.compare(ids, 32, views)
     assert cost.kld_mean == pytest.approx(0, abs=1e-6) and cost.same_top_share == 1
     assert np.nanmax(np.abs(cost.dp)) < 1e-6 and cost.other.ppl == pytest.approx(cost.base.ppl, rel=1e-6)
+
+
+@pytest.fixture(scope="module")
+def second_quant(default_model_path, tmp_path_factory):
+    """Q3_K_S made from the default model by llama.cpp's llama-quantize (never committed)."""
+    from chatapp.llama_tools import ensure_tools
+
+    target = tmp_path_factory.mktemp("quant") / "smollm2-q3_k_s.gguf"
+    run = subprocess.run([str(ensure_tools() / "llama-quantize"), "--allow-requantize", str(default_model_path),
+                          str(target), "Q3_K_S", "2"], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return target
+
+
+def test_a_second_quant_costs_kl_divergence_and_some_top_choices(views, second_quant):
+    other = NextTokenViews.load(second_quant, Settings())
+    try:
+        ids = views.text_ids((DOCS / "inference.md").read_text()[:1500])
+        cost = views.compare(ids, 64, other)
+    finally:
+        other.close()
+    assert 0 < cost.kld_mean < 2 and 0.5 < cost.same_top_share < 1
+    assert cost.other.ppl > cost.base.ppl  # fewer bits, a worse fit to the text
+    json = cost.to_json()
+    assert {"kld_mean", "same_top"} <= set(json) and set(json["tokens"][1]) >= {"kld", "same_top", "dp"}
