@@ -310,9 +310,10 @@ class LocalBackend:
                 # Steps on a thread count whose batches were not found exact decode plainly (see
                 # LocalDrafting). While the thread count is measured, only plain steps are timed
                 # for it, and not the one after a batch (it pays the graph's rebuild): drafts do
-                # not wait for the measure (a fresh home's first 24 steps were all plain).
+                # not wait for the measure (a fresh home's first 24 steps were all plain). The
+                # first step is plain: the first token is shown after one step, not after a batch.
                 step = decoder.step(generation.max_tokens - generated, rt.n_ctx - rt.n_cached,
-                                    draft=self._drafting.exact_at(n))
+                                    draft=generated > 0 and self._drafting.exact_at(n))
                 if step.batch == 1 and not after_batch:
                     threads.observe(n, step.ms / 1000)
                 after_batch = step.batch > 1
