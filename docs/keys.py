@@ -47,10 +47,12 @@ def key_sections() -> list[tuple[str, list]]:
     from chatapp.ui.screens.sessions import SessionsScreen
     from chatapp.ui.screens.tree import TreeScreen
     from chatapp.ui.widgets.composer import Composer
+    from chatapp.ui.widgets.token_popup import TokenPopup
     from chatapp.ui.widgets.tokens_panel import TokensPanel
 
     return [("In the composer", list(Composer.BINDINGS)),
             ("Anywhere", list(ChatApp.BINDINGS)),
+            ("On a reply token's alternatives (Alt+P, or click the token)", list(TokenPopup.BINDINGS)),
             ("In the Tokens panel (or click a token)", list(TokensPanel.BINDINGS)),
             ("In the attention view (F9)", list(AttentionScreen.BINDINGS)),
             ("In the sessions list (F6)", list(SessionsScreen.BINDINGS)),

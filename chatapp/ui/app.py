@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 from textual import on
 from textual.app import App, ComposeResult
 from textual.command import CommandPalette
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal
 from textual.events import Resize
 from textual.reactive import var
 from textual.screen import ModalScreen
 from textual.widget import Widget
-from textual.widgets import Footer, Tab, Tabs, TextArea
+from textual.widgets import Footer, TextArea
 
 from chatapp.config import Settings
 from chatapp.engine.chat.engine import Engine, ModelSummary
@@ -37,6 +37,8 @@ from chatapp.engine.stats import LiveDecode
 from chatapp.engine.tokens import Token
 from chatapp.ui.controllers.attachments import AttachController, command_of
 from chatapp.ui.controllers.branches import BranchAction, BranchController
+from chatapp.ui.controllers.confidence import ConfidenceController
+from chatapp.ui.controllers.quitting import QuitController
 from chatapp.ui.commands import ChatCommands
 from chatapp.ui.event_loop import close_loop
 from chatapp.ui.host import EngineGate
@@ -47,8 +49,8 @@ from chatapp.ui.controllers.models import ModelController, Opener
 from chatapp.ui.pacing import UpdatePacer
 from chatapp.ui.messages import (
     AttachFailed, Attached, BranchChanged, ComposerTokenized, ModelInfoReady, ModelSwitched, ModelSwitchFailed,
-    PrefillFinished, PrefillProgressed, ReplyProgress, SessionFailed, SessionOpened, SessionSaved, TreeReady,
-    ThoughtProgress, TurnFailed, TurnFinished, TurnRetrieved, TurnStarted, TurnTrimmed, dropped_after_exit,
+    PrefillFinished, PrefillProgressed, ReplyProgress, ReplyScored, SessionFailed, SessionOpened, SessionSaved,
+    ThoughtProgress, TreeReady, TurnFailed, TurnFinished, TurnRetrieved, TurnStarted, TurnTrimmed, dropped_after_exit,
 )
 from chatapp.ui.screens.help import HelpScreen
 from chatapp.ui.screens.model_picker import ModelsFound
@@ -61,9 +63,10 @@ from chatapp.ui.themes import DEFAULT_THEME, ThemeLoadResult, load_themes, regis
 from chatapp.ui.controllers.turns import SEND, TurnHow, answer_now, run_turn
 from chatapp.ui.controllers.typing_prefill import TypingPrefill, TypingPrefilled
 from chatapp.ui.widgets.composer import Composer
-from chatapp.ui.widgets.confidence import VIEW_CANDIDATES
+from chatapp.ui.widgets.confidence import AlternativeChosen
 from chatapp.ui.widgets.header import AppHeader
 from chatapp.ui.widgets.kv_panel import KVPanel
+from chatapp.ui.widgets.panel_deck import PanelDeck
 from chatapp.ui.widgets.quant_panel import QuantPanel
 from chatapp.ui.widgets.speed_panel import SpeedPanel
 from chatapp.ui.widgets.tokens_panel import TokensPanel
@@ -72,17 +75,10 @@ from chatapp.ui.widgets.transcript import Transcript
 if TYPE_CHECKING:
     from chatapp.engine.inside.neighbours import Neighbour
     from chatapp.engine.models.quant import ModelInfo
+    from chatapp.engine.sampling import TokenProbs
 
 WIDE_AT = 120
 """Terminal columns from which the panels sit beside the transcript instead of below it."""
-QUIT_WINDOW = 2.0
-"""Seconds in which a second Ctrl+C quits."""
-QUIT_WAIT = 0.75
-"""Seconds from the quit key that quitting waits for a running worker to let go of the engine:
-a stopped turn does in well under that, and Ctrl+Q is to end chatapp within a second whatever
-a worker does (the app's own shutdown comes out of the same time)."""
-MIN_QUIT_WAIT = 0.1
-PANELS = ("tokens", "kv", "speed", "quant")
 
 
 class ChatApp(KeyBurstApp[None]):
@@ -143,9 +139,6 @@ class ChatApp(KeyBurstApp[None]):
         # Only chatapp's themes, as the picker and `chatapp themes list` offer (not Textual's built-ins).
         self._theme_problem = None if wanted in self.theme_result.names() else wanted
         self.theme = wanted if self._theme_problem is None else DEFAULT_THEME
-        self._quit_armed_at: float | None = None
-        self._quit_at: float | None = None
-        """When a quit key was pressed: quitting's wait for workers counts from there."""
         self.reply_pacer = UpdatePacer()
         """Holds back reply text updates when the screen is costly to lay out (chatapp.ui.pacing)."""
         self._panels_shown: bool | None = None
@@ -154,11 +147,14 @@ class ChatApp(KeyBurstApp[None]):
         self.attachments_ui = AttachController(self)
         self.inside_ui = InsideController(self)
         self.branches_ui = BranchController(self, self.sessions_ui)
+        self.confidence_ui = ConfidenceController(self, self.sessions_ui)
         self.models_ui = ModelController(self, opener, self.sessions_ui)
         self.themes_ui = ThemeController(self)
         self.settings_ui = SettingsController(self)
         self.typing_prefill = TypingPrefill(self)
         """Prefills the next prompt while it is typed (chatapp.ui.controllers.typing_prefill)."""
+        self.quitting = QuitController(self, self.sessions_ui, lambda: (self.typing_prefill.stop(),
+                                                                         self.attachments_ui.stop()))
         # The widgets the app composes, kept (never looked up): only the app draws into them.
         self._transcript = Transcript(id="transcript")
         self._composer = Composer(id="composer")
@@ -167,9 +163,7 @@ class ChatApp(KeyBurstApp[None]):
                                            "speed": SpeedPanel(id="speed", classes="panel"),
                                            "quant": QuantPanel(id="quant", classes="panel")}
         self._main = Horizontal(id="main")
-        self._panel_stack = VerticalScroll(id="panel-stack")
-        self._tabs = Tabs(*(Tab(title, id=f"tab-{key}") for key, title in
-                            zip(PANELS, ("Tokens", "KV cache", "Speed", "Quant"))), id="panel-tabs")
+        self._panels_deck = PanelDeck(self._panels, id="panels")
 
     def typing_target(self) -> Composer | None:
         """The composer, when printable keys may go straight to it (chatapp.ui.key_bursts):
@@ -188,15 +182,13 @@ class ChatApp(KeyBurstApp[None]):
         yield AppHeader(id="header", incognito=self.settings.incognito).data_bind(
             summary=app.model, session=app.session_name, attachments=app.attached, status=app.status)
         with self._main:
-            yield self._transcript
-            with Vertical(id="panels"):
-                yield self._tabs
-                with self._panel_stack:
-                    yield self._tokens.data_bind(app.branch, app.composer_tokens, app.confidence, app.neighbours)
-                    yield self._panels["kv"].data_bind(app.branch, app.live_cells, app.model)
-                    yield self._panels["speed"].data_bind(app.branch, app.prefill_progress, app.prefill_done,
-                                                          app.decode, app.model, typing=app.typed_ahead)
-                    yield self._panels["quant"].data_bind(app.model, app.model_info, app.branch)
+            yield self._transcript.data_bind(app.confidence)
+            self._tokens.data_bind(app.branch, app.composer_tokens, app.confidence, app.neighbours)
+            self._panels["kv"].data_bind(app.branch, app.live_cells, app.model)
+            self._panels["speed"].data_bind(app.branch, app.prefill_progress, app.prefill_done, app.decode,
+                                            app.model, typing=app.typed_ahead)
+            self._panels["quant"].data_bind(app.model, app.model_info, app.branch)
+            yield self._panels_deck
         yield self._composer
         yield Footer()
 
@@ -254,6 +246,15 @@ class ChatApp(KeyBurstApp[None]):
 
     def focus_composer(self) -> None:
         self._composer.focus()
+
+    def clear_composer(self) -> None:
+        self._composer.action_clear_all()
+
+    def show_alternatives(self, message_id: str) -> bool:
+        return self._transcript.pick(message_id)
+
+    def show_probs(self, message_id: str, probs: tuple[TokenProbs, ...]) -> None:
+        self._transcript.show_probs(message_id, probs)
 
     def mark_composer(self, line: str | None) -> None:
         self._composer.border_title = line
@@ -399,21 +400,10 @@ class ChatApp(KeyBurstApp[None]):
         if selected and self.focused is self._composer:
             self.copy_to_clipboard(selected)
             return
-        now = time.monotonic()
-        if self._quit_armed_at is not None and now - self._quit_armed_at <= QUIT_WINDOW:
-            self._quit_at = now
-            self.attachments_ui.stop()
-            self.exit()
-            return
-        self._quit_armed_at = now
-        self.notify("Press Ctrl+C again within 2 s to quit (or Ctrl+Q).", title="Quit?", timeout=QUIT_WINDOW)
+        self.quitting.pressed_twice()
 
-    async def action_quit(self) -> None:
-        self._quit_at = time.monotonic()
-        self.typing_prefill.stop()
-        self.engine.stop()
-        self.attachments_ui.stop()
-        self.exit()
+    def action_quit(self) -> None:
+        self.quitting.quit()  # asks first when unsent text no session keeps would go
 
     @property
     def engine(self) -> Engine:
@@ -421,23 +411,9 @@ class ChatApp(KeyBurstApp[None]):
         return self.gate.engine
 
     def release_engine(self, timeout: float | None = None) -> list[str]:
-        """After the app has exited: stop any turn, wait for its worker, save the open session,
-        close the engine. Returns what went wrong saving, in words, for the terminal. Once only.
-
-        A worker that is still running after `timeout` (by default what is left of QUIT_WAIT
-        since the quit key; one llama.cpp call cannot be interrupted, and tokenizing an 8 MiB
-        attachment is one call) is left to the process's exit: the engine it uses is not saved
-        from or closed under it, and the line returned says so."""
-        if timeout is None:
-            spent = 0.0 if self._quit_at is None else time.monotonic() - self._quit_at
-            timeout = max(QUIT_WAIT - spent, MIN_QUIT_WAIT)
-        self.typing_prefill.stop()
-        problems = self.gate.release(lambda engine: self.sessions_ui.save_on_quit(), timeout)
-        if self.gate.abandoned:
-            live = self.sessions_ui.live
-            kept = f"; session {live.name} keeps what its last save held" if live is not None else ""
-            problems.append(f"quit without waiting for a job still running in the model{kept}")
-        return problems
+        """After the app has exited: the open session saved, the engine closed, within a bounded
+        wait (chatapp.ui.controllers.quitting). What went wrong saving, in words. Once only."""
+        return self.quitting.release_engine(timeout)
 
     def run(self, **kwargs: Any) -> None:
         """App.run on an event loop of this app's own, closed without joining the thread workers:
@@ -462,6 +438,7 @@ class ChatApp(KeyBurstApp[None]):
         if self.busy("start a new chat"):
             return
         self.typing_prefill.stop()
+        self.sessions_ui.keep_draft()  # what was typed and not sent stays with the chat left
         self.engine.new_chat()
         self.branches_ui.cancel()
         await self._transcript.clear()
@@ -587,10 +564,12 @@ class ChatApp(KeyBurstApp[None]):
     def on_transcript_sibling_clicked(self, message: Transcript.SiblingClicked) -> None:
         self.branches_ui.sibling_at(message.index, message.step)
 
-    def on_tokens_panel_alternative_chosen(self, message: TokensPanel.AlternativeChosen) -> None:
-        message.stop()
+    def on_alternative_chosen(self, message: AlternativeChosen) -> None:
         if not self.sessions_ui.changed_elsewhere():
-            self.branches_ui.branch_from_token(message.back, message.token)
+            self.branches_ui.branch_at(message.message_id, message.step, message.token)
+
+    async def on_transcript_action_clicked(self, message: Transcript.ActionClicked) -> None:
+        await self.run_action(message.action)
 
     def on_tokens_panel_token_selected(self, message: TokensPanel.TokenSelected) -> None:
         message.stop()
@@ -609,26 +588,23 @@ class ChatApp(KeyBurstApp[None]):
         if not self._main.has_class("-panels"):
             self._panels_shown = True
             self._apply_layout()
-        self._tabs.action_next_tab()
-
-    @on(Tabs.TabActivated, "#panel-tabs")
-    def _panel_chosen(self, event: Tabs.TabActivated) -> None:
-        chosen = event.tab.id.removeprefix("tab-") if event.tab and event.tab.id else PANELS[0]
-        for key, panel in self._panels.items():
-            panel.set_class(key == chosen, "-current")
-            if key == chosen:
-                self._panel_stack.scroll_to_widget(panel, animate=False)
+        self._panels_deck.next_panel()
 
     def action_toggle_token_ids(self) -> None:
         self._tokens.toggle_ids()
 
     def action_toggle_confidence(self) -> None:
-        """The engine computes each reply token's probabilities only while the view is on."""
-        on = self.confidence = not self.confidence
-        self.engine.set_generation(logprobs=VIEW_CANDIDATES if on else 0)
-        self._transcript.show_confidence(on)
-        self.notify("confidence view on: replies from now on are shaded by probability; select a reply token in "
-                    "the Tokens panel for its alternatives" if on else "confidence view off", timeout=4)
+        self.confidence_ui.toggle()
+
+    def action_token_probs(self) -> None:
+        self.confidence_ui.token_probs()
+
+    def action_score_reply(self) -> None:
+        self.confidence_ui.score()
+
+    @dropped_after_exit
+    def on_reply_scored(self, message: ReplyScored) -> None:
+        self.confidence_ui.scored(message)
 
     # --- the composer's text before Enter: its tokens, and prefill while typing ----------------------
     @on(TextArea.Changed, "#composer")

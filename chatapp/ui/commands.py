@@ -39,8 +39,12 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Toggle panels", "Show or hide the Tokens / KV / Speed / Quant panels", "toggle_panels"),
     ("Next panel", "Show the next panel", "next_panel"),
     ("Toggle token ids", "Show token ids in the Tokens panel", "toggle_token_ids"),
-    ("Toggle confidence view", "Reply tokens shaded by probability; a selected reply token's alternatives "
+    ("Toggle confidence view", "Reply tokens shaded by probability; click a token for its alternatives "
      "before and after the sampler (F10)", "toggle_confidence"),
+    ("Token probabilities of the selected reply", "A token's alternatives next to it; 1-9 branch there (Alt+P)",
+     "token_probs"),
+    ("Score reply", "Read the selected reply (else the last) back in one prefill pass for its tokens' "
+     "probabilities, when it was written without them", "score_reply"),
     ("Switch theme", "Pick a theme; the app previews it as you move", "change_theme"),
     ("Help: keys", "Every key binding", "help"),
 )

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from chatapp.config import Settings
     from chatapp.engine.chat import Engine
     from chatapp.engine.inside.neighbours import Neighbour
+    from chatapp.engine.sampling import TokenProbs
     from chatapp.engine.sessions import LiveSession
     from chatapp.engine.retrieval.context import RetrievedContext
     from chatapp.ui.shown import Selection, Shown, ShownBranch
@@ -177,6 +178,15 @@ class ChatHost(Protocol):
 
     def focus_composer(self) -> None: ...
 
+    @property
+    def composer_text(self) -> str:
+        """What is typed in the composer, not sent yet."""
+        ...
+
+    def clear_composer(self) -> None:
+        """Empty the composer (an edit: Ctrl+Z brings the text back)."""
+        ...
+
     def mark_composer(self, line: str | None) -> None:
         """Say over the composer what Enter will do (an edit, a branch); None: send as usual."""
         ...
@@ -206,6 +216,10 @@ class SessionKeeper(Protocol):
 
     def save_after_change(self, live: LiveSession) -> None:
         """On a worker, after the active leaf changed: save it."""
+        ...
+
+    def keep_scores(self, live: LiveSession, message_id: str, probs: tuple[TokenProbs, ...]) -> None:
+        """On a worker, after a reply was scored: keep its probabilities with the session."""
         ...
 
     def moved_to(self, engine: Engine) -> None:

@@ -11,6 +11,7 @@ from chatapp.ui.screens.attention import AttentionScreen
 from chatapp.ui.screens.sessions import SessionsScreen
 from chatapp.ui.screens.tree import TreeScreen
 from chatapp.ui.widgets.composer import Composer
+from chatapp.ui.widgets.token_popup import TokenPopup
 from chatapp.ui.widgets.tokens_panel import TokensPanel
 
 APP_BINDINGS = [
@@ -45,8 +46,12 @@ APP_BINDINGS = [
             tooltip="Attention in the last turn: which earlier tokens a reply token attended to, per layer "
                     "and head (the reply token selected in the Tokens panel, if any)"),
     Binding("f10", "toggle_confidence", "Confidence", show=False,
-            tooltip="Confidence view: reply tokens shaded by their probability; a reply token selected in the "
-                    "Tokens panel shows its alternatives before and after the sampler (from the next reply)"),
+            tooltip="Confidence view: every reply on screen that has probabilities shaded by them (the replies "
+                    "to come too); click a token for its alternatives before and after the sampler"),
+    Binding("alt+p", "token_probs", "Tokens", show=False,
+            tooltip="The selected reply's (else the last's) tokens: the alternatives of one next to it, ←/→ "
+                    "for another, 1-9 to branch there; a reply written without probabilities is scored "
+                    "first (one prefill pass over it)"),
     Binding("ctrl+g", "answer_now", "Answer now", show=False,
             tooltip="A thinking model: stop thinking and answer (the thought's closing marker is forced at "
                     "its next token)"),
@@ -59,6 +64,7 @@ APP_BINDINGS = [
 def help_sections() -> list[tuple[str, list[Binding]]]:
     """The keys F1 lists, by where they work."""
     return [("In the composer", Composer.BINDINGS), ("Anywhere", APP_BINDINGS),
+            ("On a reply token's alternatives (Alt+P, or click the token)", TokenPopup.BINDINGS),
             ("In the Tokens panel (or click a token)", TokensPanel.BINDINGS),
             ("In the attention view (F9)", AttentionScreen.BINDINGS),
             ("In the sessions list (F6)", SessionsScreen.BINDINGS),

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from chatapp.engine.chat.branch_states import BranchFigures, BranchSwitch
     from chatapp.engine.chat.engine import Engine
     from chatapp.engine.models.quant import ModelInfo
+    from chatapp.engine.sampling import Scored
     from chatapp.engine.sessions import LiveSession
     from chatapp.errors import SessionConflict
     from chatapp.ui.shown import TreeSnapshot
@@ -188,6 +189,19 @@ class TurnFailed(Message):
         """The shown leaf's figures after the failure, when the engine could still give them."""
 
 
+class ReplyScored(Message):
+    """A reply written without probabilities, scored after the fact (chatapp.ui.controllers.confidence)."""
+
+    def __init__(self, message_id: str, scored: "Scored | None", error: str = "", show: bool = False) -> None:
+        super().__init__()
+        self.message_id = message_id
+        self.scored = scored
+        """Its probabilities and what reading it back cost; None when it failed (`error` says why)."""
+        self.error = error
+        self.show = show
+        """Show a token's alternatives once it is shaded (it was asked for from Alt+P)."""
+
+
 class ComposerTokenized(Message):
     def __init__(self, text: str, tokens: list[Token]) -> None:
         super().__init__()
@@ -230,9 +244,11 @@ class SessionOpened(Message):
 
     def __init__(self, live: "LiveSession", figures: "BranchFigures", *, replaced: bool,
                  notices: list[str] | None = None, other_model: str | None = None, forked: bool = False,
-                 kept: bool = False) -> None:
+                 kept: bool = False, draft: str = "") -> None:
         super().__init__()
         self.live = live
+        self.draft = draft
+        """What was typed in the session and not sent when it was left (its draft), for the composer."""
         self.kept = kept
         """A chat no session held became one at its first turn (the turn runs on meanwhile)."""
         self.figures = figures

@@ -22,6 +22,9 @@ from chatapp.engine.stats import TurnRecord
 
 FORECAST_WINDOW = 5
 """Recent turns whose average size the KV forecast goes by."""
+VIEW_CANDIDATES = 10
+"""Candidates per reply token the confidence view shows: the engine computes as many while the
+view is on, and a reply scored after the fact gets as many."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from textual.widgets import Input, OptionList, TextArea
 
 from chatapp import paths
 from chatapp.config import load_settings
-from chatapp.ui import app as app_module
+from chatapp.ui.controllers import quitting
 from chatapp.ui.controllers import turns as turns_module
 from chatapp.format import count, ms, tps
 from chatapp.ui.messages import (
@@ -222,11 +222,11 @@ async def test_ctrl_c_when_idle_asks_first_and_quits_on_the_second_press(make_ap
         assert app.is_running and app.return_code is None
         await notified(pilot, seen, lambda n: n.title == "Quit?")
 
-        monkeypatch.setattr(app_module, "QUIT_WINDOW", 0.05)
+        monkeypatch.setattr(quitting, "QUIT_WINDOW", 0.05)
         await pilot.pause(0.2)
         await pilot.press("ctrl+c")  # too late: asks again
         assert app.return_code is None
-        monkeypatch.setattr(app_module, "QUIT_WINDOW", 2.0)
+        monkeypatch.setattr(quitting, "QUIT_WINDOW", 2.0)
         await pilot.press("ctrl+c")
         await wait_until(pilot, lambda: app.return_code is not None, 5)
 

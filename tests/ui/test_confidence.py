@@ -7,7 +7,8 @@ import pytest
 from rich.console import Console
 
 from chatapp.ui.screens.help import HelpScreen
-from chatapp.ui.widgets.confidence import VIEW_CANDIDATES, shaded_reply
+from chatapp.ui.shown import VIEW_CANDIDATES
+from chatapp.ui.widgets.confidence import shaded_reply
 from chatapp.ui.widgets.paint import Sketch
 from chatapp.ui.widgets.tokens_panel import TokensPanel
 from chatapp.ui.widgets.transcript import Transcript
@@ -55,7 +56,7 @@ async def test_a_number_key_on_a_reply_token_branches_the_reply_with_that_candid
         step = panel.selected_probs
         assert step is first.probs[at]
         text = panel.query_one("#tokens-alternatives", Sketch).plain
-        assert "1–9: a new reply from here with that token" in text
+        assert "1–9 or a click: a new reply from here with that token" in text
         await pilot.press("2")
         again = (await finished(pilot, app, seen, 2)).record
         chosen = step.top[1].id

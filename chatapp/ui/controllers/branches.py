@@ -201,17 +201,20 @@ class BranchController:
             question = next(m.content for m in reversed(messages) if m.role == "user")
         self.app.start_turn(question, TurnHow("regenerate", target))
 
-    def branch_from_token(self, back: int, token: int) -> None:
-        """A candidate chosen in the confidence view: a new reply beside the last one, the same up
-        to `back` tokens before its end, then `token`, decoded on from there."""
+    def branch_at(self, message_id: str, step: int, token: int) -> None:
+        """A candidate chosen in the confidence view (next to a reply's token, or in the Tokens
+        panel): a new reply beside reply `message_id`, the same up to its `step`-th token with
+        probabilities, then `token`, decoded on from there."""
         if self.app.busy("branch the reply"):
             return
         messages = self.app.engine.messages
-        if not messages or messages[-1].role != "assistant" or not messages[-1].id:
-            self.app.notify("the last turn's reply is no longer shown; its alternatives are gone", severity="warning")
+        index = next((i for i, m in enumerate(messages) if m.id == message_id and m.role == "assistant"), None)
+        if index is None:
+            self.app.notify(f"reply {message_id or '?'} is no longer shown; its alternatives are gone",
+                            severity="warning", markup=False)
             return
-        question = next(m.content for m in reversed(messages) if m.role == "user")
-        how = self.taken = TurnHow("token", messages[-1].id, back=back, token=token)
+        question = next(m.content for m in reversed(messages[:index]) if m.role == "user")
+        how = self.taken = TurnHow("token", message_id, step=step, token=token)
         self.app.start_turn(question, how)
 
     def previous_sibling(self) -> None:

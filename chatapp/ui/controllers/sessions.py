@@ -2,19 +2,24 @@
 quit, and carrying out what the sessions screen (F6) asks for.
 
 ChatApp holds one `SessionController` (`app.sessions_ui`) and hands it the session messages
-and actions. Its work runs in the app's thread workers (group "session"), holding the app's
-turn lock while it uses the engine (a resume loads the KV cache, a save reads it), and only
-posts messages; the app's handlers pass them back here to update the widgets. Renaming and
-deleting are single SQLite statements, so they run where they are asked for.
+and actions. Nothing typed is lost by leaving a chat: the composer's unsent text goes with the
+session it was typed in as its draft (Ctrl+N, opening another session, quitting) and comes back
+when that session is opened again; a chat that no session keeps yet asks before quitting drops it.
+Its work runs in the app's thread workers (group "session"), holding the app's turn lock while it
+uses the engine (a resume loads the KV cache, a save reads it), and only posts messages; the app's
+handlers pass them back here to update the widgets. Renaming and deleting are single SQLite
+statements, so they run where they are asked for.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Literal
 
 from chatapp.engine.chat.engine import Engine
+from chatapp.engine.sampling import TokenProbs, probs_from_json
 from chatapp.engine.sessions import LiveSession, SaveReport, SessionManager, validate_name
 from chatapp.engine.sessions.fingerprint import model_id, same_model
 from chatapp.engine.sessions.names import name_from
@@ -23,7 +28,7 @@ from chatapp.engine.stats import TurnRecord
 from chatapp.errors import ChatappError, SessionConflict, SessionError, SessionRemoved
 from chatapp.ui.messages import SessionFailed, SessionOpened, SessionSaved
 from chatapp.ui.screens.session_changed import KEEP, RELOAD, SessionChangedScreen
-from chatapp.ui.screens.sessions import NameScreen, SessionAction, SessionsScreen
+from chatapp.ui.screens.sessions import ConfirmScreen, NameScreen, SessionAction, SessionsScreen
 from chatapp.ui.shown import fresh, shown_path
 
 if TYPE_CHECKING:
@@ -55,6 +60,20 @@ def other_model(saved: ModelIdentity | None, live: LiveSession) -> str | None:
     else:
         same = saved.name == summary.name
     return None if same else f"{saved.name} ({saved.quant})"
+
+
+def write_draft(live: LiveSession, text: str) -> None:
+    """Keep `text` as the session's draft ("" when nothing but blanks: a draft sent since goes).
+    A session not written yet (named on the command line, no turn since) is written first."""
+    text = text if text.strip() else ""
+    store = live.manager.store
+    try:
+        store.set_draft(live.name, text)
+    except SessionError:
+        if not text:
+            return
+        live.save_now(force=True)
+        store.set_draft(live.name, text)
 
 
 class SessionController:
@@ -229,6 +248,41 @@ class SessionController:
 
         app.push_screen(SessionChangedScreen(what, unsaved_turn=unsaved_turn), answered)
 
+    # --- what was typed and not sent: the session's draft ------------------------------------------
+    def keep_draft(self) -> str | None:
+        """Before leaving the open session (a new chat, another session): the composer's unsent
+        text becomes its draft and the composer is emptied (Ctrl+Z brings the text back). Returns
+        the session's name when text was kept. With no session, the text stays in the composer."""
+        live, text = self.live, self.app.composer_text
+        if live is None:
+            return None
+        try:
+            write_draft(live, text)
+        except (ChatappError, OSError) as exc:  # the text stays where it is, and the app says why
+            self.app.notify(f"unsent text not kept with session {live.name}: {exc}", title="Session",
+                            severity="warning", timeout=8, markup=False)
+            return None
+        if not text.strip():
+            return None
+        self.app.clear_composer()
+        self.app.notify(f"your unsent text is kept with session {live.name}: it is back when you open it (F6)",
+                        title="Session", timeout=6, markup=False)
+        return live.name
+
+    def quit_drops_text(self, quit: Callable[[], object]) -> bool:
+        """Before quitting: True when text typed in a chat that no session keeps would be dropped,
+        after asking whether to (`quit()` runs on yes; the quit key pressed again also quits)."""
+        text = self.app.composer_text
+        if self.live is not None or not text.strip():
+            return False
+        if isinstance(self.app.screen, ConfirmScreen):  # asked already: the key again means yes
+            return False
+        why = "incognito" if self.app.settings.incognito else "no turn yet"
+        self.app.push_screen(ConfirmScreen(f"Quit and drop the {len(text):,} characters typed and not sent? No session "
+                                           f"keeps this chat ({why}).", yes="Quit"),
+                             lambda yes: quit() if yes else None)
+        return True
+
     def detach(self) -> str | None:
         """Stop saving into the open session, leaving it as it was saved (a new chat does this
         rather than overwrite it). Returns its name, or None when none was open."""
@@ -246,6 +300,8 @@ class SessionController:
     # --- work on the session worker ------------------------------------------------------------
     def _start_work(self, action: SessionWork, name: str, system_prompt: str | None = None) -> None:
         app = self.app
+        if action in ("open", "new"):  # another conversation: what was typed stays with this one
+            self.keep_draft()
         app.session_busy = True
         self.app.status = STATUS[action]
         app.run_worker(partial(self._work, action, name, system_prompt), name=f"session {action}",
@@ -278,11 +334,17 @@ class SessionController:
                     live = manager.resume(name, engine, system_prompt=system_prompt)
                 if action not in ("open", "fork"):
                     notices += live.save_now().notices
+                draft = ""
+                if action in ("open", "reload"):  # what it keeps besides its tree: probabilities scored, a draft
+                    engine.remember_reply_probs({mid: probs_from_json(json.loads(text))
+                                                 for mid, text in manager.store.scores(name).items()})
+                    draft = manager.store.draft(name) if action == "open" else ""
                 notices = live.manager.notices + notices  # what opening the database tidied, said once
                 live.manager.notices = []
                 saved_with = other_model(live.saved_model, live) if action == "open" else None
                 app.post_message(SessionOpened(live, engine.branch_figures(), replaced=action != "save_as",
-                                               notices=notices, other_model=saved_with, forked=action == "fork"))
+                                               notices=notices, other_model=saved_with, forked=action == "fork",
+                                               draft=draft))
             except ChatappError as exc:
                 app.post_message(SessionFailed(exc.one_line()))
             except Exception as exc:  # noqa: BLE001 - the app must not stay "opening session"
@@ -311,6 +373,14 @@ class SessionController:
         """On a branch worker, after a switch or a delete changed the active leaf: save it."""
         self._save(live, live.save_now)
 
+    def keep_scores(self, live: LiveSession, message_id: str, probs: tuple[TokenProbs, ...]) -> None:
+        """On the scoring worker: keep a scored reply's probabilities with the session."""
+        try:
+            live.manager.store.keep_scores(live.name, message_id, json.dumps([p.to_json() for p in probs]))
+        except (ChatappError, OSError) as exc:
+            self.app.post_message(SessionSaved(live.name, [], f"reply {message_id}'s probabilities not kept with "
+                                                              f"session {live.name}: {exc}"))
+
     def _save(self, live: LiveSession, save: Callable[[], SaveReport]) -> None:
         """Run a save on a worker; what went wrong, or what it noticed, goes to the app as SessionSaved."""
         try:
@@ -330,6 +400,7 @@ class SessionController:
             return []
         try:
             saved = live.save_now()
+            write_draft(live, self.app.composer_text)
         except (ChatappError, OSError) as exc:
             return [f"session {live.name} not saved: {exc}"]
         return [f"session {live.name}: {notice}" for notice in saved.notices]
@@ -371,6 +442,14 @@ class SessionController:
             app.notify(f"session {live.name}: {notice}", title="Session", timeout=8, markup=False)
         for notice in message.notices:
             app.notify(notice, title="Session", severity="warning", timeout=10, markup=False)
+        if message.draft and not app.composer_text.strip():  # what was typed there last, not sent
+            app.edit_text(message.draft)
+            try:
+                live.manager.store.set_draft(live.name, "")  # the composer holds it now; leaving keeps it again
+            except (ChatappError, OSError):
+                pass
+            app.notify(f"session {live.name}'s unsent text is back in the composer", title="Session", timeout=5,
+                       markup=False)
         app.session_busy = False
 
     def failed(self, message: SessionFailed) -> None:

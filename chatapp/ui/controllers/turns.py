@@ -46,8 +46,9 @@ class TurnHow:
     action: TurnAction = "send"
     target: str | None = None
     """edit: the question edited; branch: the reply it follows; regenerate, token: the reply (None: the last)."""
-    back: int = 0
-    """token: where the new reply leaves the old, in tokens before the old one's end."""
+    step: int = -1
+    """token: where the new reply leaves the old, as the index of the reply's token (among those
+    with probabilities, the confidence view's) that it replaces."""
     token: int = -1
     """token: the token id it takes there instead."""
 
@@ -61,10 +62,7 @@ def start_events(engine: Engine, text: str, how: TurnHow, since: float | None = 
     if how.action == "regenerate":
         return engine.regenerate(how.target)
     if how.action == "token":
-        ids = engine.last_reply_ids()
-        if len(ids) < how.back:
-            raise InputError("the last reply is no longer in the cache as it was written; run a turn and choose again")
-        return engine.regenerate(how.target, forced=[*ids[:len(ids) - how.back], how.token])
+        return engine.branch_at_step(how.target or "", how.step, how.token)
     if how.action == "edit":
         return engine.edit(how.target or "", text)
     if how.action == "branch":

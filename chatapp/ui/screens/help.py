@@ -27,7 +27,11 @@ NOTES = (
     "Conversations are trees: each message is titled with its id, and ‹ n/m › when it has siblings. "
     "Alt+Up/Alt+Down (or a click) selects a message for the branch keys; Alt+Left/Alt+Right switch "
     "between siblings, restoring the branch's KV cache when it is kept (the KV and Tokens panels say "
-    "what a switch or an edit cost)."
+    "what a switch or an edit cost). The selected message lists its actions under it (edit, regenerate, "
+    "branch here, tokens): click one.\n"
+    "F10 shades every reply that has probabilities by how likely each token was; click a token, or press "
+    "Alt+P, for its alternatives next to it, and 1-9 to branch there. A reply written before F10 has "
+    "none: Alt+P reads it back first (one prefill pass over it, said in tokens and milliseconds)."
 )
 NAMES = {"question_mark": "?", "escape": "Esc", "enter": "Enter", "ctrl": "Ctrl", "shift": "Shift", "alt": "Alt",
          "up": "Up", "down": "Down", "left": "Left", "right": "Right", "left_square_bracket": "[",

@@ -210,15 +210,17 @@ class ConfirmScreen(Dialog[bool]):
     ConfirmScreen Button { margin-left: 1; }
     """
 
-    def __init__(self, question: str) -> None:
+    def __init__(self, question: str, yes: str = "Delete") -> None:
         super().__init__()
         self.question = question
+        self.yes = yes
+        """The label of the button that answers yes."""
 
     def compose_body(self) -> ComposeResult:
         yield Label(f"{self.question} (y/n)", markup=False)
         with Horizontal():
             yield Button("No", id="no")
-            yield Button("Delete", id="yes", variant="error")
+            yield Button(self.yes, id="yes", variant="error")
 
     def on_mount(self) -> None:
         self.query_one("#no").focus()

@@ -13,13 +13,11 @@ from collections.abc import Sequence
 
 from rich.style import Style
 from rich.text import Text
+from textual.message import Message
 from textual.widget import Widget
 
 from chatapp.engine.sampling import BANDS, TokenProbs, band, confidence
 from chatapp.ui.widgets.paint import bg, blend, fg, legend, shown_piece, stacked_bar, swatch
-
-VIEW_CANDIDATES = 10
-"""Candidates per reply token the engine computes while the view is on."""
 
 _BLENDS = (("token-a", "warning", 0.0), ("token-a", "warning", 0.45), ("token-a", "warning", 0.9),
            ("token-a", "error", 1.0))
@@ -43,20 +41,35 @@ def summary(probs: Sequence[TokenProbs]) -> str:
 
 
 def shaded_reply(widget: Widget, text: str, probs: Sequence[TokenProbs]) -> Text | None:
-    """The reply as plain text, each token with probabilities on its band's shade; a start
-    without them (a forced start) unshaded. None when the tokens do not spell the reply."""
+    """The reply as plain text, each token with probabilities on its band's shade and its index
+    among them in the style's meta ("step", for a click on it); a start without them (a forced
+    start) unshaded. None when the tokens do not spell the reply."""
     pieces = "".join(p.token for p in probs)
     if not probs or not text.endswith(pieces):
         return None
     styles = band_styles(widget)
     shaded = Text(text[: len(text) - len(pieces)])
-    for step in probs:
-        shaded.append(step.token, style=styles[band(step.p)])
+    for index, step in enumerate(probs):
+        shaded.append(step.token, style=styles[band(step.p)] + Style(meta={"step": index}))
     return shaded
+
+
+def first_unlikely(probs: Sequence[TokenProbs]) -> int:
+    """The index of the first token below 50% (where a reply is worth looking at), else 0."""
+    return next((i for i, step in enumerate(probs) if step.p < 0.5), 0)
 
 
 CHOOSABLE = 9
 """Candidates the number keys choose from (1 to 9)."""
+
+
+class AlternativeChosen(Message):
+    """A candidate chosen for a reply token (its number key, or a click on it): a new reply beside
+    reply `message_id` that takes `token` instead of its `step`-th token with probabilities."""
+
+    def __init__(self, message_id: str, step: int, token: int) -> None:
+        super().__init__()
+        self.message_id, self.step, self.token = message_id, step, token
 
 
 def alternatives(widget: Widget, step: TokenProbs, width: int) -> Text:
@@ -85,10 +98,12 @@ def alternatives(widget: Widget, step: TokenProbs, width: int) -> Text:
         line.append(f" {c.p:6.1%} ")
         line.append_text(stacked_bar([(sampled, sampled_style)], 1.0, bar_width, empty))
         line.append(" n/a" if c.p_sampled is None else f" {sampled:6.1%}")
+        if number <= CHOOSABLE:  # a click on the line chooses it, as its number key does
+            line.stylize(Style(meta={"choose": number}))
         lines.append(line)
     if all(c.id != step.id for c in step.top):
         lines.append(Text(f"▶ {shown_piece(step.token)!r} is not among the top {len(step.top)}", style="italic"))
     if step.top:
-        lines.append(Text(f"1–{min(CHOOSABLE, len(step.top))}: a new reply from here with that token "
+        lines.append(Text(f"1–{min(CHOOSABLE, len(step.top))} or a click: a new reply from here with that token "
                           "(the old reply stays; nothing before it is prefilled again)", style="italic"))
     return Text("\n").join(lines)

@@ -16,7 +16,7 @@ from rich.markdown import Markdown
 from rich.segment import Segment
 from rich.style import Style
 from rich.theme import Theme
-from textual.geometry import Region, Size
+from textual.geometry import Offset, Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -161,7 +161,29 @@ class Reply(Widget):
             return lines[y]
         return Strip.blank(self.size.width, self.rich_style)
 
+    def step_position(self, step: int) -> Offset | None:
+        """Where reply token `step` (its index among the tokens with probabilities) starts in the
+        drawn reply, in content cells; None while the reply is not drawn shaded."""
+        for y, line in enumerate(self._lines_for(self.size.width)):
+            x = 0
+            for segment in line:
+                if segment.style is not None and segment.style.meta.get("step") == step:
+                    return Offset(x, y)
+                x += segment.cell_length
+        return None
+
+    @property
+    def shaded(self) -> bool:
+        """The reply is drawn as its tokens shaded by probability (the confidence view)."""
+        return self.confidence and not self.streaming and shaded_reply(self, self.source, self.probs) is not None
+
     # --- updates -----------------------------------------------------------------------------
+    def show_probs(self, probs: tuple[TokenProbs, ...]) -> None:
+        """Probabilities that came after the reply was drawn (it was scored)."""
+        self.probs = probs
+        self._key = None
+        self.refresh(layout=True)
+
     def show_confidence(self, on: bool) -> None:
         """The confidence view on or off for this reply (it shades only a reply with probabilities)."""
         if on != self.confidence:

@@ -24,7 +24,8 @@ from chatapp.engine.sampling import TokenProbs, band
 from chatapp.engine.tokens import Token
 from chatapp.format import count
 from chatapp.ui.shown import ShownBranch
-from chatapp.ui.widgets.confidence import CHOOSABLE, alternatives, band_styles, legend_line, summary
+from chatapp.ui.widgets.confidence import (
+    CHOOSABLE, AlternativeChosen, alternatives, band_styles, legend_line, summary)
 from chatapp.ui.widgets.paint import Sketch, bg, fg, legend, shown_piece, swatch
 
 if TYPE_CHECKING:
@@ -70,15 +71,6 @@ class TokensPanel(VerticalScroll):
                   tooltip="In the confidence view, on a selected reply token: a new reply that takes that "
                           "candidate there instead") for n in range(1, CHOOSABLE + 1)),
     ]
-
-    class AlternativeChosen(Message):
-        """A candidate of a reply token, to branch the reply from: `back` tokens before the last
-        turn's reply ends, `token` instead of the one sampled there."""
-
-        def __init__(self, back: int, token: int) -> None:
-            super().__init__()
-            self.back = back
-            self.token = token
 
     class TokenSelected(Message):
         """The user picked a token; its neighbours are wanted."""
@@ -196,7 +188,8 @@ class TokensPanel(VerticalScroll):
         if step is None or number > len(step.top):
             return
         index = next(i for i, taken in enumerate(self.probs) if taken is step)
-        self.post_message(self.AlternativeChosen(len(self.probs) - index, step.top[number - 1].id))
+        reply = self.branch.turn.record.extra.get("message_id", "") if self.branch.turn is not None else ""
+        self.post_message(AlternativeChosen(reply, index, step.top[number - 1].id))
 
     def on_focus(self) -> None:
         self.border_subtitle = "←/→ or click: a token's neighbours"
@@ -205,6 +198,10 @@ class TokensPanel(VerticalScroll):
         self.border_subtitle = ""
 
     def on_click(self, event: events.Click) -> None:
+        number = event.style.meta.get("choose")  # a candidate's line under the selected token
+        if isinstance(number, int):
+            self.action_choose(number)
+            return
         index = event.style.meta.get("token")
         if isinstance(index, int):
             self.focus()

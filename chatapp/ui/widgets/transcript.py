@@ -3,26 +3,35 @@
 It draws the active path of the conversation tree only (each message titled with its short id,
 and ‹ n/m › when it has siblings), never the whole tree: a switch of branch keeps the widgets
 of the messages both paths share and mounts the rest (`show_path`). One message can be
-selected (Alt+Up/Alt+Down or a click), for the branch actions (chatapp.ui.controllers.branches).
+selected (Alt+Up/Alt+Down or a click), for the branch actions (chatapp.ui.controllers.branches);
+the selected one lists them under it, and a click on one posts `ActionClicked`.
+
+In the confidence view (bound to the App's `confidence`), a click on a token of a shaded reply,
+or `pick` from the keys, shows that token's alternatives next to it (chatapp.ui.widgets.token_popup).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.cells import cell_len
 from textual import events
 from textual.containers import VerticalScroll
 from textual.geometry import Region
 from textual.message import Message
+from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
 from chatapp.engine.events import ContextTrimmed
 from chatapp.engine.retrieval.context import RetrievedContext
+from chatapp.engine.sampling import TokenProbs
 from chatapp.engine.stats import TurnRecord
 from chatapp.ui.shown import Selection, Shown
+from chatapp.ui.widgets.confidence import AlternativeChosen, first_unlikely
 from chatapp.ui.widgets.reply import Reply
 from chatapp.ui.widgets.thought import Thought
+from chatapp.ui.widgets.token_popup import TokenPopup
 
 FINISH_NOTES = {
     "stopped": "■ stopped: partial reply kept",
@@ -71,6 +80,25 @@ def arrow_at(widget: Widget, x: int) -> int:
         if at >= 0 and abs(x - at) <= 1:
             return step
     return 0
+
+
+ACTIONS: dict[str, tuple[tuple[str, str], ...]] = {
+    "user": (("✎ edit Alt+E", "branch('edit')"),),
+    "assistant": (("↻ regenerate ^R", "regenerate"), ("⑂ branch here Alt+C", "branch('continue_here')"),
+                  ("▒ tokens Alt+P", "token_probs")),
+}
+"""What the selected message offers under it, by role: (label, the App's action), as llama.cpp's
+WebUI puts its message actions; each label names its key too."""
+
+
+def action_at(widget: Widget, x: int) -> str | None:
+    """The App action whose label is at column `x` of the message's last row, as drawn."""
+    row = widget.render_lines(Region(0, widget.outer_size.height - 1, widget.outer_size.width, 1))[0].text
+    for label, action in ACTIONS["user" if isinstance(widget, UserMessage) else "assistant"]:
+        at = row.find(label)
+        if at >= 0 and cell_len(row[:at]) <= x < cell_len(row[:at]) + cell_len(label):
+            return action
+    return None
 
 
 def quote(text: str, width: int = 32) -> str:
@@ -142,8 +170,11 @@ class Transcript(VerticalScroll):
     it holds nothing, one line of greeting."""
 
     DEFAULT_CSS = """
-    Transcript { height: 1fr; }
+    Transcript { height: 1fr; layers: base popup; }
     """
+
+    confidence: reactive[bool] = reactive(False, init=False)
+    """The confidence view is on: replies show their tokens shaded by probability (the App's)."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, can_focus=True)
@@ -153,8 +184,8 @@ class Transcript(VerticalScroll):
         """The streaming reply's thought, while it streams."""
         self.selected: Widget | None = None
         """The message selected for a branch action, if any."""
-        self.confidence = False
-        """The confidence view is on: replies show their tokens shaded by probability."""
+        self.popup: TokenPopup | None = None
+        """A reply token's alternatives, shown next to it, if any."""
 
     # --- the path ------------------------------------------------------------------------
     def messages(self) -> list[Widget]:
@@ -165,6 +196,7 @@ class Transcript(VerticalScroll):
         """Draw this path: the widgets of the messages already drawn for it stay (their ‹ n/m ›
         updated), the rest go and the path's other messages are mounted. The first `dropped`
         messages are outside the context window (greyed out). Only the path is ever mounted."""
+        await self.close_popup()
         if path:
             await self._ungreet()
         children = list(self.children)
@@ -218,13 +250,18 @@ class Transcript(VerticalScroll):
             self.name_last("user", question_id or "", position, siblings)
 
     # --- selecting a message -----------------------------------------------------------------
-    def select(self, widget: Widget | None) -> None:
+    def select(self, widget: Widget | None, *, scroll: bool = True) -> None:
+        """Select a message (None: none): it is marked, and lists its actions under it."""
         if self.selected is not None:
             self.selected.remove_class("-selected")
+            self.selected.border_subtitle = ""
         self.selected = widget
         if widget is not None:
             widget.add_class("-selected")
-            self.scroll_to_widget(widget, animate=False)
+            role = "user" if isinstance(widget, UserMessage) else "assistant"
+            widget.border_subtitle = "  ".join(label for label, _ in ACTIONS[role])
+            if scroll:
+                self.scroll_to_widget(widget, animate=False)
 
     def select_step(self, step: int) -> Widget | None:
         """Select the message `step` places before (-1) or after (+1) the selected one; with none
@@ -251,20 +288,37 @@ class Transcript(VerticalScroll):
             return None
         return Selection(index, widget.message_id, "user" if isinstance(widget, UserMessage) else "assistant")
 
-    def on_click(self, event: events.Click) -> None:
+    async def on_click(self, event: events.Click) -> None:
         widget = event.widget
         while widget is not None and widget is not self and not isinstance(widget, (UserMessage, Reply)):
             widget = widget.parent
+        token = event.style.meta.get("step")
         if isinstance(widget, (UserMessage, Reply)) and widget.message_id:
-            step = arrow_at(widget, event.screen_x - widget.region.x) if event.screen_y == widget.region.y else 0
+            x, row = event.screen_x - widget.region.x, event.screen_y - widget.region.y
+            step = arrow_at(widget, x) if row == 0 else 0
+            action = action_at(widget, x) if widget is self.selected and row == widget.region.height - 1 else None
             if step:  # ‹ or › in its title: the sibling before or after, as in llama.cpp's WebUI
                 self.post_message(self.SiblingClicked(self.messages().index(widget), step))
+            elif action is not None:  # one of the selected message's actions, under it
+                self.post_message(self.ActionClicked(action))
+            elif isinstance(widget, Reply) and isinstance(token, int) and widget.shaded:
+                self.pick(widget.message_id, token)  # its alternatives, next to it; the keys go to them
+                return
             else:
                 self.select(None if widget is self.selected else widget)
+        await self.close_popup()
         self.post_message(self.Clicked())  # typing goes on in the composer, as it does in a chat
 
     class Clicked(Message):
-        """A click in the transcript (a message selected, or the selection cleared)."""
+        """Done with the transcript for now (a click on a message, the token popup closed): typing
+        goes on in the composer."""
+
+    class ActionClicked(Message):
+        """One of the selected message's actions clicked: `action` is the App's, as a key runs it."""
+
+        def __init__(self, action: str) -> None:
+            super().__init__()
+            self.action = action
 
     class SiblingClicked(Message):
         """‹ (step -1) or › (step +1) clicked in the title of the message at `index` of the path."""
@@ -272,6 +326,71 @@ class Transcript(VerticalScroll):
         def __init__(self, index: int, step: int) -> None:
             super().__init__()
             self.index, self.step = index, step
+
+    # --- a reply token's alternatives (the confidence view) -----------------------------------
+    def watch_confidence(self, on: bool) -> None:
+        """Replies that have probabilities show their tokens shaded (or not)."""
+        for reply in self.query(Reply):
+            reply.show_confidence(on)
+        if not on:
+            self.call_later(self.close_popup)
+
+    def show_probs(self, message_id: str, probs: tuple[TokenProbs, ...]) -> None:
+        """Reply `message_id` has probabilities now (it was scored after it was written)."""
+        for reply in self.query(Reply):
+            if reply.message_id == message_id:
+                reply.show_probs(probs)
+
+    def pick(self, message_id: str, step: int | None = None) -> bool:
+        """Show the alternatives of token `step` of reply `message_id` next to it (by default its
+        first token below 50%), and give them the keys; False when that reply is not drawn shaded."""
+        reply = next((r for r in self.query(Reply) if r.message_id == message_id), None)
+        if reply is None or not reply.shaded:
+            return False
+        step = first_unlikely(reply.probs) if step is None else min(max(step, 0), len(reply.probs) - 1)
+        if reply is not self.selected:
+            self.select(reply, scroll=False)
+        if self.popup is None:
+            self.popup = TokenPopup()
+            self.mount(self.popup)
+        self.popup.point(message_id, reply.probs, step)
+        self.popup.focus()
+        self.call_after_refresh(self._place_popup, reply, step)
+        return True
+
+    def _place_popup(self, reply: Reply, step: int) -> None:
+        """Under the token when there is room in view, else over it; scrolled into view."""
+        popup, at = self.popup, reply.step_position(step)
+        if popup is None or at is None:
+            return
+        origin = self.content_region.offset - self.scroll_offset  # where the scrolled content starts
+        x, y = reply.content_region.offset + at - origin
+        width, height = popup.outer_size
+        view = self.scrollable_content_region
+        top = y + 1
+        if top + height > self.scroll_y + view.height and y - height >= self.scroll_y:
+            top = y - height
+        popup.styles.offset = (max(0, min(x - 1, view.width - width)), top)
+        self.scroll_to_region(Region(0, min(top, y), view.width, height + 1), animate=False)
+
+    def on_token_popup_moved(self, message: TokenPopup.Moved) -> None:
+        message.stop()
+        if self.popup is not None:
+            self.pick(self.popup.message_id, message.step)
+
+    async def on_token_popup_closed(self, message: TokenPopup.Closed) -> None:
+        message.stop()
+        if self.popup is not None:
+            await self.close_popup()
+            self.post_message(self.Clicked())
+
+    async def on_alternative_chosen(self, message: AlternativeChosen) -> None:
+        await self.close_popup()  # the message goes on to the App, which branches there
+
+    async def close_popup(self) -> None:
+        popup, self.popup = self.popup, None
+        if popup is not None:
+            await popup.remove()
 
     # --- turns ---------------------------------------------------------------------------
     async def add_user(self, text: str) -> UserMessage:
@@ -338,12 +457,6 @@ class Transcript(VerticalScroll):
                 await users.last().remove()
         await self.add_notice(error, "error")
 
-    def show_confidence(self, on: bool) -> None:
-        """The confidence view: replies that have probabilities show their tokens shaded."""
-        self.confidence = on
-        for reply in self.query(Reply):
-            reply.show_confidence(on)
-
     # --- notices ---------------------------------------------------------------------------
     async def show_sources(self, context: RetrievedContext) -> None:
         """Under the last user message: the attachment text its turn placed before it."""
@@ -377,7 +490,7 @@ class Transcript(VerticalScroll):
     async def clear(self, *, greet: bool = True) -> None:
         """Nothing drawn; the greeting, unless a path is drawn next (mounting it only to remove it
         again cost a conversation's redraw about a third more UI time)."""
-        self.reply = self.selected = self.thought = None
+        self.reply = self.selected = self.popup = self.thought = None
         await self.remove_children()
         if greet:
             await self.mount(Notice(GREETING, "greeting"))

@@ -1,7 +1,7 @@
 """The small host App the controller tests run a controller on, instead of ChatApp.
 
 The controllers need only `ChatHost` (chatapp.ui.host) and, some of them, a few members more
-(BranchHost, ModelHost, ThemeHost, TypingHost): `Host` has all of them, keeps what the
+(BranchHost, ConfidenceHost, ModelHost, ThemeHost, TypingHost): `Host` has all of them, keeps what the
 controller sets as plain attributes, and draws the transcript and the composer it keeps itself
 (no controller ever sees them). It passes the messages the controllers' workers post back to
 `self.controller`, as ChatApp's handlers do (after oterm's widget tests)."""
@@ -17,8 +17,8 @@ from chatapp.ui.controllers.inside import NeighboursFound
 from chatapp.ui.controllers.typing_prefill import TypingPrefilled
 from chatapp.ui.host import ChatHost, EngineGate
 from chatapp.ui.messages import (
-    AttachFailed, Attached, BranchChanged, ComposerTokenized, ModelInfoReady, SessionFailed, SessionOpened,
-    SessionSaved)
+    AttachFailed, Attached, BranchChanged, ComposerTokenized, ModelInfoReady, ReplyScored, SessionFailed,
+    SessionOpened, SessionSaved)
 from chatapp.ui.shown import ShownBranch
 from chatapp.ui.themes import DEFAULT_THEME, register_themes
 from chatapp.ui.widgets.composer import Composer
@@ -37,6 +37,9 @@ class NoSessions:
 
     def save_after_change(self, live) -> None:
         raise AssertionError("nothing to save: no session is open")
+
+    def keep_scores(self, live, message_id, probs) -> None:
+        raise AssertionError("nothing to keep scores in: no session is open")
 
     def moved_to(self, engine) -> None:
         pass
@@ -71,6 +74,7 @@ class Host(App[None]):
         self.started: list[tuple] = []
         """The turns a controller asked for (start_turn), which this host does not run."""
         self.retokenized = 0
+        self.confidence = False
         self.transcript, self.composer = Transcript(), Composer()
         self.controller = controller(self) if controller is not None else None
 
@@ -111,8 +115,17 @@ class Host(App[None]):
     def focus_composer(self) -> None:
         self.composer.focus()
 
+    def clear_composer(self) -> None:
+        self.composer.action_clear_all()
+
     def mark_composer(self, line) -> None:
         self.composer.border_title = line
+
+    def show_alternatives(self, message_id: str) -> bool:
+        return self.transcript.pick(message_id)
+
+    def show_probs(self, message_id: str, probs) -> None:
+        self.transcript.show_probs(message_id, probs)
 
     def start_turn(self, text: str, how=None) -> None:
         self.started.append((text, how))
@@ -171,6 +184,9 @@ class Host(App[None]):
 
     def on_typing_prefilled(self, message: TypingPrefilled) -> None:
         self._controller.prefilled(message)
+
+    def on_reply_scored(self, message: ReplyScored) -> None:
+        self._controller.scored(message)
 
 
 def host_members() -> set[str]:

@@ -103,13 +103,14 @@ def test_chat_app_and_the_small_host_are_chat_hosts(engine):
 
 def test_the_small_host_is_what_each_controller_asks_of_its_host(engine):
     from chatapp.ui.controllers.branches import BranchHost
+    from chatapp.ui.controllers.confidence import ConfidenceHost
     from chatapp.ui.controllers.models import ModelHost
     from chatapp.ui.controllers.theme_picker import ThemeHost
     from chatapp.ui.controllers.typing_prefill import TypingHost
 
     host = Host(engine)
     try:
-        for protocol in (BranchHost, ModelHost, ThemeHost, TypingHost):
+        for protocol in (BranchHost, ConfidenceHost, ModelHost, ThemeHost, TypingHost):
             assert lacks(host, protocol) == set(), protocol.__name__
         assert lacks(App(), TypingHost) >= {"composer_tokens", "typed_ahead", "composer_text"}
     finally:

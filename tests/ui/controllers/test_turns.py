@@ -107,10 +107,10 @@ async def test_a_turn_on_a_small_hosts_worker_posts_its_messages_in_order(make_h
 
         # A branching turn the engine refuses gives its text back and redraws the path as it was.
         path = [m.id for m in engine.messages if m.id]
-        refused = TurnHow("token", path[-1], back=10_000, token=5)
+        refused = TurnHow("token", path[-1], step=10_000, token=5)
         host.run_worker(partial(run_turn, host.gate, host.post_message, "Hi", refused), group="turn", thread=True)
         await wait_until(pilot, lambda: seen.count(TurnFailed) == 1 and seen.count(BranchChanged) == 1, TURN_TIMEOUT)
         failed = seen.of(TurnFailed)[0]
-        assert failed.refused and failed.user_text == "Hi" and "no longer in the cache" in failed.error
+        assert failed.refused and failed.user_text == "Hi" and "has no token 10000 with probabilities" in failed.error
         assert [m.id for m in engine.messages if m.id] == path
         assert [shown.message.id for shown in seen.of(BranchChanged)[0].path] == path

@@ -9,7 +9,7 @@ from chatapp.config import Settings
 from chatapp.engine.events import TurnDone
 from chatapp.engine.opening import open_engine
 from chatapp.ui.themes import load_themes
-from chatapp.ui.widgets.confidence import VIEW_CANDIDATES
+from chatapp.ui.shown import VIEW_CANDIDATES
 from tests.engine.local.speculative import PROMPTS
 from tests.ui.drafting import drafting_engine
 from tests.ui.widgets.hosts import SETTINGS, Session, run_turn
