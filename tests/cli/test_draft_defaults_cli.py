@@ -44,8 +44,12 @@ def test_drafting_at_defaults_drafts_and_the_verdict_is_reused_by_the_next_proce
 
 
 def test_drafting_with_automatic_threads_drafts_once_its_thread_count_is_checked(chatapp_exe):
-    # Automatic threads: each count the policy decodes on is checked once; within a few turns
-    # of one process the turns on a checked count draft.
+    # Automatic threads follow the load, so a turn's steps may run on a count it did not start
+    # on. Under load this once drafted in no turn: only the count a turn started on was checked
+    # after it, and the turn was judged on whichever count was current when drafting was last
+    # set. Now every count a turn's steps ran on is checked after it, and each turn is judged on
+    # the count it starts on (tests/engine/local/test_drafting_threads.py, where no prior holds);
+    # here the first turn drafts on the prior, and the later ones on their checked counts.
     out = chatapp_exe("ask", COPY, "Again, please, exactly the same.", "Once more.", "--json", "--temperature", "0",
                       "--max-tokens", "60", "--ctx", "1024", "--draft", "ngram")
     assert out.returncode == 0, out.stderr

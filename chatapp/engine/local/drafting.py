@@ -75,6 +75,10 @@ class LocalDrafting:
         """Where each count's check came from: "cache" (an earlier process) or "run" (this one)."""
         self._pending: int | None = None
         """The thread count whose check runs after the current turn."""
+        self._unchecked: set[int] = set()
+        """Counts a step of the current turn ran on with no check covering it: automatic threads
+        follow the load, so a turn may move to a count it did not start on. Each is checked after
+        the turn too; without that, a count first met mid-turn never drafted in any later turn."""
         self._restored: set[int] = set()
         """Thread counts whose policy figures were read from disk (once each)."""
         self._prior: str | None = None
@@ -96,10 +100,17 @@ class LocalDrafting:
         """Whether a step on `threads` threads may draft: a check on that many passed for
         batches as large as the turn's, or none was made yet and the prior holds (a step on
         another count decodes plainly)."""
-        check = self._checks.get(threads) or cached_check(self.runtime, threads)
+        check = self._checks.get(threads)
+        if check is None and threads not in self._unchecked and (check := cached_check(self.runtime, threads)):
+            self._checks[threads], self._sources[threads] = check, "cache"
         if check is None or not check.covers(self.state.draft_max + 1):
+            self._unchecked.add(threads)
             return self.on_prior
         return check.passed
+
+    def _exact_elsewhere(self) -> bool:
+        """Whether a check passed on some thread count for batches as large as the turn's."""
+        return any(c.passed and c.covers(self.state.draft_max + 1) for c in self._checks.values())
 
     @property
     def on_prior(self) -> bool:
@@ -137,27 +148,41 @@ class LocalDrafting:
 
     def for_turn(self) -> Drafting:
         """The drafting a turn starting now runs. Where no check covers this many drafts on the
-        turn's thread count, the turn decodes plainly and `after_turn` checks (see the module)."""
-        state = self.state
-        self._pending = None
+        turn's thread count, `after_turn` checks it (see the module); the turn still drafts on
+        the prior, or where the load moves its steps to a count whose check passed (`exact_at`
+        decides step by step), and else decodes plainly. The turn is judged on the count it starts
+        on, not on the one current when drafting was last set (the load may have moved it since)."""
+        state = self.state = self._judge(self.state.mode, self.state.draft_max)
+        self._pending, self._unchecked = None, set()
         if not state.active or (self._check is not None and self._check.covers(state.draft_max + 1)):
             return state
         self._pending = self._threads()
-        return state if self.on_prior else Drafting(state.mode, state.draft_max, CHECK_PENDING)
+        if self.on_prior or self._exact_elsewhere():
+            return state
+        return Drafting(state.mode, state.draft_max, CHECK_PENDING)
 
     def remember_policy(self, threads: int) -> None:
         """Keep what the policy measured in a drafted turn on `threads` threads for the next process."""
         put_settings_entry(POLICY_CACHE, self.runtime, threads, self.policy.learned())
 
     def after_turn(self) -> None:
-        """The check a turn left pending, on that turn's thread count; remembered on disk. A
-        context with no room left for it leaves it pending for the next turn."""
-        threads, self._pending = self._pending, None
-        if threads is None or not self.state.active:
+        """The checks a turn left pending: on its thread count, and on each count its steps ran
+        on unchecked; remembered on disk. A context with no room left for one leaves the rest
+        for a later turn."""
+        counts = [n for n in dict.fromkeys([self._pending, *sorted(self._unchecked)]) if n is not None]
+        self._pending, self._unchecked = None, set()
+        if not self.state.active:
             return
-        check = batch_check(self.runtime, self.state.draft_max + 1, threads, self._checks.get(threads))
-        if check is not None:
-            self._checks[threads], self._sources[threads] = check, "run"
+        checked = False
+        for threads in counts:
+            known = self._checks.get(threads)
+            if known is not None and known.covers(self.state.draft_max + 1):
+                continue
+            check = batch_check(self.runtime, self.state.draft_max + 1, threads, known)
+            if check is None:
+                break
+            self._checks[threads], self._sources[threads], checked = check, "run", True
+        if checked:
             self.set(self.state.mode, self.state.draft_max)
 
     def record(self, threads: int) -> dict:
