@@ -31,6 +31,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from chatapp.config import MAX_DRAFT_TOKENS
+
 VERBATIM_MATCH = 32
 VERBATIM_ACCEPTANCE = 0.9
 """A draft whose context agrees for 32 tokens or more back, in a bucket whose drafts were taken
@@ -41,6 +43,8 @@ CONFIDENT_MATCH = 8
 """From 8 tokens of agreement, in a bucket taken 90% of the time or more, the budget does not stop
 drafting (the expected advance still sizes the batch): after one early miss, it held a reply
 copying a function in plain steps through 23 tokens whose drafts were right 96-99% of the time."""
+BUCKETS = frozenset({1, 2, 3, 4, 8, 16, 32})
+"""Every value of `DraftPolicy.bucket`: the match lengths acceptance is kept by."""
 RESTORED_ACCEPTANCE = 0.95
 """The most a bucket's acceptance read from an earlier process may say: what earlier replies
 copied does not make a new reply certain to. A rename task after a paragraph copy started with
@@ -171,9 +175,11 @@ class DraftPolicy:
             acceptance = {int(b): float(a) for b, a in dict(learned.get("acceptance", {})).items()}
         except (TypeError, ValueError):
             return
-        self.ratios.update({m: r for m, r in ratios.items() if m > 1 and 1.0 <= r < 1e4})
+        # Only figures `learned()` can have written: a batch size a step may verify, a match
+        # length's bucket. An edited file's 20,000 other keys cost 4 ms in every decode step.
+        self.ratios.update({m: r for m, r in ratios.items() if 1 < m <= MAX_DRAFT_TOKENS + 1 and 1.0 <= r < 1e4})
         self.acceptance.update({b: min(a, RESTORED_ACCEPTANCE) for b, a in acceptance.items()
-                                if b > 0 and 0.0 <= a <= 1.0})
+                                if b in BUCKETS and 0.0 <= a <= 1.0})
 
     @staticmethod
     def bucket(match: int) -> int:

@@ -149,6 +149,16 @@ def test_what_one_policy_learned_starts_the_next_and_junk_is_ignored():
         assert policy.ratios == {} and policy.acceptance == {}
 
 
+def test_a_restored_policy_keeps_only_figures_learned_can_write():
+    """Issue 35: an edited draft policy file's thousands of other keys were all kept, and every
+    decode step's choice ran over them (20,000 keys: 4 ms a step, 60 times a plain step's)."""
+    policy = DraftPolicy()
+    policy.restore({"ratios": {str(m): 1.0 + m / 2 for m in range(2, 10_002)},
+                    "acceptance": {str(b): 0.5 for b in range(1, 10_001)}})
+    assert set(policy.ratios) == set(range(2, 66)) and set(policy.acceptance) == {1, 2, 3, 4, 8, 16, 32}
+    assert {DraftPolicy.bucket(m) for m in range(1, 1000)} == set(policy.acceptance)  # every bucket, no other
+
+
 def test_a_verbatim_copy_drafts_while_the_budget_stops_every_other_draft():
     """In a fresh process the first guesses' losses, with nothing spent yet to weigh them against,
     held the budget over its line for the rest of a reply, copied rows included."""
