@@ -33,7 +33,7 @@ from chatapp.engine.chat.tool_prompt import ToolCosts, ToolPrompt, tool_costs
 from chatapp.engine.chat.typeahead import TypeAhead, TypeAheadState, next_question
 from chatapp.engine.chat import thoughts
 from chatapp.engine.events import (
-    ContextRetrieved, ContextTrimmed, Event, Generated, Message, PrefillDone, TextDelta, ThoughtDelta, TurnDone)
+    ContextRetrieved, ContextTrimmed, Event, Generated, Message, PrefillDone, TextDelta, TurnDone)
 from chatapp.engine.retrieval.attachments import AttachmentSet, AttachReport, Planned
 from chatapp.engine.retrieval.context import RetrievedContext, placed_keys
 from chatapp.engine.sampling import Scored, TokenProbs
