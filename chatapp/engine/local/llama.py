@@ -10,7 +10,7 @@ import contextlib
 import ctypes
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -523,6 +523,19 @@ def can_remove_cells(runtime: LlamaRuntime) -> bool:
     return not (llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model))
 
 
+def fill_batch(batch, tokens: Sequence[int], start: int, outputs: str = "all") -> None:
+    """Put `tokens` in a llama_batch of sequence 0 at positions start, start+1, ...; logits for
+    every row ("all") or the last one ("last")."""
+    n = len(tokens)
+    for i, token in enumerate(tokens):
+        batch.token[i] = token
+        batch.pos[i] = start + i
+        batch.n_seq_id[i] = 1
+        batch.seq_id[i][0] = 0
+        batch.logits[i] = outputs == "all" or i == n - 1
+    batch.n_tokens = n
+
+
 class VerifyTarget:
     """`chatapp.engine.drafting.speculative.Target` over a runtime and the turn's `Sampler`.
 
@@ -555,13 +568,7 @@ class VerifyTarget:
         if start + len(tokens) > rt.n_ctx:
             raise ModelError(f"{len(tokens)} more tokens would overflow the {rt.n_ctx}-token context")
         batch = self._batch
-        for i, token in enumerate(tokens):
-            batch.token[i] = token
-            batch.pos[i] = start + i
-            batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = 0
-            batch.logits[i] = 1
-        batch.n_tokens = len(tokens)
+        fill_batch(batch, tokens, start)
         rt._logits_at = None  # rows for every token; a rejection cuts the cache back under the last
         if llama_cpp.llama_decode(rt._llm.ctx, batch) != 0:
             rt.keep_kv_prefix(start)
@@ -920,13 +927,7 @@ class TapContext:
         if start + n > self.n_ctx:
             raise ModelError(f"{n} tokens from position {start} overflow the {self.n_ctx}-token tap context")
         batch = self._batch
-        for i, token in enumerate(tokens):
-            batch.token[i] = token
-            batch.pos[i] = start + i
-            batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = 0
-            batch.logits[i] = outputs == "all" or i == n - 1
-        batch.n_tokens = n
+        fill_batch(batch, tokens, start, outputs)
         if self._reader is not None:
             self._reader.rows = {}
         status = llama_cpp.llama_decode(self._ctx, batch)
