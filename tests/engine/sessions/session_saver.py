@@ -5,7 +5,8 @@
 It prefills a synthetic history tagged TAG, then saves it TIMES times (0: until killed),
 printing "begin N" before and "saved N" after each save, or "refused N REASON" when another
 process's turns are in the way. With SLOW_MS, the state file is
-written in 256 KiB pieces with that pause between them, so a kill lands mid-write. With
+written in 256 KiB pieces with that pause between them, so a kill lands mid-write, and
+"writing" is printed as each state file's write starts. With
 "branches", the history is a tree of two branches from the first question (TAG-left and
 TAG-right), and before each save the shown branch is switched, so each save also writes the
 state of the branch left.
@@ -30,6 +31,7 @@ from tests.engine.sessions.session_helpers import SETTINGS, open_engine, prefill
 
 def slowly(encode, pause_s: float):
     def encode_slowly(state):
+        print("writing", flush=True)  # the kill tests time their kill from here, not from "begin"
         for chunk in encode(state):
             view = memoryview(chunk)
             for start in range(0, len(view), 256 * 1024):

@@ -60,11 +60,13 @@ def test_kill_9_while_saving_leaves_the_previous_state_loadable(tmp_path, engine
     left_temp = []
     for delay_ms in (5, 30, 60):
         # The saver writes its ~7 MB state in 256 KiB pieces 2 ms apart, so these kills land
-        # inside the state write (or just around it).
+        # inside the state write (or just around it), timed from the write's start: however
+        # slowly a loaded machine gets from "begin" to the write, the first one lands inside.
         proc = start_saver(directory, "s", "kill", 12, 0, slow_ms=2)
         try:
             wait_for_line(proc, "saved 1")
             wait_for_line(proc, "begin 3")
+            wait_for_line(proc, "writing")
             time.sleep(delay_ms / 1000)
         finally:
             proc.send_signal(signal.SIGKILL)
@@ -117,6 +119,7 @@ def test_kill_9_during_a_branch_save_leaves_the_tree_and_its_states_consistent(t
             leaves = wait_for_line(proc, "leaves").split()[1:]
             wait_for_line(proc, "saved 1")
             wait_for_line(proc, "begin 3")
+            wait_for_line(proc, "writing")
             time.sleep(delay_ms / 1000)
         finally:
             proc.send_signal(signal.SIGKILL)
