@@ -225,6 +225,9 @@ class Backend(Protocol):
     def restore_cache(self, state: CacheState, keep: int) -> bool:
         """Load a saved cache and keep its first `keep` tokens; False leaves the cache empty."""
 
+    def keep_cache_prefix(self, n: int) -> None:
+        """Forget every cached cell from position `n` on."""
+
     def attention(self, tokens: Sequence[int], reply_start: int, head_layer: int | None,
                   stop: threading.Event) -> AttentionMap | AttentionUnavailable:
         """llama.cpp's attention weights for the reply positions (reply_start on) of `tokens`, a

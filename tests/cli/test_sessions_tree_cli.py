@@ -58,6 +58,16 @@ def test_checkout_makes_an_old_path_active_and_the_next_ask_continues_there(chat
     assert after["restored_tokens"] > 0  # the old leaf's own state file was restored on resume
 
 
+def test_a_branch_from_a_kept_leaf_in_a_new_process_starts_from_that_leafs_own_state(chatapp_exe, branched):
+    """Not from the active leaf's (another branch): the leaf's path is restored whole, and only
+    the new question is prefilled, as after a checkout of it."""
+    rows = tree(chatapp_exe)
+    old_leaf = next(row for row in rows if row["content"] == "Name a colour.")["children"][0]
+    [after] = records(chatapp_exe(*ASK, "--branch-from", old_leaf, "And a shape?"))
+    assert after["restored_tokens"] > 0 and after["cached_tokens"] > after["restored_tokens"] // 2
+    assert after["prefill_tokens"] < 20, after  # today: the old leaf's question and reply again too
+
+
 def test_export_has_the_active_path_by_default_and_every_branch_on_request(chatapp_exe, branched, tmp_path):
     out = chatapp_exe("sessions", "export", "t", "--format", "json")
     data = json.loads(out.stdout)

@@ -29,3 +29,22 @@ def test_typing_fills_the_servers_prompt_cache_and_the_turn_reuses_it(llama_serv
         assert record.prefilled_while_typing == record.cached_tokens
     finally:
         engine.close()
+
+
+def test_a_saved_slot_holds_no_text_typed_but_never_sent(llama_server):
+    """What typing prefilled past the conversation is dropped from the slot before it is saved:
+    the slot file holds the conversation's tokens, not the draft's."""
+    engine = connect_engine(SETTINGS.replace(server=llama_server.url, prefill_while_typing=True))
+    try:
+        engine.clear_cache()
+        list(engine.send("Name a fruit."))
+        list(engine.type_ahead(QUESTION, threading.Event()))
+        figures = engine.branch_figures()
+        assert engine.kv_used() > figures.cached  # typing filled the slot past the conversation
+        state = engine.path_cache("typed")
+        assert state.meta["slot_tokens"] <= figures.cached + 1, (state.meta, figures)
+        assert len(state.tokens) <= figures.cached
+        record = list(engine.send("And a colour?"))[-1].record  # the slot still serves the conversation
+        assert record.cached_tokens >= figures.cached - 1
+    finally:
+        engine.close()

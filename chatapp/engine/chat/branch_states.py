@@ -29,6 +29,13 @@ class BranchKeeper(Protocol):
     def load_branch(self, leaf: str) -> CacheState | None:
         """The leaf's kept state, checked against this model (fingerprint, finite values), or None."""
 
+    def kept_branches(self) -> list[str]:
+        """The leaves with a state kept beyond memory (without reading them)."""
+
+    def drop_branches(self, leaves: set[str]) -> None:
+        """Forget the states of these messages (a deleted branch): none is written, and the save
+        that deletes the branch removes their files."""
+
 
 def state_bytes(state: CacheState) -> int:
     return len(state.payload)

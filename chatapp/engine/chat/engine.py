@@ -268,6 +268,8 @@ class Engine:
         removed = tree.remove(message_id)
         gone = {m.id for m in removed}
         self._branch_states.discard(gone)
+        if self._keeper is not None:  # nothing of a deleted branch stays on disk either
+            self._keeper.drop_branches(gone)
         if self._cache_leaf in gone:
             self._cache_leaf = None
         if on_path:
@@ -287,7 +289,8 @@ class Engine:
         if leaf == self._kept_as_is and leaf in self._branch_states:
             return
         try:
-            state = self._backend.save_cache(f"{self.state_namespace}-{leaf}")
+            state = self.path_cache(f"{self.state_namespace}-{leaf}") if leaf == self.leaf else \
+                self._backend.save_cache(f"{self.state_namespace}-{leaf}")
         except (ServerError, OSError):  # a server without slot files: the switch prefills instead
             return
         self._branch_states.put(leaf, state)
@@ -295,14 +298,37 @@ class Engine:
         if self._keeper is not None:
             self._keeper.keep_branch(leaf, state)
 
+    def _nearest_kept(self, leaf: str) -> list[tuple[str, str]]:
+        """The kept states (leaf, "memory" or "disk") worth trying for the path to `leaf`, the
+        ones whose path shares the most messages with it first (`leaf`'s own first among
+        equals): a branch continued anywhere starts from the state nearest to it."""
+        tree = self._conversation.tree
+        target = [m.id for m in tree.path_to(leaf)]
+        kept = [(held, "memory") for held in reversed(self._branch_states.leaves())]
+        if self._keeper is not None:
+            kept += [(held, "disk") for held in self._keeper.kept_branches()]
+        ranked = []
+        for order, (held, source) in enumerate(kept):
+            if held not in tree:
+                continue
+            shared = 0
+            for a, b in zip(target, (m.id for m in tree.path_to(held))):
+                if a != b:
+                    break
+                shared += 1
+            if shared:
+                ranked.append((-shared, held != leaf, order, held, source))
+        return [(held, source) for *_, held, source in sorted(ranked)[:4]]
+
     def _restore_leaf(self, leaf: str) -> tuple[int, str]:
-        """Load the leaf's kept state when its tokens match the path's prompt; (tokens kept, where from)."""
+        """Load the kept state that shares the longest prefix with the path to `leaf` (its own,
+        or a branch's near it) when that is more than the cache holds; (tokens kept, where from)."""
         if leaf == self._cache_leaf:
             return 0, ""
         expected = self.prompt_ids(add_generation_prompt=False)
-        for source, state in (("memory", lambda: self._branch_states.get(leaf)),
-                              ("disk", lambda: self._keeper.load_branch(leaf) if self._keeper else None)):
-            found = state()
+        for held, source in self._nearest_kept(leaf):
+            found = (self._branch_states.get(held) if source == "memory"
+                     else self._keeper.load_branch(held) if self._keeper else None)
             if found is None:
                 continue
             keep = common_prefix(found.tokens, expected)
@@ -310,10 +336,31 @@ class Engine:
             if keep <= current or not self._backend.restore_cache(found, keep):
                 continue
             self._typeahead.forget()
-            self._cache_leaf, self._last_reuse, self._last_turn = leaf, None, None
-            self._kept_as_is = leaf if source == "memory" and keep == len(found.tokens) else None
+            own = held == leaf
+            self._cache_leaf = leaf if own or keep == len(expected) else None
+            self._last_reuse, self._last_turn = None, None
+            self._kept_as_is = leaf if own and source == "memory" and keep == len(found.tokens) else None
             return keep, source
         return 0, ""
+
+    def restore_nearest(self) -> tuple[int, str]:
+        """Restore, for the shown path, the kept state nearest to it (see `_restore_leaf`)."""
+        leaf = self._conversation.tree.leaf
+        return self._restore_leaf(leaf) if leaf is not None else (0, "")
+
+    def path_cache(self, key: str) -> CacheState:
+        """The cache as the shown path's state: the cells past the path's prompt (a question
+        prefilled while typing, never sent) are dropped first, so no saved state holds them:
+        what is saved is no more than `branch_figures().cached`."""
+        cached = self._backend.cached_tokens()
+        messages = self.context_messages()
+        expected = self.prompt_ids(messages, add_generation_prompt=False) if messages else []
+        keep = common_prefix(cached, expected)
+        if keep < len(cached):
+            self._backend.keep_cache_prefix(keep)
+            self._typeahead.forget()
+            self._last_reuse = None
+        return self._backend.save_cache(key)
 
     def _arrive(self, started: float, position: int, siblings: int) -> BranchSwitch:
         leaf = self._conversation.tree.leaf
@@ -549,6 +596,7 @@ class Engine:
         else:
             tree.switch(tree[reply].parent, descend=False)
             self._conversation.place_window(self._conversation.window_start)
+            self._restore_leaf(tree[reply].parent)  # the kept state nearest to the question (a new process too)
         # The last turn's own reply answered again: prefill as that turn did, so a greedy reply
         # repeats; a branch from a token reuses all it can.
         reuse_limit = self._last_reuse if reply == self._cache_leaf and not forced else None
@@ -560,6 +608,8 @@ class Engine:
         self._stash()
         tree.switch(parent, descend=False)
         self._conversation.place_window(self._conversation.window_start)
+        if parent is not None:  # start from the kept state nearest to the new path (a new process too)
+            self._restore_leaf(parent)
         asked = question()
         context = self._retrieve(asked.content, self.context_messages())
         added = self._conversation.add(replace(asked, context=context))

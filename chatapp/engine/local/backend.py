@@ -445,6 +445,9 @@ class LocalBackend:
     def save_cache(self, key: str) -> CacheState:
         return CacheState(self.runtime.kv_tokens, self.runtime.seq_state())
 
+    def keep_cache_prefix(self, n: int) -> None:
+        self.runtime.keep_kv_prefix(n)
+
     def restore_cache(self, state: CacheState, keep: int) -> bool:
         rt = self.runtime
         try:

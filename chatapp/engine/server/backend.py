@@ -342,6 +342,22 @@ class ServerBackend:
                                 "of this chat (another client used it?)")
         return CacheState(list(self._tokens), b"", {"slot_file": name, "slot_tokens": saved})
 
+    def keep_cache_prefix(self, n: int) -> None:
+        """Make the slot hold its first `n` cells and nothing after them, so a slot file saved
+        next holds no more (no text prefilled while typing): a /completion of those tokens with
+        n_predict 0, for which the server keeps the prefix it holds of them, drops the cells past
+        it and evaluates the last token again; for 0 the slot is erased."""
+        n = max(0, n)
+        if n >= len(self._tokens):
+            return
+        if n == 0:
+            self.clear_cache()
+            return
+        self._client.post("/completion", {"prompt": self._tokens[:n], "n_predict": 0, "cache_prompt": True,
+                                          "id_slot": SLOT, **sampling(GenerationSettings(temperature=0.0))},
+                          answers.Anything, timeout=self._client.timeouts.slot)
+        self._tokens = self._tokens[:n]
+
     def restore_cache(self, state: CacheState, keep: int) -> bool:
         name, expected = state.meta.get("slot_file"), state.meta.get("slot_tokens")
         self._tokens = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,12 +84,19 @@ def list_states(directory: Path, suffix: str) -> list[StoredState]:
     return found
 
 
-def evict_lru(directory: Path, suffix: str, cap_bytes: int) -> list[Path]:
-    """Delete least recently used states until their total is within the cap."""
+def evict_lru(directory: Path, suffix: str, cap_bytes: int,
+              owner: Callable[[Path], str] | None = None) -> list[Path]:
+    """Delete least recently used states until their total is within the cap. With `owner`
+    (a state's session), a session's other states go before any session's last one: no
+    session loses its only (most recently used) state while another keeps more than one."""
     states = sorted(list_states(directory, suffix), key=lambda s: s.used)
     total = sum(s.size for s in states)
+    newest: dict[str, StoredState] = {}
+    for state in states if owner else ():
+        newest[owner(state.path)] = state  # sorted oldest first: the last one seen is the newest
+    extra = [s for s in states if owner and newest.get(owner(s.path)) is not s]
     evicted = []
-    for state in states:
+    for state in [*extra, *(s for s in states if s not in extra)]:
         if total <= cap_bytes:
             break
         with contextlib.suppress(FileNotFoundError):

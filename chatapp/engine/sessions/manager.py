@@ -12,9 +12,10 @@ sessions work the same on every backend.
 
 The transcript is written first, in one transaction; the state file after it, and only while
 the session is still at the revision that save wrote (so a state never lands on another
-process's newer transcript). A state that is missing, damaged, from another model/context/
-build, or that doesn't match the transcript token for token is not loaded: the cache is
-cleared and the next turn re-prefills.
+process's newer transcript); last, the states no leaf uses any more (`prune_states`), so a
+session keeps one state per leaf and a kill at any point leaves one to resume from. A state
+that is missing, damaged, from another model/context/build, or that doesn't match the
+transcript token for token is not loaded: the cache is cleared and the next turn re-prefills.
 
 Several processes may hold one session. A save that finds turns it has not seen is refused
 with SessionConflict ("session changed by another process", exit 1) and writes nothing;
@@ -39,7 +40,9 @@ from chatapp.engine.tokens import common_prefix
 from chatapp.engine.chat.engine import Engine
 from chatapp.engine.chat.tree import is_id
 from chatapp.engine.events import Message
-from chatapp.engine.sessions.files import atomic_write, clean_temp_files, evict_lru, list_states, temp_path, touch
+from chatapp.engine.sessions.files import (
+    atomic_write, clean_temp_files, evict_lru, fsync_dir, list_states, temp_path, touch,
+)
 from chatapp.engine.sessions.fingerprint import Fingerprint, mismatch, model_id
 from chatapp.engine.sampling import probs_from_json
 from chatapp.engine.sessions.kvcheck import non_finite
@@ -264,6 +267,10 @@ class SessionManager:
             path = self.active_state_path(stored)
             if not path.exists():
                 path = self.state_path(stored.state_key)  # written before conversations were trees
+            if not path.exists() and stored.leaf:  # the leaf kept none: the kept state nearest to it
+                kept, _ = engine.restore_nearest()
+                if kept:
+                    return kept, ""
             state = read_state(path)
         except SessionError as exc:  # an edited key: no file is looked for (the next save gives a new one)
             return 0, exc.message
@@ -311,7 +318,7 @@ class SessionManager:
             meta = {**fingerprint, **state.meta}
             atomic_write(staged, encode_state(StateFile(meta, state.tokens, len(state.tokens), state.payload)))
             os.replace(staged, path)
-            evict_lru(self.states_dir, SUFFIX, self.cap_bytes)
+            evict_lru(self.states_dir, SUFFIX, self.cap_bytes, _owner)
         except OSError as exc:
             return [f"branch KV state not saved ({disk_problem(self.states_dir) or exc.strerror or exc})"]
         finally:
@@ -321,9 +328,9 @@ class SessionManager:
 
     # --- save ------------------------------------------------------------------------
     def write_state(self, saved: Saved, engine: Engine, fingerprint: Fingerprint) -> SaveReport:
-        """Write the engine's KV cache as the state of the session's active leaf, if the session
-        is still at the revision `saved` wrote when the file is put in place."""
-        leaf = engine.leaf
+        """Write the engine's KV cache as the state of the session's active leaf (under its stored
+        id), if the session is still at the revision `saved` wrote when the file is put in place."""
+        leaf = saved.leaf if saved.leaf is not None else engine.leaf
         path = self.state_path(saved.state_key, leaf) if leaf else self.state_path(saved.state_key)
         kv = engine.cached_tokens()
         if not kv or self.cap_bytes <= 0:  # nothing cached (an older state would only mislead), or none kept
@@ -332,13 +339,15 @@ class SessionManager:
             return SaveReport(None, notices=[] if not kv else ["KV state not kept: state_cap_mb is 0"])
         staged = temp_path(path)
         try:
-            valid = common_prefix(kv, engine.prompt_ids())
             make_private_dir(self.states_dir)
-            cache = engine.save_cache(saved.state_key)
+            cache = engine.path_cache(saved.state_key)  # the path's cells only, never text typed ahead
+            valid = common_prefix(cache.tokens, engine.prompt_ids())
             meta = {**fingerprint, **cache.meta}
             size = atomic_write(staged, encode_state(StateFile(meta, cache.tokens, valid, cache.payload)))
             installed = self.store.if_current(saved.revision, lambda: os.replace(staged, path))
-            evicted = evict_lru(self.states_dir, SUFFIX, self.cap_bytes) if installed else []
+            if installed:  # on disk before any state it replaces is removed (prune_states)
+                fsync_dir(self.states_dir)
+            evicted = evict_lru(self.states_dir, SUFFIX, self.cap_bytes, _owner) if installed else []
         except OSError as exc:
             problem = disk_problem(self.states_dir) or exc.strerror or str(exc)
             return SaveReport(None, notices=[f"KV state not saved ({problem}); the transcript is saved"])
@@ -355,6 +364,39 @@ class SessionManager:
         notices = [f"removed {len(evicted)} other session(s)' KV state to stay under state_cap_mb "
                    f"({self.cap_bytes / MIB:,.0f} MiB)"] if evicted else []
         return SaveReport(None, state_bytes=size, state_tokens=valid, notices=notices)
+
+    def prune_states(self, saved: Saved, keep: set[str]) -> list[str]:
+        """Remove the session's state files that nothing uses any more: those of messages gone
+        from its tree (a deleted branch), and of messages that are no longer leaves (a turn went
+        on after them), except the active leaf's and `keep`'s (the path this process shows). A
+        path end whose own state is not (yet) on disk keeps the nearest state on its path.
+
+        Runs after a save, under the database's write lock and against the tree as committed:
+        the transcript first, then the active leaf's state, then this. A kill -9 anywhere leaves
+        the active leaf its own state, or, before that is installed, the one its path's last save
+        wrote, which a resume restores and prefills on from (`_restore`). Returns notices."""
+        key = saved.state_key
+        if not valid_state_key(key):
+            return []
+
+        def prune(parents: dict[str, str | None], active: str | None) -> None:
+            on_disk = {path.name.removesuffix(SUFFIX).removeprefix(key).removeprefix("-"): path
+                       for path in self.state_paths(key)}
+            wanted = set(parents) - set(parents.values())
+            for end in {active, *keep} - {None}:
+                wanted.add(_nearest_on_disk(end, parents, on_disk))
+            if active is None or active not in on_disk:
+                wanted.add("")  # the one file of a session saved before trees: still its state
+            for leaf, path in on_disk.items():
+                if leaf not in wanted:
+                    with contextlib.suppress(OSError):
+                        path.unlink()
+
+        try:
+            self.store.with_tree(saved.revision.session_id, prune)
+        except SessionError as exc:  # the database is busy or gone: the next save tidies up
+            return [f"stale KV states not removed ({exc.message})"]
+        return []
 
 
 class LiveSession:
@@ -383,11 +425,14 @@ class LiveSession:
         """The session's state key once known (read on resume, or given by the first save)."""
         self._branches: dict[str, CacheState] = {}
         """Branch states the engine stashed since the last save, written after the turn."""
+        self._stored_ids: dict[str, str] = {}
+        """This chat's message ids that the session stores under another (the same messages,
+        saved first by another process that built them apart): state files take the stored id."""
 
     def moved_to(self, engine: Engine) -> "LiveSession":
         """The same session, continued with another engine (after a model switch)."""
         moved = LiveSession(self.manager, self.name, engine, self.revision)
-        moved.seen, moved.state_key = self.seen, self.state_key
+        moved.seen, moved.state_key, moved._stored_ids = self.seen, self.state_key, dict(self._stored_ids)
         moved.attach()
         return moved
 
@@ -396,10 +441,13 @@ class LiveSession:
         self.engine.keep_branches_with(self, self.state_key or None)
 
     # --- the engine's BranchKeeper ------------------------------------------------------------
+    def _stored(self, leaf: str) -> str:
+        return self._stored_ids.get(leaf, leaf)
+
     def keep_branch(self, leaf: str, state: CacheState) -> None:
         """Written by the next save, never on the way to a turn; a leaf whose file exists is not
         written again (a leaf's path never changes, so neither does the cache of it)."""
-        if self.state_key and is_id(leaf) and self.manager.state_path(self.state_key, leaf).exists():
+        if self.state_key and is_id(leaf) and self.manager.state_path(self.state_key, self._stored(leaf)).exists():
             return
         self._branches[leaf] = state
 
@@ -407,7 +455,7 @@ class LiveSession:
         if not self.state_key or not is_id(leaf):
             return None
         try:
-            path = self.manager.state_path(self.state_key, leaf)
+            path = self.manager.state_path(self.state_key, self._stored(leaf))
             state = read_state(path)
         except (SessionError, StateRejected, OSError):
             return None
@@ -416,13 +464,30 @@ class LiveSession:
         touch(path)
         return CacheState(state.tokens[:state.n_valid], state.payload, state.fingerprint)
 
+    def kept_branches(self) -> list[str]:
+        if not self.state_key or not valid_state_key(self.state_key):
+            return []
+        prefix, mine = f"{self.state_key}-", {stored: leaf for leaf, stored in self._stored_ids.items()}
+        return [mine.get(leaf, leaf) for path in self.manager.state_paths(self.state_key)
+                if is_id(leaf := path.name.removesuffix(SUFFIX).removeprefix(prefix))]
+
+    def drop_branches(self, leaves: set[str]) -> None:
+        """A deleted branch's states are not written; its files go with the save that commits the
+        deletion (`SessionManager.prune_states`), never before: until then the database holds it."""
+        for leaf in leaves:
+            self._branches.pop(leaf, None)
+
     def _write_branches(self) -> list[str]:
+        """Write the states the engine stashed of leaves left since the last save; one of a
+        message that is no longer a leaf (a turn went on after it) is of no use and not written."""
         pending, self._branches = self._branches, {}
         if not self.state_key:
             return []
+        tree, shown = self.engine.tree, self.engine.leaf
         notices: list[str] = []
         for leaf, state in pending.items():
-            notices += self.manager.write_branch(self.state_key, leaf, state, self.fingerprint)
+            if leaf == shown or (leaf in tree and not tree.children(leaf)):
+                notices += self.manager.write_branch(self.state_key, self._stored(leaf), state, self.fingerprint)
         return notices
 
     def changed_elsewhere(self) -> SessionConflict | None:
@@ -513,6 +578,7 @@ class LiveSession:
                                 tuple(plan.attachment for plan in engine.attachments), engine.leaf)
             saved = self.manager.store.save(snapshot, turn, base=self.revision, seen=self.seen)
             self.revision, self.seen = saved.revision, (self.seen or frozenset()) | saved.ids
+            self._stored_ids.update(saved.remap)
             if self.state_key != saved.state_key:
                 self.state_key = saved.state_key
                 self.engine.keep_branches_with(self, saved.state_key)
@@ -523,9 +589,27 @@ class LiveSession:
                 self.name = saved.name
             state = self.manager.write_state(saved, engine, fingerprint)
             notices += self._write_branches()
+            # Only now, with the transcript committed and the active leaf's state in place:
+            notices += self.manager.prune_states(saved, {saved.leaf} if saved.leaf else set())
             self._saved = self._what_is_saved()
             return replace(state, record=record, notices=notices + state.notices,
                            save_ms=(time.perf_counter() - started) * 1000)
+
+
+def _owner(path: Path) -> str:
+    """The state key a state file belongs to (its session)."""
+    return path.name.removesuffix(SUFFIX).split("-")[0]
+
+
+def _nearest_on_disk(end: str, parents: dict[str, str | None], on_disk: dict[str, Path]) -> str:
+    """`end` if its state is on disk, else the deepest message before it on its path whose state
+    is (`end` when none is). Stops at a loop (an edited parent) rather than circling."""
+    node: str | None = end
+    seen: set[str] = set()
+    while node is not None and node not in on_disk and node not in seen:
+        seen.add(node)
+        node = parents.get(node)
+    return node if node is not None and node in on_disk else end
 
 
 def _check(stop: threading.Event | None, name: str) -> None:

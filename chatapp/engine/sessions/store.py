@@ -91,6 +91,10 @@ class Saved:
     """Another process had saved in between; this writer's new messages went beside its."""
     ids: frozenset[str] = frozenset()
     """The ids of the writer's messages this save kept (what it has now held)."""
+    leaf: str | None = None
+    """The active leaf this save stored, by its stored id."""
+    remap: dict[str, str] = dataclasses.field(default_factory=dict)
+    """The writer's ids stored under another (the same message, written apart by another process)."""
 
 
 @dataclass(frozen=True)
@@ -327,7 +331,7 @@ class SessionStore:
                     (session_id, idx[0] if idx else -1, model.sha256, turn.backend, turn.prefill_tokens,
                      turn.prefill_ms, record_text(turn.record), now, message_id))
         ids = frozenset(m.id for m in plan.messages if m.id) - plan.deletes
-        return Saved(name, key, Revision(session_id, revision), plan.appended, ids)
+        return Saved(name, key, Revision(session_id, revision), plan.appended, ids, leaf, dict(plan.remap))
 
     @staticmethod
     def _write_system(conn: sqlite3.Connection, session_id: int, stored: list[Message], system: str,
@@ -371,6 +375,20 @@ class SessionStore:
             if row is None or RowReader().integer(row[0], "revision") != revision.number:
                 return False
             action()
+            return True
+
+    def with_tree(self, session_id: int, action: Callable[[dict[str, str | None], str | None], None]) -> bool:
+        """Run `action(parents, active_leaf)` with the session's messages as committed now (id ->
+        parent id), holding the write lock: no save commits and no state file is installed
+        meanwhile. False: the session is gone."""
+        with self._transaction() as conn:
+            row = conn.execute("SELECT active_leaf FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            if row is None:
+                return False
+            parents = {mid: parent if is_id(parent) else None for mid, parent in conn.execute(
+                "SELECT id, parent FROM messages WHERE session_id = ? AND role != 'system'", (session_id,))
+                if is_id(mid)}
+            action(parents, row[0] if is_id(row[0]) else None)
             return True
 
     def with_state_keys(self, action: Callable[[set[str]], None]) -> None:

@@ -1,6 +1,6 @@
 """A subprocess that saves one session over and over, for the kill -9 and concurrency tests.
 
-    python session_saver.py SESSIONS_DIR NAME TAG PAIRS TIMES [SLOW_MS [branches]]
+    python session_saver.py SESSIONS_DIR NAME TAG PAIRS TIMES [SLOW_MS [branches|grow]]
 
 It prefills a synthetic history tagged TAG, then saves it TIMES times (0: until killed),
 printing "begin N" before and "saved N" after each save, or "refused N REASON" when another
@@ -9,7 +9,8 @@ written in 256 KiB pieces with that pause between them, so a kill lands mid-writ
 "writing" is printed as each state file's write starts. With
 "branches", the history is a tree of two branches from the first question (TAG-left and
 TAG-right), and before each save the shown branch is switched, so each save also writes the
-state of the branch left.
+state of the branch left. With "grow", each save follows a real turn: a new leaf each time,
+whose state replaces the one before it (which the save then removes).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from chatapp.engine.models.resolve import resolve_model
 from chatapp.engine.sessions import manager as manager_module
 from chatapp.engine.sessions import SessionManager
 from chatapp.engine.sessions.manager import LiveSession
+from chatapp.engine.stats import TurnRecord
 from chatapp.errors import SessionConflict
 from tests.engine.sessions.session_helpers import SETTINGS, open_engine, prefill_history, synthetic_history
 
@@ -67,9 +69,13 @@ def main() -> None:
         n += 1
         if leaves:
             engine.switch(leaves[n % 2])  # stashes the branch left: this save writes its state too
+        record: TurnRecord | None = None
+        if sys.argv[7:8] == ["grow"]:
+            record = list(engine.send(f"{tag} question {int(pairs) + n}: say one word."))[-1].record
         print(f"begin {n}", flush=True)
         try:
-            report = live.save_now(force=True)  # again, though nothing changed: that is the test
+            # again, though nothing changed: that is the test (or after the turn, as a chat saves)
+            report = live.save_turn(record) if record is not None else live.save_now(force=True)
         except SessionConflict as exc:
             print(f"refused {n} {exc}", flush=True)
             continue

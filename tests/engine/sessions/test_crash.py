@@ -22,9 +22,9 @@ SAVER = Path(__file__).with_name("session_saver.py")
 
 
 def start_saver(directory: Path, name: str, tag: str, pairs: int, times: int, slow_ms: int = 0,
-                branches: bool = False) -> subprocess.Popen:
+                branches: bool = False, grow: bool = False) -> subprocess.Popen:
     args = [str(directory), name, tag, str(pairs), str(times)] + ([str(slow_ms)] if slow_ms or branches else [])
-    args += ["branches"] if branches else []
+    args += ["branches"] if branches else ["grow"] if grow else []
     return subprocess.Popen([sys.executable, str(SAVER), *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
 
@@ -142,3 +142,34 @@ def test_kill_9_during_a_branch_save_leaves_the_tree_and_its_states_consistent(t
     assert live.report.restored, live.report.fallback
     other = next(m.id for m in engine.tree.children(None) if m.id != engine.messages[1].id)
     assert engine.switch(other).how in ("restored", "kept")
+
+
+def test_kill_9_while_a_new_leafs_state_is_saved_leaves_a_session_that_resumes_from_a_kept_state(tmp_path, engine):
+    """Each save after a turn names a new leaf and removes the old leaf's state, in this order:
+    the transcript, then the new leaf's state, then the old one removed. A kill anywhere in
+    between leaves the database's active leaf its own state or the old leaf's, which a resume
+    restores, prefilling only the rest; never more than the two files, and never none."""
+    for delay_ms in (5, 150):  # inside the new state's write; after it (while or after the old goes)
+        directory = tmp_path / f"sessions-{delay_ms}"
+        proc = start_saver(directory, "g", "grow", 8, 0, slow_ms=2, grow=True)
+        try:  # each save follows a turn: on a loaded machine that takes minutes, not seconds
+            wait_for_line(proc, "saved 1", timeout=600)
+            wait_for_line(proc, "begin 3", timeout=600)
+            wait_for_line(proc, "writing")
+            time.sleep(delay_ms / 1000)
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            proc.stdout.close()
+            proc.stderr.close()
+        assert integrity(directory) == "ok"
+        manager = SessionManager.open(SETTINGS, directory)
+        stored = manager.store.get("g")
+        assert len(stored.messages) >= 1 + 2 * (8 + 2)  # the turns saved before the kill, whole
+        kept = manager.state_paths(stored.state_key)
+        assert 1 <= len(kept) <= 2, kept  # the new leaf's, and the old one's until it is removed
+        engine.new_chat()
+        live = manager.resume("g", engine)
+        assert live.report.restored_tokens > 200, live.report.fallback
+        assert engine.messages == stored.messages
+        assert list(engine.send("And then?"))[-1].record.prefill_tokens < 120
