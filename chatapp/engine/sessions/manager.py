@@ -428,11 +428,15 @@ class LiveSession:
         self._stored_ids: dict[str, str] = {}
         """This chat's message ids that the session stores under another (the same messages,
         saved first by another process that built them apart): state files take the stored id."""
+        self._branched: set[str] = set()
+        """The first messages of the branches this chat made on purpose (a --branch-from question,
+        an edit, a regenerated reply): siblings of what another process adds there, never a conflict."""
 
     def moved_to(self, engine: Engine) -> "LiveSession":
         """The same session, continued with another engine (after a model switch)."""
         moved = LiveSession(self.manager, self.name, engine, self.revision)
         moved.seen, moved.state_key, moved._stored_ids = self.seen, self.state_key, dict(self._stored_ids)
+        moved._branched = set(self._branched)
         moved.attach()
         return moved
 
@@ -551,6 +555,13 @@ class LiveSession:
         quitting right after a turn's autosave costs no second KV-state write."""
         return self._save(None, force=force)
 
+    def _note_branch(self, record: TurnRecord) -> None:
+        extra = record.extra
+        first = {"branch": extra.get("parent_id"), "edit": extra.get("parent_id"),
+                 "regenerate": extra.get("message_id")}.get(str(extra.get("action")))
+        if is_id(first):
+            self._branched.add(first)
+
     def _what_is_saved(self) -> SavedKey:
         engine = self.engine
         return self.name, tuple(self._snapshot_messages()), engine.leaf, engine.window_start, engine.kv_used()
@@ -567,6 +578,7 @@ class LiveSession:
             turn = None
             if record is not None:
                 record = self.annotate(record)
+                self._note_branch(record)
                 data = record.to_json()
                 data.update(model=summary.name, quant=summary.quant, backend=summary.backend,
                             kv_type=summary.kv_type, threads=data.get("threads", summary.threads),
@@ -576,9 +588,11 @@ class LiveSession:
                 turn = TurnRow(last, summary.backend, record.prefill_tokens, record.prefill_ms, data, reply_id)
             snapshot = Snapshot(self.name, identity, self._snapshot_messages(), engine.window_start, engine.kv_used(),
                                 tuple(plan.attachment for plan in engine.attachments), engine.leaf)
-            saved = self.manager.store.save(snapshot, turn, base=self.revision, seen=self.seen)
+            saved = self.manager.store.save(snapshot, turn, base=self.revision, seen=self.seen,
+                                            branched=frozenset(self._branched))
             self.revision, self.seen = saved.revision, (self.seen or frozenset()) | saved.ids
             self._stored_ids.update(saved.remap)
+            self._branched.clear()  # stored now: no longer new, so never in a conflict again
             if self.state_key != saved.state_key:
                 self.state_key = saved.state_key
                 self.engine.keep_branches_with(self, saved.state_key)

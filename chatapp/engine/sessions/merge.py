@@ -6,8 +6,10 @@ updated, and the ones it removed (a deleted branch) are deleted. When another pr
 meanwhile, both keep what they added as long as they added in different places: each side's new
 messages hang under messages both had seen (their attach points), and only two writers adding
 under the same message conflict (as two processes continuing the same leaf always did), and the
-second is refused with SessionConflict and writes nothing. A writer that has seen everything the
-other wrote simply appends.
+second is refused with SessionConflict and writes nothing. A message the writer added as a new
+branch on purpose (`branched`: a --branch-from question, an edit, a regenerated reply) is a
+sibling of whatever another process added there, so it conflicts with nothing. A writer that has
+seen everything the other wrote simply appends.
 
 Messages without ids (a transcript written as a list, as before trees) are matched to the stored
 tree by content along their path, so they continue it rather than start a new branch.
@@ -80,11 +82,13 @@ def adopt_ids(stored: Sequence[Message], mine: Sequence[Message]) -> tuple[list[
 
 
 def plan_save(stored: Sequence[Message], mine: Sequence[Message], *, current: bool,
-              seen: frozenset[str] | None) -> SavePlan:
+              seen: frozenset[str] | None, branched: frozenset[str] = frozenset()) -> SavePlan:
     """`current`: nobody saved since the writer's base; `seen`: the ids the writer has held (read
     or written), so a stored message it does not hold now is one it removed. Without `seen`, a
-    current writer's tree replaces the stored one, and another's removes nothing stored."""
+    current writer's tree replaces the stored one, and another's removes nothing stored.
+    `branched`: the writer's messages that start a branch on purpose (see the module's docstring)."""
     mine, remap = adopt_ids(stored, mine)
+    branched = frozenset(remap.get(i, i) for i in branched)
     stored_by_id = {m.id: m for m in stored if m.role != "system" and m.id}
     mine_by_id = {m.id: m for m in mine if m.role != "system"}
     plan = SavePlan(mine, remap=remap)
@@ -108,7 +112,8 @@ def plan_save(stored: Sequence[Message], mine: Sequence[Message], *, current: bo
     ours = {m.id for m in new_mine}
     their_points = {m.parent for m in others if m.parent not in theirs}
     our_points = {m.parent for m in new_mine if m.parent not in ours}
-    if our_points & their_points or our_points & removed_by_them:
+    continued = {m.parent for m in new_mine if m.parent not in ours and m.id not in branched}
+    if continued & their_points or our_points & removed_by_them:
         raise Conflict()
     if any(m.parent in removed_by_me for m in others):
         raise Conflict()

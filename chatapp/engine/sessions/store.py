@@ -269,10 +269,11 @@ class SessionStore:
 
     # --- writes --------------------------------------------------------------------
     def save(self, snap: Snapshot, turn: TurnRow | None = None, *, base: Revision | None = None,
-             seen: frozenset[str] | None = None) -> Saved:
+             seen: frozenset[str] | None = None, branched: frozenset[str] = frozenset()) -> Saved:
         """Write the tree (and this turn's record) in one transaction; see the module's docstring
-        and chatapp.engine.sessions.merge for how `base` and `seen` (the ids the writer last
-        read or wrote) decide what is written and when the save is refused."""
+        and chatapp.engine.sessions.merge for how `base`, `seen` (the ids the writer last read or
+        wrote) and `branched` (its messages that start a branch on purpose) decide what is
+        written and when the save is refused."""
         now = time.time()
         model = snap.model
         system = snap.messages[0].content if snap.messages and snap.messages[0].role == "system" else ""
@@ -304,7 +305,7 @@ class SessionStore:
                 stored, _ = read_messages(conn, session_id)
                 current = base is not None and revision == base.number
                 try:
-                    plan = plan_save(stored, snap.messages, current=current, seen=seen)
+                    plan = plan_save(stored, snap.messages, current=current, seen=seen, branched=branched)
                 except Conflict:
                     raise changed_elsewhere(name) from None
                 if current:  # a row whose id was edited away was read (and is written) under a new id

@@ -173,3 +173,23 @@ def test_a_process_that_built_the_same_transcript_apart_saves_its_state_under_th
     assert list(files(manager, "s")) == [stored_leaf]  # today: a second file, under the engine's own id
     assert second.kept_branches() == [engine.leaf]  # the engine finds it under the id it knows
 
+
+def test_two_branches_from_one_reply_at_once_are_both_saved_with_their_states(default_model_path, tmp_path):
+    """Two processes branch after the same reply at once (ask --branch-from twice): the two new
+    questions are siblings, which cannot conflict, so the second save keeps both."""
+    manager = SessionManager.open(SETTINGS, tmp_path)
+    one, two = open_engine(default_model_path), open_engine(default_model_path)
+    try:
+        live = manager.resume("s", one)
+        live.save_turn(run_turn(one, "Name a fruit."))
+        reply = one.leaf
+        a, b = manager.resume("s", one), manager.resume("s", two)  # both open it before either branches
+        a.save_turn(list(one.send_after(reply, "Name a colour."))[-1].record)
+        b.save_turn(list(two.send_after(reply, "Name a planet."))[-1].record)  # today: SessionConflict
+        stored = manager.store.get("s")
+        assert [m.content for m in stored.tree if m.parent == reply] == ["Name a colour.", "Name a planet."]
+        assert stored.leaf == two.leaf
+        assert set(files(manager, "s")) == {one.leaf, two.leaf}  # each leaf its state, the reply's gone
+    finally:
+        one.close()
+        two.close()

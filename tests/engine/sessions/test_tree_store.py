@@ -86,6 +86,26 @@ def test_two_writers_on_different_branches_both_keep_their_turns_and_on_one_leaf
     assert "also after a1" not in {m.content for m in store.get("s").tree}
 
 
+def test_two_writers_branching_on_purpose_after_one_message_are_both_kept_and_a_plain_continuation_is_not(tmp_path):
+    """Siblings cannot conflict: a writer whose new message starts a branch on purpose (`branched`:
+    ask --branch-from, an edit, a regenerate) is saved beside another's messages at that place."""
+    store = SessionStore.open(tmp_path)
+    tree, ids = tree_of(("q1", "user", None), ("a1", "assistant", "q1"))
+    first = store.save(snap(tree))
+    mine, theirs, plain = (MessageTree.from_messages(tree.messages()) for _ in range(3))
+    theirs.add(Message("user", "theirs"), ids["a1"])
+    store.save(snap(theirs), base=first.revision, seen=first.ids)
+    branch = mine.add(Message("user", "mine"), ids["a1"])
+    mine.add(Message("assistant", "my reply"), branch.id)
+    merged = store.save(snap(mine), base=first.revision, seen=first.ids, branched=frozenset({branch.id}))
+    stored = store.get("s")
+    assert merged.appended and [m.content for m in stored.tree if m.parent == ids["a1"]] == ["theirs", "mine"]
+    assert stored.leaf == mine.leaf
+    plain.add(Message("user", "also after a1"), ids["a1"])
+    with pytest.raises(SessionConflict, match="changed by another process"):
+        store.save(snap(plain), base=first.revision, seen=first.ids)
+
+
 def test_four_concurrent_writers_on_two_branches(tmp_path):
     """Two writers per branch, each adding turns after its own leaf: on each branch the first
     writer wins every save, the second is refused (it never saw the first's turns), and
