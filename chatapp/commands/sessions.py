@@ -242,14 +242,22 @@ def _first_line(text: str, width: int = 60) -> str:
 
 @app.command("checkout")
 def checkout(name: NameArg,
-             message: Annotated[str, typer.Argument(help="The id (or a unique prefix of it) of the message "
+             message: Annotated[str, typer.Argument(help="The id (or a unique prefix of it) of the reply "
                                                          "the active path should end at.")]) -> None:
-    """Make the path ending at a message the session's active one: the TUI and the next `ask
+    """Make the path ending at a reply the session's active one: the TUI and the next `ask
     --session` continue from there."""
     from chatapp.engine.chat.tree import MessageTree
+    from chatapp.errors import InputError
 
     manager = _manager()
     session = manager.store.get(_checked(name))
-    message_id = MessageTree.from_messages(session.tree, session.leaf).resolve(message)
+    tree = MessageTree.from_messages(session.tree, session.leaf)
+    message_id = tree.resolve(message)
+    if tree[message_id].role == "user":  # the next ask would put two questions in a row: refused, as --branch-from
+        replies = [m.id for m in tree.children(message_id)]
+        options = [f"its reply {', '.join(replies)}"] if replies else []
+        options += [f"the reply before it, {tree[message_id].parent}"] if tree[message_id].parent else []
+        raise InputError(f"message {message_id} is a user message: the active path ends at a reply, as a branch "
+                         f"starts after one" + (f" (check out {' or '.join(options)})" if options else ""))
     manager.store.set_leaf(name, message_id)
     Console(stderr=True, highlight=False).print(f"session {escape(name)}: active path now ends at {message_id}")

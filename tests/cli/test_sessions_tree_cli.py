@@ -68,6 +68,17 @@ def test_a_branch_from_a_kept_leaf_in_a_new_process_starts_from_that_leafs_own_s
     assert after["prefill_tokens"] < 20, after  # today: the old leaf's question and reply again too
 
 
+def test_checkout_of_a_question_is_refused_as_a_branch_from_it_is(chatapp_exe, branched):
+    """The next ask would put a second question after it: a path ends at a reply."""
+    before = tree(chatapp_exe)
+    question = next(row for row in before if row["content"] == "Name a colour.")
+    out = chatapp_exe("sessions", "checkout", "t", question["id"])
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "is a user message: the active path ends at a reply" in out.stderr
+    assert question["children"][0] in out.stderr and question["parent"] in out.stderr  # what to check out instead
+    assert tree(chatapp_exe) == before
+
+
 def test_export_has_the_active_path_by_default_and_every_branch_on_request(chatapp_exe, branched, tmp_path):
     out = chatapp_exe("sessions", "export", "t", "--format", "json")
     data = json.loads(out.stdout)
