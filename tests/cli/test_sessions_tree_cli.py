@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from chatapp.engine.sessions.schema import SCHEMA_VERSION
 from tests.cli.conftest import records
 
 ASK = ("ask", "--temperature", "0", "--threads", "2", "--max-tokens", "12", "--session", "t", "--json")
@@ -121,7 +122,7 @@ def test_branching_from_a_question_or_an_unknown_id_changes_nothing(chatapp_exe,
 def test_a_tree_from_a_newer_chatapp_is_refused_in_one_line(chatapp_exe, branched, isolated_dirs):
     db = Path(isolated_dirs["XDG_DATA_HOME"]) / "chatapp" / "sessions" / "sessions.db"
     with sqlite3.connect(db) as conn:
-        conn.execute("PRAGMA user_version = 5")
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     out = chatapp_exe("sessions", "tree", "t")
     assert out.returncode == 2 and "newer chatapp" in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
