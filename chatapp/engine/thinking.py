@@ -270,10 +270,13 @@ class Steering:
 
 
 def render_history(render: Callable[[list], str], messages: Sequence, fmt: ThinkingFormat,
-                   history: ThinkingHistory, replace_content: Callable[[object, str], object]) -> str:
+                   history: ThinkingHistory, replace_content: Callable[[object, str], object],
+                   generated: Callable[[object], str] | None = None) -> str:
     """The conversation through the template, with earlier thoughts as `history` says: "template"
     renders as the template does; "keep" puts each reply's thought back where it was generated
-    (each kept reply goes in as a placeholder the template cannot cut, then is written back)."""
+    (each kept reply goes in as a placeholder the template cannot cut, then is written back).
+    `generated` gives a reply's text exactly as it was decoded where it is known (see
+    `kept_text`), else the text is rebuilt from its parts (`ThinkingFormat.kept_content`)."""
     if history == "template" or not fmt.active or not any(getattr(m, "thinking", "") for m in messages):
         return render(list(messages))
     kept: dict[str, str] = {}
@@ -281,10 +284,22 @@ def render_history(render: Callable[[list], str], messages: Sequence, fmt: Think
     for i, message in enumerate(messages):
         if message.role == "assistant" and message.thinking:
             mark = f"\ue000chatapp-kept-{i}\ue001"
-            kept[mark] = fmt.kept_content(message.thinking, message.content)
+            kept[mark] = (generated(message) if generated else "") or fmt.kept_content(message.thinking,
+                                                                                     message.content)
             message = replace_content(message, mark)
         placed.append(message)
     text = render(placed)
     for mark, content in kept.items():
         text = text.replace(mark, content)
     return text
+
+
+def kept_text(fmt: ThinkingFormat, reply: str, thinking: str, answer: str) -> str:
+    """A reply as it was decoded after the generation prompt, for "keep": the prompt's own opening
+    (R1's), then `reply` as the backend wrote it (the whitespace between the thought's close and
+    the answer included, which the answer leaves out), when it splits into this thought and
+    answer; "" when it does not (then the text is rebuilt from the parts)."""
+    split = split_reply(fmt, reply)
+    if (split.thinking, split.answer) != (thinking, answer) or not thinking:
+        return ""
+    return fmt.prompt_opening + reply

@@ -44,3 +44,27 @@ def test_ask_prints_the_thought_dimmed_on_stderr_and_the_answer_alone_on_stdout(
     start, end = shown.index("thinking:"), shown.index("(end of thought)")
     thought = shown[start + len("thinking:"):end].strip()
     assert thought and "</think>" not in thought and thought not in answer
+
+
+def ask_in_session(chatapp_exe, r1_model, history: str, question: str) -> dict:
+    result = chatapp_exe("ask", "--model", str(r1_model), "--json", "--temperature", "0", "--max-tokens", "24",
+                         "--think-budget", "6", "--thinking-history", history, "--session", history, question)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def test_keep_in_a_session_reuses_the_whole_last_turn_in_the_next_process(chatapp_exe, r1_model):
+    """The saved state holds the reply as decoded, thought and all; the next process renders it back
+    token for token (the record's reply_as_decoded where the parts alone would not), so it is all reused."""
+    first = ask_in_session(chatapp_exe, r1_model, "keep", "What is the capital of France?")
+    second = ask_in_session(chatapp_exe, r1_model, "keep", "And of Italy?")
+    assert second["cached_tokens"] == first["prompt_tokens"] + first["generated_tokens"]
+    assert second["reprefill_expected"] == 0 and second["reprefill_tokens"] == 0
+
+
+def test_template_in_a_session_predicts_what_it_prefills_again(chatapp_exe, r1_model):
+    ask_in_session(chatapp_exe, r1_model, "template", "What is the capital of France?")
+    second = ask_in_session(chatapp_exe, r1_model, "template", "And of Italy?")
+    assert second["reprefill_expected"] > 0  # the answer after the dropped thought
+    assert abs(second["reprefill_tokens"] - second["reprefill_expected"]) <= 1
+    assert second["prefill_tokens"] >= second["reprefill_expected"]

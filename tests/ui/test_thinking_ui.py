@@ -14,8 +14,10 @@ from chatapp.ui.commands import COMMANDS
 from chatapp.ui.keys import APP_BINDINGS
 from chatapp.ui.messages import ReplyProgress, ThoughtProgress, TurnFinished
 from chatapp.ui.shown import shown_path
+from chatapp.ui.widgets.kv_panel import KVPanel
 from chatapp.ui.widgets.reply import Reply
 from chatapp.ui.widgets.thought import Thought
+from chatapp.ui.widgets.tokens_panel import TokensPanel
 from chatapp.ui.widgets.transcript import Transcript
 from tests.engine.chat.thinking_templates import R1_SHAPED
 from tests.gguf_copy import copies_with_templates
@@ -80,3 +82,35 @@ async def test_ctrl_g_stops_the_thought_and_the_model_answers(make_app):
         thought, reply = drawn(app)
         assert thought.collapsed and reply.source == record.reply
         assert seen.count(TurnFinished) == 1
+
+
+async def test_the_panels_say_what_the_next_turn_re_prefills_before_it_is_sent(make_app):
+    """The R1-shaped template drops the thought from the history: after a turn the KV panel says
+    how many tokens the next one will prefill again, and why, and the Tokens panel points at where
+    the next prompt parts from the cache; the next turn then prefills that many again."""
+    app, seen = make_app(incognito=True, think_budget=6, max_tokens=24, thinking_history="template",
+                         prefill_while_typing=False)  # typed ahead, the history would be prefilled before Enter
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        await send_text(pilot, app, seen, "What is the capital of France?")
+        figures = app.branch.figures
+        assert figures.reprefill > 0 and figures.reprefill_reason == "the template drops earlier thoughts"
+        kv, tokens = app.query_one(KVPanel), app.query_one(TokensPanel)
+        said = kv.draw(80).plain
+        assert f"next turn re-prefills {figures.reprefill} tok: the template drops earlier thoughts" in said
+        assert tokens.next_break == figures.reprefill_at
+        assert "the template drops earlier thoughts" in tokens._summary(80).plain
+        assert "▷" in tokens.query_one("#tokens-pieces").render().plain
+        record = (await send_text(pilot, app, seen, "And of Italy?")).record
+        assert record.reprefill_expected == figures.reprefill
+        assert abs(record.extra["reprefill_tokens"] - figures.reprefill) <= 1
+
+
+async def test_keeping_thoughts_shows_nothing_to_re_prefill(make_app):
+    app, seen = make_app(incognito=True, think_budget=6, max_tokens=24, thinking_history="keep",
+                         prefill_while_typing=False)
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        await send_text(pilot, app, seen, "What is the capital of France?")
+        assert app.branch.figures.reprefill == 0 and app.query_one(TokensPanel).next_break is None
+        assert "re-prefills" not in app.query_one(KVPanel).draw(80).plain
+        record = (await send_text(pilot, app, seen, "And of Italy?")).record
+        assert record.reprefill_expected == 0 and record.extra["reprefill_tokens"] == 0

@@ -101,6 +101,13 @@ class BranchFigures:
     cells: int
     """Cells the cache holds: `cached`, and anything past it that the next turn will overwrite."""
     n_ctx: int
+    reprefill: int = 0
+    """Of the cells the cache holds for this branch, those the next turn prefills again because
+    the template rewrites the history (a thinking model's template drops earlier thoughts)."""
+    reprefill_at: int | None = None
+    """The cache position where that starts (the break the next turn will meet); None when 0."""
+    reprefill_reason: str = ""
+    """Why, in words: "the template drops earlier thoughts"."""
 
     @property
     def to_prefill(self) -> int:

@@ -123,6 +123,7 @@ class Engine:
         self._conversation.reset()
         self._attachments = None
         self._reply_probs = {}
+        self._thinking.forget()
         self._forget_branches()
 
     def load_conversation(self, messages: Sequence[Message], window_start: int | None = None,
@@ -131,6 +132,7 @@ class Engine:
         without: one path), the active path ending at `leaf` (the last message by default)."""
         self._conversation.load(messages, window_start, leaf)
         self._reply_probs = {}
+        self._thinking.forget()
         self._forget_branches()
 
     def reply_probs(self, message_id: str) -> tuple[TokenProbs, ...]:
@@ -140,6 +142,12 @@ class Engine:
     def remember_reply_probs(self, probs: dict[str, tuple[TokenProbs, ...]]) -> None:
         """Probabilities of replies in the loaded conversation (a saved session's turn records)."""
         self._reply_probs.update({mid: p for mid, p in probs.items() if p and mid in self._conversation.tree})
+
+    def remember_decoded(self, texts: dict[str, str]) -> None:
+        """Replies' text as their turns decoded it (a saved session's turn records say it as
+        "reply_as_decoded" where it differs from the thought and answer put back together), so
+        that keeping earlier thoughts renders them token for token as the saved cache holds them."""
+        self._thinking.remember_decoded({mid: text for mid, text in texts.items() if mid in self._conversation.tree})
 
     def score_reply(self, message_id: str, n_top: int, stop: threading.Event | None = None) -> Scored:
         """Reply `message_id` of the shown path, written without probabilities, scored after the
@@ -243,10 +251,14 @@ class Engine:
     def branch_figures(self) -> BranchFigures:
         """The shown branch's figures: its tokens, how many the cache holds, the cells in use."""
         messages = self.context_messages()
-        expected = self.prompt_ids(messages, add_generation_prompt=False) if messages else []
+        expected, glue = self._history_ids(messages)
         cached = self._backend.cached_tokens()
-        return BranchFigures(self._conversation.tree.leaf, len(expected), common_prefix(cached, expected),
-                             len(cached), self.n_ctx)
+        held = common_prefix(cached, expected)
+        leaf = self._conversation.tree.leaf
+        whole = leaf is not None and leaf == self._cache_leaf  # the cache: the one this path's last turn left
+        again = self._thinking.reprefill_expected(cached, expected, glue, whole) if cached else 0
+        return BranchFigures(self._conversation.tree.leaf, len(expected), held, len(cached), self.n_ctx,
+                             again, held if again else None, self._reprefill_reason(messages) if again else "")
 
     def kept_leaves(self) -> dict[str, str]:
         """The leaves a switch would restore instead of prefilling, and where their cache is:
@@ -456,6 +468,33 @@ class Engine:
     def thinking(self) -> "thoughts.Thinking":
         """The thinking format, budget and history choice; `answer_now()` steers a running turn."""
         return self._thinking
+
+    def reprefill_expected(self) -> int:
+        """Tokens the next turn will prefill again because the template rewrites the history
+        (drops earlier thoughts): of the shown path's prompt, those its last turn decoded into the
+        cache that the prompt no longer starts with (see thoughts.Thinking.reprefill_expected). Known before
+        the question is typed; the turn's record then says `reprefill_expected` and, measured,
+        `reprefill_tokens`."""
+        return self.branch_figures().reprefill
+
+    def _reprefill_reason(self, messages: Sequence[Message]) -> str:
+        fmt = self._thinking.format
+        if fmt.active and fmt.drops_history and self._thinking.history == "template" \
+                and any(m.thinking for m in messages):
+            return "the template drops earlier thoughts"
+        return "the template rewrites the history"
+
+    def _history_ids(self, messages: Sequence[Message]) -> tuple[list[int], int]:
+        """The prompt of `messages` without the generation prompt, and how many of its last
+        tokens are the template's end of turn (a control token, and only whitespace after it)."""
+        if not messages:
+            return [], 0
+        ids = self.prompt_ids(messages, add_generation_prompt=False)
+        tail = self.describe(ids[-4:])
+        ends = [i for i, t in enumerate(tail) if t.special]
+        if ends and not "".join(t.piece for t in tail[ends[-1] + 1:]).strip():
+            return ids, len(tail) - ends[-1]
+        return ids, 0
 
     def answer_now(self) -> bool:
         """Stop thinking and answer: from any thread, the running turn forces its thought's
@@ -776,8 +815,10 @@ class Engine:
         generation, ttft_ms, finished = self.generation, None, None
         steer = self._thinking.steering()
         split = thoughts.TurnSplit(steer.fmt if steer is not None else None)
-        expected = self._thinking.reprefill_expected(self._backend.cached_tokens(), prompt_messages[:-1],
-                                                     self.prompt_ids)
+        cached_before = self._backend.cached_tokens()
+        history_ids, glue = self._history_ids(prompt_messages[:-1])
+        whole = question.parent is not None and question.parent == self._cache_leaf  # the cache: its path's
+        expected = self._thinking.reprefill_expected(cached_before, history_ids, glue, whole) if cached_before else 0
         try:
             stream = self._backend.stream(prompt, generation, self._stop, reuse_limit=reuse_limit, forced=forced,
                                           **({"steer": steer} if steer is not None else {}))
@@ -810,6 +851,7 @@ class Engine:
         answer, thinking = split.parts(finished.reply)
         reply = self._conversation.add(Message("assistant", answer, stopped=finished.finish_reason == "stopped",
                                                thinking=thinking))
+        decoded = self._thinking.remember(reply.id, finished.reply, thinking, answer)
         self._cache_leaf, self._kept_as_is = reply.id, None
         record = TurnRecord(
             reply=answer, prompt_tokens=len(prompt) + len(forced), cached_tokens=prefill.cached_tokens,
@@ -823,6 +865,11 @@ class Engine:
             thinking_ms=split.thinking_ms, reprefill_expected=expected,
         )
         record.extra.update(message_id=reply.id, parent_id=reply.parent, action=action)
+        if decoded:  # a resumed session renders the reply back as it was decoded ("keep")
+            record.extra["reply_as_decoded"] = decoded
+        if thinking or expected:  # measured as predicted: prefilled at places the cache held before
+            held = self._thinking.reprefill_held(cached_before, history_ids, glue, whole) if cached_before else 0
+            record.extra["reprefill_tokens"] = max(0, prefill.prefill_tokens - (len(prompt) + len(forced) - held))
         if finished.probs:
             self._reply_probs[reply.id] = finished.probs
         if action != "send":

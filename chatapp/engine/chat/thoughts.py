@@ -4,14 +4,14 @@ split into thought and answer events (the format and the parser: chatapp.engine.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from chatapp.config import ThinkingHistory, Settings
 from chatapp.engine.backend import Backend
 from chatapp.engine.events import Message, TextDelta, ThoughtDelta
-from chatapp.engine.thinking import NO_THINKING, Steering, ThinkingFormat, ThoughtSplitter, detect, render_history, \
-    split_reply
+from chatapp.engine.thinking import NO_THINKING, Steering, ThinkingFormat, ThoughtSplitter, detect, kept_text, \
+    render_history, split_reply
 from chatapp.engine.tokens import common_prefix
 
 
@@ -25,6 +25,8 @@ class Thinking:
         """Thought tokens per reply before the close is forced; None: no budget."""
         self.history: ThinkingHistory = settings.thinking_history
         self._steer: Steering | None = None
+        self._generated: dict[str, str] = {}
+        """Replies' text exactly as decoded, by message id, for "keep" (`kept_text`)."""
 
     @property
     def format(self) -> ThinkingFormat:
@@ -48,8 +50,28 @@ class Thinking:
         if not any(m.thinking for m in messages):
             return self._backend.render(messages, add_generation_prompt=add_generation_prompt)
         return render_history(lambda placed: self._backend.render(placed, add_generation_prompt=add_generation_prompt),
-                              messages, self.format, self.history, lambda m, content: replace(m, content=content,
-                                                                                              thinking=""))
+                              messages, self.format, self.history,
+                              lambda m, content: replace(m, content=content, thinking=""),
+                              lambda m: self._generated.get(m.id, ""))
+
+    def remember(self, message_id: str, reply: str, thinking: str, answer: str) -> str:
+        """A reply's text as its turn decoded it (the backend's whole reply), so that "keep"
+        renders it back token for token: rebuilt from its parts, the whitespace between the
+        thought and the answer could differ, and every token after it would be prefilled again.
+        Returns that text where it differs from the rebuilt one (for the turn's record, so that a
+        resumed session renders it the same: `remember_decoded`), else ""."""
+        text = kept_text(self.format, reply, thinking, answer) if self.format.active else ""
+        if not text:
+            return ""
+        self._generated[message_id] = text
+        return "" if text == self.format.kept_content(thinking, answer) else text
+
+    def remember_decoded(self, texts: dict[str, str]) -> None:
+        """Replies' text as decoded, from a saved session's turn records ("reply_as_decoded")."""
+        self._generated.update({mid: text for mid, text in texts.items() if text})
+
+    def forget(self) -> None:
+        self._generated.clear()
 
     def marker_ids(self, text: str) -> list[int]:
         """Text the model would write (markers as their own tokens where the vocabulary has them),
@@ -60,10 +82,20 @@ class Thinking:
             ids = ids[1:]
         return ids
 
+    def continued_ids(self, text: str) -> list[int]:
+        """`marker_ids(text)` as they come out when the answer's text follows: the forced close's
+        last tokens as the template's history will tokenize them (a "\n\n" alone is one token,
+        before a word two), so that keeping the thought reuses the cache past it."""
+        ids = self.marker_ids(text + "A")
+        last = self._backend.describe(ids[-1:])
+        if last and not last[0].special and last[0].piece == "A":
+            return ids[:-1]
+        return self.marker_ids(text)
+
     def steering(self) -> Steering | None:
         """A new turn's steering, or None for a model that does not think."""
         fmt = self.format
-        self._steer = Steering(fmt, self.marker_ids(fmt.forced_close), self.budget) if fmt.active else None
+        self._steer = Steering(fmt, self.continued_ids(fmt.forced_close), self.budget) if fmt.active else None
         return self._steer
 
     def answer_now(self) -> bool:
@@ -75,15 +107,20 @@ class Thinking:
         steer.answer_now.set()
         return True
 
-    def reprefill_expected(self, cached: Sequence[int], history: Sequence[Message],
-                           prompt_ids: Callable[..., list[int]]) -> int:
-        """Of the conversation before the new question, the tokens the cache holds that the next
-        prompt no longer starts with: they are prefilled again (a template that drops earlier
-        thoughts rewrites them). 0 when the cache holds a prefix of the new history."""
-        if not history or not cached:
-            return 0
-        before = prompt_ids(list(history), add_generation_prompt=False)
-        return max(0, min(len(before), len(cached)) - common_prefix(cached, before))
+    @staticmethod
+    def reprefill_held(cached: Sequence[int], history_ids: Sequence[int], glue: int, whole: bool) -> int:
+        """How much of the conversation before the next question (`history_ids`, its prompt
+        without the generation prompt) the cache stands for: all of it but the `glue` after the
+        last message (its end of turn, never decoded into the cache) when the cache is that path's
+        as its last turn left it (`whole`: maybe cut back where a save dropped what no longer
+        matched), else what the cache holds at those places."""
+        return len(history_ids) - glue if whole else min(len(cached), len(history_ids) - glue)
+
+    def reprefill_expected(self, cached: Sequence[int], history_ids: Sequence[int], glue: int, whole: bool) -> int:
+        """The tokens of that part the next turn prefills again: those past where the cache and
+        the new history part (a template that drops earlier thoughts rewrites them). 0 when the
+        cache holds a prefix of the history."""
+        return max(0, self.reprefill_held(cached, history_ids, glue, whole) - common_prefix(cached, history_ids))
 
 
 class TurnSplit:

@@ -204,8 +204,9 @@ class SessionManager:
         engine.clear_cache()
         n_system = 1 if stored.messages and stored.messages[0].role == "system" else 0
         engine.load_conversation(stored.tree, stored.window_start, stored.leaf)
-        engine.remember_reply_probs({mid: probs_from_json(record.get("logprobs"))
-                                     for mid, record in self.store.records_by_message(name).items()})
+        records = self.store.records_by_message(name)
+        engine.remember_reply_probs({mid: probs_from_json(record.get("logprobs")) for mid, record in records.items()})
+        engine.remember_decoded({mid: record.get("reply_as_decoded") or "" for mid, record in records.items()})
         live.seen = frozenset(m.id for m in stored.tree if m.id)
         live.state_key = stored.state_key if valid_state_key(stored.state_key) else None
         live.attach()

@@ -129,9 +129,11 @@ class KVPanel(ThemedPanel):
             if self.branch.growths:
                 lines.append(Text(f"this turn wrote: {count(self.branch.growths[-1])} cells"))
             lines.append(self._forecast_line(width))
+            lines.extend(self._reprefill_lines())
         elif (figures := self.branch.figures) is not None and figures.tokens:
             lines.append(self._branch_line(figures, width))
-            if figures.cells > figures.cached:
+            lines.extend(self._reprefill_lines())
+            if figures.cells > figures.cached + figures.reprefill:
                 lines.append(Text(f"{count(figures.cells - figures.cached)} cells hold another path's tokens: "
                                   "the next turn overwrites them", style="dim"))
         if self.note and not self.live:
@@ -140,6 +142,15 @@ class KVPanel(ThemedPanel):
         if warning is not None:
             lines.append(warning)
         return Text("\n").join(lines)
+
+    def _reprefill_lines(self) -> list[Text]:
+        """What the next turn will prefill again because the template rewrites the history, said
+        before the question is sent (the Tokens panel points at where it starts)."""
+        figures = self.branch.figures
+        if figures is None or not figures.reprefill:
+            return []
+        return [Text(f"next turn re-prefills {count(figures.reprefill)} tok: {figures.reprefill_reason}",
+                     style=fg(self, "warning"))]
 
     def _bytes_line(self, width: int) -> Text:
         per_token = self.bytes_per_token

@@ -307,10 +307,23 @@ class TokensPanel(VerticalScroll):
         if broken is not None and broken < len(view):
             lines.append(Text(f"▶ prefix reuse broke at token {count(broken)}: "
                               f"{shown_piece(view[broken].token.piece)!r}", style=fg(self, "warning")))
+        figures, at = self.branch.figures, self.next_break
+        if figures is not None and at is not None:
+            lines.append(Text(f"▷ the next turn re-prefills {_plural(figures.reprefill, 'token')} from token "
+                              f"{count(at)} ({shown_piece(view[at].token.piece)!r}): {figures.reprefill_reason}",
+                              style=fg(self, "warning")))
         return lines
 
+    @property
+    def next_break(self) -> int | None:
+        """Where in the last turn's tokens (the cache) the next turn's prompt will part from them
+        because the template rewrites the history; None when it will not."""
+        figures = self.branch.figures
+        at = figures.reprefill_at if figures is not None and figures.reprefill else None
+        return at if at is not None and at < len(self.turn_view) else None
+
     def _turn_pieces(self) -> Text:
-        view, broken = self.turn_view, self.reuse_broken_at
+        view, broken, coming = self.turn_view, self.reuse_broken_at, self.next_break
         origin = {name: fg(self, ORIGIN_COLOURS[name]) for name in ORIGINS}
         backgrounds = [bg(self, "token-a"), bg(self, "token-b")]
         retrieved = [bg(self, "token-retrieved-a"), bg(self, "token-retrieved-b")]
@@ -330,6 +343,8 @@ class TokensPanel(VerticalScroll):
             if i == broken:
                 pieces.append("▶", style=fg(self, "warning", bold=True, reverse=True))
                 style += Style(underline=True)
+            if i == coming:  # where the next turn's prompt parts from the cache
+                pieces.append("▷", style=fg(self, "warning", bold=True, reverse=True))
             self._append(pieces, item.token, style, i - max(len(view) - WINDOW, 0))
         return pieces
 
