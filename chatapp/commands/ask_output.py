@@ -138,10 +138,11 @@ def alternatives_table(probs: Sequence[TokenProbs]) -> str:
 def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_json: bool,
             session: str | None = None, attachments: list[Loaded] | None = None, system: str | None = None,
             branch_from: str | None = None, logprobs: int = 0, at_token: tuple[int, int] | None = None,
-            tools: ToolOptions | None = None) -> None:
+            tools: ToolOptions | None = None, think_more: int = 0) -> None:
     """`system`: the --system given, which replaces a resumed session's system prompt;
     `branch_from`: the message (of `session`) the first prompt branches after;
-    `logprobs`: candidates per reply token for the JSON records (0: none)."""
+    `logprobs`: candidates per reply token for the JSON records (0: none);
+    `think_more`: after the last reply, a reply beside it that thinks on that many more tokens."""
     from chatapp.commands.opening import open_engine
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -164,7 +165,7 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
             tool_turns, registry = open_tool_turns(engine, tools, err)
         with ctrl_c_stops(engine) as stopped:
             _ask(engine, manager, session, prompts, as_json, err, out, attachments or [], system, stopped,
-                 branch_from, at_token, tool_turns if tools is not None else None)
+                 branch_from, at_token, tool_turns if tools is not None else None, think_more)
     finally:
         if registry is not None:
             registry.close()
@@ -186,7 +187,7 @@ def _attach(engine: Engine, attachments: list[Loaded], err: Console) -> None:
 def _ask(engine: Engine, manager: SessionManager | None, session: str | None, prompts: list[str], as_json: bool,
          err: Console, out: TurnOutput, attachments: list[Loaded], system: str | None = None,
          stopped: threading.Event | None = None, branch_from: str | None = None,
-         at_token: tuple[int, int] | None = None, tool_turns: ToolTurns | None = None) -> None:
+         at_token: tuple[int, int] | None = None, tool_turns: ToolTurns | None = None, think_more: int = 0) -> None:
     from chatapp.engine.chat.tool_turns import ToolCallDone
     from chatapp.engine.sessions.manager import OpeningStopped
 
@@ -213,13 +214,15 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
             err.print(f"[yellow]attach {escape(exc.message)}; no prompt was sent[/]")
             return
     said_drafting = ""
-    for number, prompt in enumerate(prompts, 1):
+    for number, prompt in enumerate([*prompts, *([None] if think_more else [])], 1):
         record = None
         if live is not None and number > 1 and (changed := live.changed_elsewhere()):
             # Another process saved between two of our prompts: go on from what it saved.
             live = manager.resume(live.name, engine, system_prompt=system)
             err.print(f"[yellow]{escape(changed.message)}; reloaded it before prompt {number}[/]")
-        if at_token is not None and number == 1:
+        if prompt is None:  # --think-more: beside the last reply, its thought gone on with
+            turn = engine.think_more(think_more)
+        elif at_token is not None and number == 1:
             turn = engine.branch_from_token(branch_from, *at_token)
         elif branch_from is not None and number == 1:
             turn = engine.send_after(branch_from, prompt)

@@ -153,6 +153,10 @@ def ask(
     draft_max: DraftMaxOpt = None,
     think_budget: ThinkBudgetOpt = None,
     thinking_history: ThinkingHistoryOpt = None,
+    think_more: Annotated[int, typer.Option(
+        "--think-more", help="A thinking model: after the last reply, think on up to N more tokens from the end "
+                             "of its thought, then answer again: a new reply beside it (the cache is cut back "
+                             "there, nothing is prefilled again).")] = 0,
     branch_from: Annotated[Optional[str], typer.Option(
         "--branch-from", help="With --session: the first prompt becomes a new question after this reply's id "
                               "(see chatapp sessions tree; 'root' for a new first question), and the run "
@@ -192,6 +196,8 @@ def ask(
     elif len(prompts) != 1:
         raise InputError("a branch from a token continues the reply itself: give one placeholder prompt, e.g. -")
     check_logprobs(logprobs)
+    if think_more < 0:
+        raise InputError(f"--think-more takes a number of tokens, 1 or more, not {think_more}")
     from chatapp.commands.ask_tools import ToolOptions
 
     tool_options = ToolOptions(tuple(tool or ()), tools, tool_choice, tuple(allow_tool or ()), allow_tools)
@@ -208,7 +214,7 @@ def ask(
 
     run_ask(settings, model, prompts, as_json=as_json, session=session, attachments=loaded, system=system,
             branch_from=branch_from, logprobs=logprobs, at_token=(at_token, token) if at_token is not None else None,
-            tools=tool_options if tool_options.wanted else None)
+            tools=tool_options if tool_options.wanted else None, think_more=think_more)
 
 
 PIPED_CAP = 16 << 20

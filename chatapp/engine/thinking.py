@@ -216,6 +216,19 @@ def split_reply(fmt: ThinkingFormat, reply: str) -> Split:
     return splitter.split
 
 
+@dataclass(frozen=True)
+class ThoughtEnd:
+    """Where a turn's thought ended in the cache, for "think more": the cache position of the
+    close's first token, the logits after the last thought token (as the backend's decode left
+    them, a copy), and the token the model chose there to close its thought (None when chatapp
+    forced the close). Given back, the cache is cut to `position` and the next thought token is
+    sampled from `logits`, so nothing is run again."""
+
+    position: int
+    logits: object
+    closing_token: int | None = None
+
+
 @dataclass
 class Steering:
     """What a backend's decode loop needs to keep a thought in bounds: the format, the budget
@@ -231,6 +244,13 @@ class Steering:
     forced_at: int | None = None
     """The thought token after which the close was forced; None when the model closed it."""
     forced_because: str = ""
+    resume: ThoughtEnd | None = None
+    """Think more: the earlier turn's thought end this turn goes on from (its forced tokens are
+    that turn's reply up to there); the backend cuts the cache there and reuses its logits."""
+    end: ThoughtEnd | None = None
+    """Where this turn's thought ended (`mark_end`, by the backend), once it has."""
+    more: bool = False
+    """A think-more turn: an end of turn inside the thought forces its close (`ended_inside`)."""
 
     def __post_init__(self) -> None:
         self.splitter = ThoughtSplitter(self.fmt)
@@ -246,6 +266,24 @@ class Steering:
         self.splitter.feed(text)
         if sampled and was_in and self.splitter.in_thought:
             self.thought_tokens += 1
+
+    def ended_inside(self) -> Sequence[int]:
+        """The model ended its turn inside the thought: on a think-more turn (`resume`, or
+        `more`) the close is forced instead, so the thought it went on with gets its answer; ()
+        on any other turn (the turn ends there, as the model chose)."""
+        if not self.more or self.forced_at is not None or not self.splitter.in_thought:
+            return ()
+        self.forced_at, self.forced_because = self.thought_tokens, "end of turn"
+        return self.close_ids
+
+    def may_close(self, text: str) -> bool:
+        """The next token (its text) may start the thought's close: the backend then marks the
+        end before running it (the close is certain only a token or two later)."""
+        return self.forced_at is None and self.splitter.in_thought and bool(text) and self.fmt.close[:1] in text
+
+    def mark_end(self, position: int, logits: object, closing_token: int | None) -> None:
+        if logits is not None:
+            self.end = ThoughtEnd(position, logits, closing_token)
 
     def due(self) -> Sequence[int]:
         """The close's ids when it must be forced now, else ()."""

@@ -197,8 +197,7 @@ class ChatApp(KeyBurstApp[None]):
         self.models_ui.show_loaded()
         self._apply_layout()
         for failure in self.theme_result.failures:
-            self.notify(f"skipped theme file {failure}", title="Theme", severity="warning", timeout=10,
-                        markup=False)
+            self.notify(f"skipped theme file {failure}", title="Theme", severity="warning", timeout=10, markup=False)
         for notice in getattr(self.engine, "load_notices", []):
             self.notify(notice, title="Model", severity="warning", timeout=10, markup=False)
         if self._theme_problem:
@@ -349,6 +348,9 @@ class ChatApp(KeyBurstApp[None]):
 
     def action_answer_now(self) -> None:
         answer_now(self.gate) or self.notify("No thought is being written: nothing to stop", timeout=3)
+
+    def action_think_more(self) -> None:
+        self.branches_ui.think_more()
 
     @dropped_after_exit
     async def on_turn_finished(self, message: TurnFinished) -> None:

@@ -14,6 +14,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     *branch_control.COMMANDS,
     ("Stop generation", "Stop the reply being written; the partial reply is kept", "stop"),
     ("Stop thinking and answer", "A thinking model's reply: end its thought now and answer (Ctrl+G)", "answer_now"),
+    ("Think more", "A thinking model's reply (selected, else the last): think on from its thought's end, then "
+     "answer again beside it, nothing prefilled again (Ctrl+F)", "think_more"),
     ("Edit system prompt", "Change the system prompt", "system_prompt"),
     ("Sampling: temperature and max tokens", "Set temperature and max tokens", "sampling"),
     ("Toggle drafting (speculative decoding)",

@@ -55,6 +55,9 @@ APP_BINDINGS = [
     Binding("ctrl+g", "answer_now", "Answer now", show=False,
             tooltip="A thinking model: stop thinking and answer (the thought's closing marker is forced at "
                     "its next token)"),
+    Binding("ctrl+f", "think_more", "Think more", show=False,
+            tooltip="A thinking model's reply (the selected one, else the last): think on from the end of its "
+                    "thought, then answer again beside it; the cache is cut back there, nothing is prefilled"),
     Binding("ctrl+p", "command_palette", "Palette", show=False,
             tooltip="Command palette: every action, and the theme picker"),
     *branch_control.BINDINGS,

@@ -68,3 +68,16 @@ def test_template_in_a_session_predicts_what_it_prefills_again(chatapp_exe, r1_m
     assert second["reprefill_expected"] > 0  # the answer after the dropped thought
     assert abs(second["reprefill_tokens"] - second["reprefill_expected"]) <= 1
     assert second["prefill_tokens"] >= second["reprefill_expected"]
+
+
+def test_think_more_answers_again_beside_the_reply_prefilling_nothing(chatapp_exe, r1_model):
+    result = chatapp_exe("ask", "--model", str(r1_model), "--json", "--temperature", "0", "--max-tokens", "32",
+                         "--think-budget", "6", "--think-more", "8", "What is the capital of France?")
+    assert result.returncode == 0, result.stderr
+    first, more = (json.loads(line) for line in result.stdout.splitlines()[-2:])
+    assert more["think_more"] == 8 and more["think_more_from"] == "cache"
+    assert more["prefill_tokens"] == 0 and more["cached_tokens"] == more["prompt_tokens"]
+    assert more["parent_id"] == first["parent_id"] and more["message_id"] != first["message_id"]
+    assert more["thinking"].startswith(first["thinking"].rstrip("\n")) and more["reply"].strip()
+    bad = chatapp_exe("ask", "--model", str(r1_model), "--think-more", "-2", "hi")
+    assert bad.returncode != 0 and "--think-more takes a number of tokens" in bad.stderr

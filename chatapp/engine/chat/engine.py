@@ -39,6 +39,7 @@ from chatapp.engine.retrieval.context import RetrievedContext, placed_keys
 from chatapp.engine.sampling import Scored, TokenProbs
 from chatapp.engine.retrieval.document import Attachment
 from chatapp.engine.stats import TurnRecord
+from chatapp.engine.thinking import ThoughtEnd
 from chatapp.engine.tools.spec import ToolSpec
 from chatapp.engine.tokens import Token, common_prefix
 from chatapp.errors import ContextFullError, InputError, ServerError
@@ -292,16 +293,17 @@ class Engine:
                 self._restore_leaf(tree.leaf)
         return removed
 
-    def _stash(self) -> None:
+    def _stash(self, trim: bool = True) -> None:
         """Keep the cache of the leaf it holds before the shown path changes (unless what is
-        kept for that leaf is this very cache: a leaf restored and left without a turn)."""
+        kept for that leaf is this very cache: a leaf restored and left without a turn). `trim`:
+        cut the shown leaf's cache to its path first (`path_cache`), as a save does."""
         leaf = self._cache_leaf
         if leaf is None or leaf not in self._conversation.tree or not self._backend.cached_tokens():
             return
         if leaf == self._kept_as_is and leaf in self._branch_states:
             return
         try:
-            state = self.path_cache(f"{self.state_namespace}-{leaf}") if leaf == self.leaf else \
+            state = self.path_cache(f"{self.state_namespace}-{leaf}") if trim and leaf == self.leaf else \
                 self._backend.save_cache(f"{self.state_namespace}-{leaf}")
         except (ServerError, OSError):  # a server without slot files: the switch prefills instead
             return
@@ -612,7 +614,35 @@ class Engine:
             raise InputError("the prompt is empty")
         return self._branch_turn(tree[target].parent, lambda: Message("user", text), "edit")
 
-    def regenerate(self, message_id: str | None = None, *, forced: Sequence[int] = ()) -> Iterator[Event]:
+    def think_more(self, extra: int, message_id: str | None = None) -> Iterator[Event]:
+        """Think more: a new sibling of reply `message_id` (the shown path's last by default) that
+        starts with its thought and thinks on for up to `extra` more sampled tokens, then answers
+        (the close forced when they run out). When that reply's turn was the last one, the cache
+        is cut back to where its thought ended and the logits it had there are used again (the
+        token that closed the thought ruled out), so nothing is prefilled again; otherwise the
+        thought is prefilled as far as the cache no longer holds it."""
+        tree = self._conversation.tree
+        reply = tree.leaf if message_id is None else tree.resolve(message_id)
+        if reply is None or tree[reply].role != "assistant" or not tree[reply].thinking:
+            raise InputError("think more goes on from a reply with a thought: this one has none")
+        if extra < 1:
+            raise InputError(f"think more needs at least 1 more token, not {extra}")
+        end = self._thinking.end_of(reply) if reply == self._cache_leaf else None
+        forced: list[int] = []
+        if end is not None:
+            system = self._conversation.messages[:self._conversation.n_system]
+            head = self.prompt_ids(system + tree.path_to(tree[reply].parent))
+            cached = self._backend.cached_tokens()
+            if len(head) < end.position <= len(cached) and cached[:len(head)] == head:
+                forced = cached[len(head):end.position]
+            else:
+                end = None
+        if end is None:
+            forced = self._thinking.thought_ids(tree[reply].thinking)
+        return self.regenerate(reply, forced=forced, more=(extra, end))
+
+    def regenerate(self, message_id: str | None = None, *, forced: Sequence[int] = (),
+                   more: tuple[int, ThoughtEnd | None] | None = None) -> Iterator[Event]:
         """Answer a question again: a new sibling of reply `message_id` (the shown path's last
         reply by default). The old reply stays in the tree.
 
@@ -620,7 +650,7 @@ class Engine:
         there: a branch from a token, as `last_reply_ids()[:k] + [other]`. The cache keeps the
         conversation and whatever of `forced` it holds, so only the rest is prefilled; the
         record's extra says "forced_tokens" and "forced_prefilled", and its probs cover the
-        sampled tokens only."""
+        sampled tokens only. `more`: think more (see `think_more`)."""
         tree = self._conversation.tree
         undo_leaf = tree.leaf
         if message_id is None:
@@ -629,7 +659,7 @@ class Engine:
             reply = tree.resolve(message_id)
             if tree[reply].role != "assistant":
                 raise InputError(f"message {reply} is a {tree[reply].role} message: only a reply can be regenerated")
-        self._stash()
+        self._stash(trim=more is None)  # think more goes on from the cache as the reply's turn left it
         if message_id is None:
             self._conversation.drop_last_reply()
         else:
@@ -639,7 +669,8 @@ class Engine:
         # The last turn's own reply answered again: prefill as that turn did, so a greedy reply
         # repeats; a branch from a token reuses all it can.
         reuse_limit = self._last_reuse if reply == self._cache_leaf and not forced else None
-        return self._turn(lambda: self._undo(undo_leaf, None), "regenerate", reuse_limit, forced=tuple(forced))
+        return self._turn(lambda: self._undo(undo_leaf, None), "regenerate", reuse_limit, forced=tuple(forced),
+                          more=more)
 
     def _branch_turn(self, parent: str | None, question, action: str) -> Iterator[Event]:
         tree = self._conversation.tree
@@ -797,7 +828,8 @@ class Engine:
                                       trimmed.prompt_tokens_before, more.prompt_tokens_after)
 
     def _turn(self, undo, action: str, reuse_limit: int | None = None,
-              since: float | None = None, forced: tuple[int, ...] = ()) -> Iterator[Event]:
+              since: float | None = None, forced: tuple[int, ...] = (),
+              more: tuple[int, ThoughtEnd | None] | None = None) -> Iterator[Event]:
         started = time.perf_counter() if since is None else since
         self._stop.clear()
         regenerating = action == "regenerate"
@@ -813,7 +845,7 @@ class Engine:
             if typed is not None:
                 reuse_limit = typed if reuse_limit is None else min(reuse_limit, typed)
         generation, ttft_ms, finished = self.generation, None, None
-        steer = self._thinking.steering()
+        steer = self._thinking.steering(more)
         split = thoughts.TurnSplit(steer.fmt if steer is not None else None)
         cached_before = self._backend.cached_tokens()
         history_ids, glue = self._history_ids(prompt_messages[:-1])
@@ -852,6 +884,7 @@ class Engine:
         reply = self._conversation.add(Message("assistant", answer, stopped=finished.finish_reason == "stopped",
                                                thinking=thinking))
         decoded = self._thinking.remember(reply.id, finished.reply, thinking, answer)
+        self._thinking.ended(reply.id, len(self._backend.cached_tokens()))
         self._cache_leaf, self._kept_as_is = reply.id, None
         record = TurnRecord(
             reply=answer, prompt_tokens=len(prompt) + len(forced), cached_tokens=prefill.cached_tokens,
@@ -877,6 +910,8 @@ class Engine:
             record.extra["branch"] = f"{index + 1}/{len(family)}"
         if forced:
             record.extra.update(forced_tokens=finished.forced, forced_prefilled=finished.forced_prefilled)
+        if more is not None:  # think more: how much more, and whether the cache was cut, not prefilled
+            record.extra.update(think_more=more[0], think_more_from="cache" if more[1] is not None else "text")
         if question.context is not None or self.attachments:
             record.extra["retrieved"] = question.context.to_json() if question.context else []
         cache_ids, drafted = self._backend.cached_tokens(), finished.drafted

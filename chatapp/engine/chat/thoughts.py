@@ -10,8 +10,8 @@ from dataclasses import replace
 from chatapp.config import ThinkingHistory, Settings
 from chatapp.engine.backend import Backend
 from chatapp.engine.events import Message, TextDelta, ThoughtDelta
-from chatapp.engine.thinking import NO_THINKING, Steering, ThinkingFormat, ThoughtSplitter, detect, kept_text, \
-    render_history, split_reply
+from chatapp.engine.thinking import (
+    NO_THINKING, Steering, ThinkingFormat, ThoughtEnd, ThoughtSplitter, detect, kept_text, render_history, split_reply)
 from chatapp.engine.tokens import common_prefix
 
 
@@ -27,6 +27,8 @@ class Thinking:
         self._steer: Steering | None = None
         self._generated: dict[str, str] = {}
         """Replies' text exactly as decoded, by message id, for "keep" (`kept_text`)."""
+        self._end: tuple[str, ThoughtEnd] | None = None
+        """The last turn's reply and where its thought ended in the cache (think more)."""
 
     @property
     def format(self) -> ThinkingFormat:
@@ -72,6 +74,7 @@ class Thinking:
 
     def forget(self) -> None:
         self._generated.clear()
+        self._end = None
 
     def marker_ids(self, text: str) -> list[int]:
         """Text the model would write (markers as their own tokens where the vocabulary has them),
@@ -92,11 +95,32 @@ class Thinking:
             return ids[:-1]
         return self.marker_ids(text)
 
-    def steering(self) -> Steering | None:
-        """A new turn's steering, or None for a model that does not think."""
+    def steering(self, more: tuple[int, ThoughtEnd | None] | None = None) -> Steering | None:
+        """A new turn's steering, or None for a model that does not think. `more`: think more,
+        (the extra budget, the thought end it goes on from where the cache still has it)."""
         fmt = self.format
-        self._steer = Steering(fmt, self.continued_ids(fmt.forced_close), self.budget) if fmt.active else None
+        budget, resume = (self.budget, None) if more is None else more
+        self._steer = Steering(fmt, self.continued_ids(fmt.forced_close), budget, resume=resume,
+                               more=more is not None) if fmt.active else None
         return self._steer
+
+    def ended(self, message_id: str, cached: int) -> None:
+        """The turn that wrote reply `message_id` is over, leaving `cached` tokens in the cache:
+        where its thought ended is kept for think more (when it closed, or the turn ended in it)."""
+        steer = self._steer
+        end = steer.end if steer is not None else None
+        self._end = (message_id, end) if end is not None and (steer.splitter.split.closed or end.position == cached) \
+            else None
+
+    def end_of(self, message_id: str) -> ThoughtEnd | None:
+        """Where reply `message_id`'s thought ended in the cache, when its turn was the last one."""
+        return self._end[1] if self._end is not None and self._end[0] == message_id else None
+
+    def thought_ids(self, thinking: str) -> list[int]:
+        """A thought's text as the reply's first tokens (after the generation prompt): the opening
+        marker first where the model writes it."""
+        fmt = self.format
+        return self.marker_ids(("" if fmt.prompt_opening else fmt.open) + thinking)
 
     def answer_now(self) -> bool:
         """Stop thinking and answer: the running turn forces the thought's close at its next

@@ -17,6 +17,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
 from chatapp.config import DraftMode, Settings
 from chatapp.engine import tokens as token_views
 from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable, capture
@@ -36,7 +38,7 @@ from chatapp.engine.machine.roofline import prefill_flops_per_token, record_figu
 from chatapp.engine.sampling import Scored
 from chatapp.engine.stats import DraftFigures, LiveDecode, rate
 from chatapp.engine.local.threads import ThreadPolicy
-from chatapp.engine.thinking import Steering
+from chatapp.engine.thinking import Steering, ThoughtEnd
 from chatapp.engine.tokens import Token, Utf8Stream, common_prefix
 
 FLASH_ATTN_OPTION: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
@@ -162,6 +164,8 @@ class LocalBackend:
         forced = list(forced)
         n_prompt = len(prompt)
         prompt = list(prompt) + forced  # forced reply tokens go in as the prompt's tail
+        if steer is not None and steer.resume is not None:  # think more: the cache cut where the thought ended
+            self._resume_thought(prompt, steer.resume)
         cached_before = rt.kv_tokens
         shared = common_prefix(cached_before, prompt)
         reuse_broken_at = shared if shared < len(cached_before) and shared < len(prompt) - 1 else None
@@ -223,6 +227,19 @@ class LocalBackend:
         self._bandwidth.measure_if_missing()
         self._drafting.after_turn()
 
+    def _resume_thought(self, prompt: list[int], end: ThoughtEnd) -> None:
+        """Cut the cache back to where an earlier turn's thought ended (`prompt` is its prompt and
+        its reply up to there) and give back the logits it had there, with the token that closed
+        the thought ruled out: the thought goes on without a token run again."""
+        rt = self.runtime
+        if end.position != len(prompt) or rt.n_cached < end.position or rt.kv_tokens[:end.position] != prompt:
+            return
+        logits = end.logits.copy()
+        if end.closing_token is not None:
+            logits[end.closing_token] = -np.inf
+        rt.keep_kv_prefix(end.position)
+        rt.put_logits(logits)
+
     def _forced_text(self, forced: list[int], utf8: Utf8Stream) -> str:
         rt = self.runtime
         return utf8.feed(b"".join(rt.token_bytes(t) for t in forced if not rt.is_special(t)))
@@ -246,17 +263,26 @@ class LocalBackend:
                     break
                 if steer is not None and not due:
                     due = list(steer.due())
+                    if due:  # the thought ends here: what "think more" goes on from
+                        steer.mark_end(rt.n_cached, rt.last_logits(), None)
                 forcing = bool(due)
                 if forcing:
                     token = due.pop(0)
                 else:
                     token = sampler.sample()
                     if rt.is_end_of_generation(token):
+                        if steer is not None and steer.splitter.in_thought and steer.forced_at is None:
+                            steer.mark_end(rt.n_cached, rt.last_logits(), token)  # the thought ends with the turn
+                            due = list(steer.ended_inside())
+                            if due:
+                                continue
                         finish = "stop"
                         break
                     sampled += 1
                 generated += 1
                 text = "" if rt.is_special(token) and not markers else stream.feed(rt.token_bytes(token))
+                if steer is not None and not forcing and steer.may_close(text):
+                    steer.mark_end(rt.n_cached, rt.last_logits(), token)
                 if rt.n_cached >= rt.n_ctx:
                     parts.append(text)
                     finish = "context"

@@ -359,6 +359,24 @@ class LlamaRuntime:
         (a sampler can draw the next token without running that token again)."""
         return self._logits_at is not None and self._logits_at == self._llm.n_tokens
 
+    def last_logits(self) -> np.ndarray | None:
+        """A copy of the logits after the cache's last token while the last decode's are there
+        (else None): `put_logits` gives them back after the cache is cut to this position."""
+        if not self.logits_ready:
+            return None
+        row = llama_cpp.llama_get_logits_ith(self._llm.ctx, -1)
+        return np.ctypeslib.as_array(row, shape=(self.n_vocab,)).copy() if row else None
+
+    def put_logits(self, logits: np.ndarray) -> bool:
+        """Logits after the cache's last token, as `last_logits` copied them at this position: written
+        into llama.cpp's last row, so the next token is sampled without running the last one again."""
+        row = llama_cpp.llama_get_logits_ith(self._llm.ctx, -1)
+        if not row or logits.shape != (self.n_vocab,):
+            return False
+        np.ctypeslib.as_array(row, shape=(self.n_vocab,))[:] = logits
+        self._logits_at = self._llm.n_tokens
+        return True
+
     def eval(self, tokens: list[int]) -> None:
         """Run tokens through the model after what is cached, filling the KV cache."""
         if len(tokens) == 1:

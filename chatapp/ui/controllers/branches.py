@@ -73,13 +73,16 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
 
 
 UP_TO = {"edit": "up to your edit", "regenerate": "up to the question", "branch": "up to the branch point",
-         "token": "up to the token chosen"}
+         "token": "up to the token chosen", "think": "up to the thought's end"}
+
+THINK_MORE = 256
+"""Thought tokens that think more adds when the session sets no thinking budget."""
 
 
 def turn_cost(record: TurnRecord, action: str | None = None) -> str | None:
     """What a branching turn kept and prefilled: "kept 1,204 tokens up to your edit; prefilled 38".
     `action`: the UI's own (a reply branched at a token is the engine's regenerate)."""
-    action = action or record.extra.get("action")
+    action = action or ("think" if record.extra.get("think_more") else record.extra.get("action"))
     if action not in UP_TO:
         return None
     branch = record.extra.get("branch")
@@ -200,6 +203,24 @@ class BranchController:
         else:
             question = next(m.content for m in reversed(messages) if m.role == "user")
         self.app.start_turn(question, TurnHow("regenerate", target))
+
+    def think_more(self) -> None:
+        """Ctrl+F: beside the selected reply (else the last), the same thought gone on with for the
+        session's thinking budget (THINK_MORE without one), then a new answer (Engine.think_more)."""
+        if self.app.busy("think more"):
+            return
+        chosen = self.app.selection()
+        messages = self.app.engine.messages
+        target = chosen.message_id if chosen is not None and chosen.role == "assistant" else None
+        index = next((i for i, m in enumerate(messages) if m.id == target), None) if target else None
+        if index is None:
+            index = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), None)
+        if index is None or not messages[index].thinking:
+            self.app.notify("No thought to go on with: think more takes a thinking model's reply", timeout=4)
+            return
+        question = next(m.content for m in reversed(messages[:index]) if m.role == "user")
+        extra = self.app.engine.thinking.budget or THINK_MORE
+        self.app.start_turn(question, TurnHow("think", messages[index].id, step=extra))
 
     def branch_at(self, message_id: str, step: int, token: int) -> None:
         """A candidate chosen in the confidence view (next to a reply's token, or in the Tokens

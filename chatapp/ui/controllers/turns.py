@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from chatapp.engine.sessions import LiveSession
     from chatapp.ui.host import EngineGate
 
-TurnAction = Literal["send", "regenerate", "edit", "branch", "token"]
+TurnAction = Literal["send", "regenerate", "edit", "branch", "token", "think"]
 
 @dataclass(frozen=True)
 class TurnHow:
@@ -45,10 +45,10 @@ class TurnHow:
 
     action: TurnAction = "send"
     target: str | None = None
-    """edit: the question edited; branch: the reply it follows; regenerate, token: the reply (None: the last)."""
+    """edit: the question edited; branch: the reply it follows; regenerate, token, think: the reply (None: the last)."""
     step: int = -1
     """token: where the new reply leaves the old, as the index of the reply's token (among those
-    with probabilities, the confidence view's) that it replaces."""
+    with probabilities, the confidence view's) that it replaces; think: how many more thought tokens."""
     token: int = -1
     """token: the token id it takes there instead."""
 
@@ -63,6 +63,8 @@ def start_events(engine: Engine, text: str, how: TurnHow, since: float | None = 
         return engine.regenerate(how.target)
     if how.action == "token":
         return engine.branch_at_step(how.target or "", how.step, how.token)
+    if how.action == "think":  # think more: beside the reply, its thought gone on with
+        return engine.think_more(how.step, how.target)
     if how.action == "edit":
         return engine.edit(how.target or "", text)
     if how.action == "branch":
@@ -184,7 +186,7 @@ def run_turn(gate: EngineGate, post: Callable[[Message], object], text: str, how
                 post(TurnStarted(text))
             events = start_events(engine, text, how, since)
             if branching:  # the path it continues, up to its question, is drawn before the reply
-                post(TurnStarted(text, how.action in ("regenerate", "token"), *shown_path(engine)))
+                post(TurnStarted(text, how.action in ("regenerate", "token", "think"), *shown_path(engine)))
             with decode_gets_the_gil():
                 stream_turn(engine, events, post, cancelled=lambda: worker.is_cancelled,
                             annotate=live.annotate if live is not None else None, finish=finish)

@@ -75,3 +75,25 @@ def test_the_reprefill_shown_before_a_turn_is_what_it_prefills_again(engine_for,
         assert sum(costs[1:]) > 0
     else:
         assert costs == [0] * len(QUESTIONS)
+
+
+@pytest.mark.parametrize("budget", [6, -1])
+def test_think_more_cuts_the_cache_back_and_prefills_nothing(engine_for, budget):
+    """A budget's forced close (6), or the model's own end inside its thought (-1: no budget): think
+    more goes on from where the thought ended, re-prefilling nothing, and answers again beside it."""
+    engine = engine_for("keep")
+    engine.thinking.budget = None if budget < 0 else budget
+    first = list(engine.send("What is the capital of France?"))[-1].record
+    old = engine.leaf
+    record = list(engine.think_more(8))[-1].record
+    assert record.extra["think_more"] == 8 and record.extra["think_more_from"] == "cache"
+    assert record.prefill_tokens == 0 and record.extra["forced_prefilled"] == 0  # nothing run again
+    assert record.cached_tokens == record.prompt_tokens
+    assert 0 < record.extra["thought_tokens_sampled"] <= 8
+    assert record.extra["thinking_closed_by"] in ("budget", "end of turn")
+    assert record.reply.strip()  # it answered
+    kept = first.thinking.rstrip("\n") if budget >= 0 else first.thinking  # the forced close's "\n" is not kept
+    assert record.thinking.startswith(kept) and len(record.thinking) > len(kept)
+    family, index = engine.tree.siblings(engine.leaf)
+    assert family == [old, engine.leaf] and index == 1  # beside the old reply, which stays
+    assert engine.tree[old].thinking == first.thinking
