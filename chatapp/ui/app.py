@@ -50,8 +50,8 @@ from chatapp.ui.pacing import UpdatePacer
 from chatapp.ui.messages import (
     AttachFailed, Attached, BranchChanged, ComposerTokenized, ModelInfoReady, ModelSwitched, ModelSwitchFailed,
     PrefillFinished, PrefillProgressed, ReplyProgress, ReplyScored, SessionFailed, SessionOpened, SessionSaved,
-    ThoughtProgress, TreeReady, TurnFailed, TurnFinished, TurnRetrieved, TurnStarted, TurnTrimmed, dropped_after_exit,
-)
+    ThoughtProgress, ToolStep, TreeReady, TurnFailed, TurnFinished, TurnRetrieved, TurnStarted, TurnTrimmed,
+    dropped_after_exit)
 from chatapp.ui.screens.help import HelpScreen
 from chatapp.ui.screens.model_picker import ModelsFound
 from chatapp.ui.screens.sessions import SessionsScreen
@@ -59,6 +59,7 @@ from chatapp.ui.controllers.sessions import SessionController
 from chatapp.ui.shown import Selection, Shown, ShownBranch, fresh
 from chatapp.ui.controllers.settings import SettingsController
 from chatapp.ui.controllers.theme_picker import ThemeController
+from chatapp.ui.controllers.tools import ToolController
 from chatapp.ui.themes import DEFAULT_THEME, ThemeLoadResult, load_themes, register_themes
 from chatapp.ui.controllers.turns import SEND, TurnHow, answer_now, run_turn
 from chatapp.ui.controllers.typing_prefill import TypingPrefill, TypingPrefilled
@@ -151,10 +152,11 @@ class ChatApp(KeyBurstApp[None]):
         self.models_ui = ModelController(self, opener, self.sessions_ui)
         self.themes_ui = ThemeController(self)
         self.settings_ui = SettingsController(self)
+        self.tools_ui = ToolController(self)
         self.typing_prefill = TypingPrefill(self)
         """Prefills the next prompt while it is typed (chatapp.ui.controllers.typing_prefill)."""
-        self.quitting = QuitController(self, self.sessions_ui, lambda: (self.typing_prefill.stop(),
-                                                                         self.attachments_ui.stop()))
+        self.quitting = QuitController(self, self.sessions_ui, lambda: (
+            self.typing_prefill.stop(), self.attachments_ui.stop(), self.tools_ui.close()))
         # The widgets the app composes, kept (never looked up): only the app draws into them.
         self._transcript = Transcript(id="transcript")
         self._composer = Composer(id="composer")
@@ -291,7 +293,7 @@ class ChatApp(KeyBurstApp[None]):
         self.status = "prefill…"
         keep = None if self.settings.incognito else self.sessions_ui.keep_chat  # every chat is kept
         self.run_worker(partial(run_turn, self.gate, self.post_message, text, how, since, self.sessions_ui.live,
-                                self.sessions_ui.autosave, keep),
+                                self.sessions_ui.autosave, keep, self.tools_ui.turns_for),
                         name="turn", group="turn", thread=True, exclusive=True, exit_on_error=False)
 
     def busy(self, what: str) -> bool:
@@ -346,6 +348,14 @@ class ChatApp(KeyBurstApp[None]):
     async def on_thought_progress(self, message: ThoughtProgress) -> None:
         await self._transcript.show_thought(message.text, message.tokens)  # a thinking model's, folded later
 
+    @dropped_after_exit
+    async def on_tool_step(self, message: ToolStep) -> None:
+        """A tool loop's result to draw, or (none) its next step's reply to start (chatapp.ui.controllers.tools)."""
+        await self._transcript.tool_step(message.result, message.note)
+
+    def action_tool_choice(self, choice: str) -> None:
+        self.tools_ui.choose(choice)
+
     def action_answer_now(self) -> None:
         answer_now(self.gate) or self.notify("No thought is being written: nothing to stop", timeout=3)
 
@@ -355,11 +365,17 @@ class ChatApp(KeyBurstApp[None]):
     @dropped_after_exit
     async def on_turn_finished(self, message: TurnFinished) -> None:
         record = message.record
-        await self._transcript.finish_reply(record)
-        self._transcript.name_turn(record)
+        if message.path is not None:  # a tool loop's step: its calls and results as messages of their own
+            await self._transcript.show_path(*message.path)
+        else:
+            await self._transcript.finish_reply(record)
+            self._transcript.name_turn(record)
         self._live_over()
         self.branch = self.branch.after_turn(record, message.view, message.figures,
                                              self.branches_ui.turn_note(record))
+        if message.more:  # the worker runs the calls, then the loop's next step (ToolStep)
+            self.status = "running a tool…"
+            return
         if error := record.extra.get("server_error"):  # the reply so far is kept, marked stopped
             self.notify(str(error), title="Server", severity="error", timeout=10, markup=False)
         self.attachments_ui.show()  # sized again for this turn (max_tokens may have changed)

@@ -8,6 +8,16 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from chatapp.ui.controllers import branches as branch_control
 
+TOOL_COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("Tools: off", "Offer the model no tool (the default): no tool schema in the prompt", "tool_choice('none')"),
+    ("Tools: auto", "Offer every enabled tool (the built-ins and the config's MCP servers); the model decides, "
+     "and each call waits for your approval", "tool_choice('auto')"),
+    ("Tools: required", "Offer every enabled tool; each question's first reply must call one",
+     "tool_choice('required')"),
+)
+"""The tool choice, as `ask --tool-choice` takes it; once the tools are open, each one's name
+is a choice too ("Tools: call NAME", chatapp.ui.controllers.tools)."""
+
 COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("New chat", "Start a new conversation (same system prompt)", "new_chat"),
     ("Regenerate reply", "Answer again beside the selected reply (else the last); the old one stays", "regenerate"),
@@ -47,6 +57,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
      "token_probs"),
     ("Score reply", "Read the selected reply (else the last) back in one prefill pass for its tokens' "
      "probabilities, when it was written without them", "score_reply"),
+    *TOOL_COMMANDS,
     ("Switch theme", "Pick a theme; the app previews it as you move", "change_theme"),
     ("Help: keys", "Every key binding", "help"),
 )
@@ -55,7 +66,9 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
 
 class ChatCommands(Provider):
     def _hits(self):
-        for title, help_text, action in COMMANDS:
+        named = [(f"Tools: call {name}", f"Offer every enabled tool; each question's first reply must call {name}",
+                  f"tool_choice({name!r})") for name in getattr(self.app, "tools_ui").names()]
+        for title, help_text, action in (*COMMANDS, *named):
             yield title, help_text, partial(self.app.run_action, action)
 
     async def discover(self) -> Hits:

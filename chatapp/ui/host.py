@@ -198,6 +198,10 @@ class ChatHost(Protocol):
 
     def push_screen(self, screen: Any, callback: Any = None, wait_for_dismiss: bool = False) -> Any: ...
 
+    def call_from_thread(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run `callback` on the UI thread and return its result (from a worker thread)."""
+        ...
+
     def run_worker(self, work: Any, name: str | None = "", group: str = "default", description: str = "",
                    exit_on_error: bool = True, start: bool = True, exclusive: bool = False,
                    thread: bool = False) -> Any: ...

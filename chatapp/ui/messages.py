@@ -169,12 +169,28 @@ class ThoughtProgress(Message):
 
 
 class TurnFinished(Message):
-    def __init__(self, record: TurnRecord, view: list[PromptToken], figures: "BranchFigures") -> None:
+    def __init__(self, record: TurnRecord, view: list[PromptToken], figures: "BranchFigures",
+                 path: "tuple[list[Shown], int] | None" = None, more: bool = False) -> None:
         super().__init__()
         self.record = record
         self.view = view
         self.figures = figures
         """The engine's figures for the leaf the turn wrote, read on the worker after it."""
+        self.path = path
+        """A tool loop's step: the path and its dropped count, drawn whole (calls and results
+        as their own messages, each with its id) instead of the streamed reply."""
+        self.more = more
+        """A tool loop's step whose calls go back to the model: the worker runs on (ToolStep)."""
+
+
+class ToolStep(Message):
+    """A tool loop's call has run (or was refused): its result, to draw; or, with none, the
+    loop's next step starts (chatapp.ui.controllers.tools)."""
+
+    def __init__(self, result: str | None = None, note: str = "") -> None:
+        super().__init__()
+        self.result = result
+        self.note = note
 
 
 class TurnFailed(Message):

@@ -92,7 +92,7 @@ class Selection:
 
     index: int
     message_id: str
-    role: Literal["user", "assistant"]
+    role: Literal["user", "assistant", "tool"]
 
 
 def shown_path(engine: Engine) -> tuple[list[Shown], int]:

@@ -40,6 +40,9 @@ CHATAPP_VARIABLES = (
     "kv-user",
     "kv-assistant",
     "kv-retrieved",
+    "kv-tools",
+    "kv-call",
+    "kv-tool",
     "kv-template",
     "kv-free",
 )

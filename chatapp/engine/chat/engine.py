@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from chatapp.config import DraftMode, Settings, validate
@@ -921,8 +922,9 @@ class Engine:
     def _view(self, cache_ids: list[int], prompt_messages: list[Message], record: TurnRecord,
               drafted: tuple[int, ...] = (), forced: int = 0):
         try:
+            bare = partial(self._tool_prompt.render, tools=()) if self._tools else None
             return prompt_view.build(self._backend.describe(cache_ids), self.render, prompt_messages,
-                                     record.prompt_tokens, record.cached_tokens, drafted, forced)
+                                     record.prompt_tokens, record.cached_tokens, drafted, forced, bare)
         except ServerError:  # the server went away after the turn: the turn stands, without its view
             return []
 

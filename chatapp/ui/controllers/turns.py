@@ -24,17 +24,19 @@ from textual.worker import get_current_worker
 
 from chatapp.engine.chat.branch_states import BranchFigures
 from chatapp.engine.chat.engine import Engine
+from chatapp.engine.chat.tool_turns import ToolCallDone
 from chatapp.engine.events import (
     ContextRetrieved, ContextTrimmed, Event, PrefillDone, PrefillProgress, TextDelta, ThoughtDelta, TurnDone)
 from chatapp.engine.stats import TurnRecord
 from chatapp.errors import ChatappError, ContextFullError, InputError, ServerError
 from chatapp.ui.messages import (
-    BranchChanged, PrefillFinished, PrefillProgressed, ReplyProgress, ThoughtProgress, TurnFailed, TurnFinished,
-    TurnRetrieved, TurnStarted, TurnTrimmed)
+    BranchChanged, PrefillFinished, PrefillProgressed, ReplyProgress, ThoughtProgress, ToolStep, TurnFailed,
+    TurnFinished, TurnRetrieved, TurnStarted, TurnTrimmed)
 from chatapp.ui.shown import shown_path
 
 if TYPE_CHECKING:
     from chatapp.engine.sessions import LiveSession
+    from chatapp.engine.chat.tool_turns import ToolTurns
     from chatapp.ui.host import EngineGate
 
 TurnAction = Literal["send", "regenerate", "edit", "branch", "token", "think"]
@@ -99,16 +101,20 @@ def decode_gets_the_gil(interval: float = DECODE_SWITCH_INTERVAL):
         sys.setswitchinterval(before)
 
 
-def stream_turn(engine: Engine, events: Iterator[Event], post: Callable[[Message], object], *,
+def stream_turn(engine: Engine, events: Iterator[Event | ToolCallDone], post: Callable[[Message], object], *,
                 cancelled: Callable[[], bool] = lambda: False, interval: float = PROGRESS_INTERVAL,
                 clock: Callable[[], float] = time.monotonic,
                 annotate: Callable[[TurnRecord], TurnRecord] | None = None,
                 finish: Callable[[TurnRecord], object] | None = None) -> None:
     text, live, last_post, pending = "", None, float("-inf"), False
     thought, thought_tokens, thought_pending = "", 0, False
+    after_calls = False
     for event in events:
         if cancelled():
             engine.stop()  # the generator still finishes its turn cleanly, just sooner
+        if after_calls and not isinstance(event, ToolCallDone):  # a tool loop's next step
+            post(ToolStep())
+            after_calls = False
         if isinstance(event, ThoughtDelta):  # a thinking model's thought, before its answer
             thought, thought_tokens = thought + event.text, thought_tokens + 1
             now = clock()
@@ -138,9 +144,24 @@ def stream_turn(engine: Engine, events: Iterator[Event], post: Callable[[Message
             if pending and live is not None:
                 post(ReplyProgress(text, live))
             record = event.record if annotate is None else annotate(event.record)
-            post(TurnFinished(record, event.view, figures_of(engine) or record_figures(record)))
+            calls = bool(record.extra.get("tool_calls"))
+            path = shown_path(engine) if calls or record.extra.get("action") == "tool" else None
+            post(TurnFinished(record, event.view, figures_of(engine) or record_figures(record), path,
+                              more=calls and "tool_loop_end" not in record.extra))
             if finish is not None:
                 finish(record)
+            text, live, pending, thought, thought_tokens, thought_pending = "", None, False, "", 0, False
+        elif isinstance(event, ToolCallDone):
+            post(ToolStep(event.result.text, tool_note(event)))
+            after_calls = True
+
+
+def tool_note(done: ToolCallDone) -> str:
+    """What a result's title says while its turn runs: the tool, and its tokens or why it did not run."""
+    if not done.approved:
+        return f"{done.call.name}: {done.why}"
+    error = ", error" if done.result.error else ""
+    return f"{done.call.name} ({done.server}) · {done.result_tokens} tok{error}"
 
 
 def answer_now(gate: EngineGate) -> bool:
@@ -169,9 +190,12 @@ def figures_of(engine: Engine) -> BranchFigures | None:
 def run_turn(gate: EngineGate, post: Callable[[Message], object], text: str, how: TurnHow = SEND,
              since: float | None = None, live: LiveSession | None = None,
              autosave: Callable[[LiveSession, TurnRecord], object] | None = None,
-             keep: Callable[[Engine, str], LiveSession | None] | None = None) -> None:
+             keep: Callable[[Engine, str], LiveSession | None] | None = None,
+             tools: Callable[[Engine, Callable[[], bool]], ToolTurns | None] | None = None) -> None:
     """The turn's worker: the engine's turn for `how`, streamed as messages, the session `live`
-    saved after it (`autosave`). With no session, `keep` makes the chat one first. Whatever fails
+    saved after it (`autosave`). With no session, `keep` makes the chat one first. `tools(engine,
+    cancelled)` gives the turn's tool loop (chatapp.engine.chat.tool_turns), None when tools are
+    off. Whatever fails
     is posted as TurnFailed, never raised: the app must not stay "generating"."""
     worker = get_current_worker()
     with gate.turn() as engine:
@@ -184,7 +208,10 @@ def run_turn(gate: EngineGate, post: Callable[[Message], object], text: str, how
         try:
             if not branching:
                 post(TurnStarted(text))
+            turns = tools(engine, lambda: worker.is_cancelled) if tools is not None else None
             events = start_events(engine, text, how, since)
+            if turns is not None:
+                events = turns.run(lambda first=events: first)
             if branching:  # the path it continues, up to its question, is drawn before the reply
                 post(TurnStarted(text, how.action in ("regenerate", "token", "think"), *shown_path(engine)))
             with decode_gets_the_gil():

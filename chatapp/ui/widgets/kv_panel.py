@@ -13,7 +13,7 @@ from chatapp.engine import kv
 from chatapp.engine.backend import NOT_REPORTED
 from chatapp.engine.chat.branch_states import BranchFigures
 from chatapp.engine.chat.engine import ModelSummary
-from chatapp.engine.chat.prompt_view import ROLES, role_counts
+from chatapp.engine.chat.prompt_view import ROLES, TOOL_ROLES, role_counts
 from chatapp.engine.stats import TurnRecord
 from chatapp.format import count, human_bytes, percent
 from chatapp.ui.shown import ShownBranch
@@ -123,7 +123,8 @@ class KVPanel(ThemedPanel):
             lines.append(Text("decoding…", style="italic"))
         elif self.record is not None:
             lines.append(legend([swatch(f"{role} {count(self.roles[role])}", fg(self, f"kv-{role}"))
-                                 for role in ROLES if role != "retrieved" or self.roles[role]], width))
+                                 for role in (*ROLES, *TOOL_ROLES)
+                                 if self.roles.get(role) or role not in ("retrieved", *TOOL_ROLES)], width))
             lines.extend(self._retrieved_lines(width))
             lines.append(Text(f"reused from cache: {count(self.record.cached_tokens)} tok"))
             if self.branch.growths:

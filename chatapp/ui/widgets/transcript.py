@@ -13,6 +13,7 @@ or `pick` from the keys, shows that token's alternatives next to it (chatapp.ui.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 from rich.cells import cell_len
 from textual import events
@@ -32,6 +33,7 @@ from chatapp.ui.widgets.confidence import AlternativeChosen, first_unlikely
 from chatapp.ui.widgets.reply import Reply
 from chatapp.ui.widgets.thought import Thought
 from chatapp.ui.widgets.token_popup import TokenPopup
+from chatapp.ui.widgets.tool_messages import ToolResult, call_markdown
 
 FINISH_NOTES = {
     "stopped": "■ stopped: partial reply kept",
@@ -54,7 +56,7 @@ def shown(content: str) -> str:
 
 def title(role: str, message_id: str, position: int = 1, siblings: int = 1) -> str:
     """A message's title: "you · 3fa2b1c0 · ‹ 2/3 ›" (no id while it is being written)."""
-    parts = ["you" if role == "user" else "assistant"]
+    parts = [{"user": "you", "tool": "tool"}.get(role, "assistant")]
     if message_id:
         parts.append(message_id)
     if siblings > 1:
@@ -62,11 +64,14 @@ def title(role: str, message_id: str, position: int = 1, siblings: int = 1) -> s
     return " · ".join(parts)
 
 
+def role_of(widget: Widget) -> Literal["user", "assistant", "tool"]:
+    return "user" if isinstance(widget, UserMessage) else "tool" if isinstance(widget, ToolResult) else "assistant"
+
+
 def name_message(widget: Widget, message_id: str, position: int = 1, siblings: int = 1) -> None:
     """Give a message widget its id in the tree and its place among its siblings."""
     widget.message_id, widget.position, widget.siblings = message_id, position, siblings
-    widget.border_title = title("user" if isinstance(widget, UserMessage) else "assistant",
-                                message_id, position, siblings)
+    widget.border_title = title(role_of(widget), message_id, position, siblings)
 
 
 def arrow_at(widget: Widget, x: int) -> int:
@@ -94,7 +99,7 @@ WebUI puts its message actions; each label names its key too."""
 def action_at(widget: Widget, x: int) -> str | None:
     """The App action whose label is at column `x` of the message's last row, as drawn."""
     row = widget.render_lines(Region(0, widget.outer_size.height - 1, widget.outer_size.width, 1))[0].text
-    for label, action in ACTIONS["user" if isinstance(widget, UserMessage) else "assistant"]:
+    for label, action in ACTIONS.get(role_of(widget), ()):
         at = row.find(label)
         if at >= 0 and cell_len(row[:at]) <= x < cell_len(row[:at]) + cell_len(label):
             return action
@@ -140,8 +145,10 @@ def message_widget(entry: Shown) -> list[Widget]:
     message = entry.message
     if message.role == "user":
         widget = UserMessage(shown(message.content))
+    elif message.role == "tool":
+        widget = ToolResult(shown(message.content))
     else:
-        widget = Reply(shown(message.content) or "*(empty reply)*")
+        widget = Reply(call_markdown(message.content) or shown(message.content) or "*(empty reply)*")
         widget.probs = entry.probs
         widget.set_class(message.stopped, "-stopped")
     name_message(widget, message.id, entry.position, entry.siblings)
@@ -190,7 +197,7 @@ class Transcript(VerticalScroll):
     # --- the path ------------------------------------------------------------------------
     def messages(self) -> list[Widget]:
         """The message widgets, first question first: one per message of the path drawn."""
-        return [child for child in self.children if isinstance(child, (UserMessage, Reply))]
+        return [child for child in self.children if isinstance(child, (UserMessage, Reply, ToolResult))]
 
     async def show_path(self, path: Sequence[Shown], dropped: int = 0) -> None:
         """Draw this path: the widgets of the messages already drawn for it stay (their ‹ n/m ›
@@ -258,8 +265,7 @@ class Transcript(VerticalScroll):
         self.selected = widget
         if widget is not None:
             widget.add_class("-selected")
-            role = "user" if isinstance(widget, UserMessage) else "assistant"
-            widget.border_subtitle = "  ".join(label for label, _ in ACTIONS[role])
+            widget.border_subtitle = "  ".join(label for label, _ in ACTIONS.get(role_of(widget), ()))
             if scroll:
                 self.scroll_to_widget(widget, animate=False)
 
@@ -286,7 +292,7 @@ class Transcript(VerticalScroll):
         index, widget = self.selected_index(), self.selected
         if index is None or widget is None or not widget.message_id:
             return None
-        return Selection(index, widget.message_id, "user" if isinstance(widget, UserMessage) else "assistant")
+        return Selection(index, widget.message_id, role_of(widget))
 
     async def on_click(self, event: events.Click) -> None:
         widget = event.widget
@@ -435,12 +441,21 @@ class Transcript(VerticalScroll):
             thought.finish(shown(record.thinking) if record.thinking else None, record.thinking_tokens)
         self.thought = None
         reply.probs = record.probs
-        reply.show(record.reply or "*(empty reply)*", streaming=False)
+        reply.show(call_markdown(record.reply) or record.reply or "*(empty reply)*", streaming=False)
         reply.remove_class("-streaming")
         note = FINISH_NOTES.get(record.finish_reason)
         reply.set_class(record.finish_reason == "stopped", "-stopped")
         if note:
             await self.mount(Notice(note, "stopped" if record.finish_reason == "stopped" else "info"))
+
+    async def tool_step(self, result: str | None, note: str = "") -> None:
+        """A tool loop's result, drawn while the turn runs on (its id comes with the path at the
+        end); None: the loop's next step starts, and its reply with it."""
+        if result is None:
+            await self.start_reply()
+            return
+        await self.mount(ToolResult(shown(result), note))
+        self.anchor()
 
     async def fail_reply(self, error: str, refused: bool) -> None:
         """A turn failed: drop the empty reply, and the user message too if the engine took it back."""

@@ -1,0 +1,130 @@
+"""Tools in the TUI (issue 38): the palette's tool choice opens the config's MCP servers, a turn
+runs the tool loop, each call waits on the approval dialog (approve once, always for this tool,
+deny: the denial is the result the model reads), and calls and results are drawn as messages of
+their own and kept in the session. The real default model, made to call `add` by the tool
+choice, and the tests' MCP server (tests/data/mcp_test_server.py) over stdio."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from chatapp import paths
+from chatapp.engine.chat.tool_turns import DENIED
+from chatapp.ui.app import ChatApp
+from chatapp.ui.messages import ToolStep, TurnFinished
+from chatapp.ui.screens.tool_approval import ToolApprovalScreen
+from chatapp.ui.widgets.reply import Reply
+from chatapp.ui.widgets.tool_messages import ToolResult
+from chatapp.ui.widgets.transcript import Transcript, UserMessage
+from tests.ui._helpers import TURN_TIMEOUT, WIDE, Messages, opened, store, turn_worker_done, wait_until
+
+SERVER_SCRIPT = Path(__file__).parents[1] / "data" / "mcp_test_server.py"
+
+pytestmark = pytest.mark.app_settings(max_tokens=40, opener=None, incognito=True)
+
+
+def configure() -> None:
+    """The tests' MCP server in the config, and only `add` and the clock offered (a small model
+    that called `big` would fill its context with the result)."""
+    path = paths.config_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('[tools]\ndisabled = ["big", "environment", "read_file", "list_folder"]\n\n'
+                    f'[mcp_servers.test]\ncommand = "{sys.executable}"\nargs = ["{SERVER_SCRIPT}"]\n')
+
+
+async def tools_on(pilot, app: ChatApp, choice: str) -> None:
+    await app.run_action(f"tool_choice({choice!r})")
+    await wait_until(pilot, lambda: app.tools_ui.registry is not None, TURN_TIMEOUT)
+
+
+async def ask(pilot, app: ChatApp, seen: Messages, text: str, first: str,
+              then: str = "d") -> list[ToolApprovalScreen]:
+    """Send `text`, answer the first approval with the key `first` and any later one with `then`,
+    and wait for the whole tool loop; the approval dialogs answered, in order."""
+    done = seen.count(TurnFinished)
+    app.edit_text(text)
+    await pilot.press("enter")
+    await wait_until(pilot, lambda: app.generating or seen.count(TurnFinished) > done, TURN_TIMEOUT)
+    asked: list[ToolApprovalScreen] = []
+    while True:
+        await wait_until(pilot, lambda: isinstance(app.screen, ToolApprovalScreen) or not app.generating,
+                         3 * TURN_TIMEOUT)  # up to four steps of the loop on a busy machine
+        if not isinstance(app.screen, ToolApprovalScreen):
+            break
+        asked.append(app.screen)
+        await pilot.press(first if len(asked) == 1 else then)
+        await pilot.pause()
+    await turn_worker_done(pilot, app)
+    return asked
+
+
+def results(seen: Messages) -> list[ToolStep]:
+    return [m for m in seen.of(ToolStep) if m.result is not None]
+
+
+async def test_an_approved_call_runs_and_is_drawn_and_kept_with_its_result(make_app):
+    configure()
+    app, seen = make_app(session="tools")
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        await opened(pilot, seen)
+        await tools_on(pilot, app, "add")
+        assert app.tools_ui.names() == ["current_time", "add"]
+        asked = await ask(pilot, app, seen, "What is 17 plus 25?", "o")
+        call = asked[0].call
+        assert (call.name, asked[0].spec.server) == ("add", "test") and set(call.arguments) == {"a", "b"}
+        assert asked[0].arguments == call.pretty_arguments()  # shown whole
+        first = results(seen)[0]
+        assert first.result == str(call.arguments["a"] + call.arguments["b"])
+        assert first.note.startswith("add (test) · ") and first.note.endswith(" tok")
+
+        path = [m for m in app.engine.tree.path()]
+        assert [m.role for m in path[:4]] == ["user", "assistant", "tool", "assistant"]
+        assert path[2].content == first.result
+        drawn = app.query_one(Transcript).messages()
+        assert [type(w) for w in drawn[:4]] == [UserMessage, Reply, ToolResult, Reply]
+        assert [w.message_id for w in drawn] == [m.id for m in path]  # each with its id in the tree
+        assert "calls a tool" in drawn[1].source and '"a":' in drawn[1].source  # not the raw JSON
+        assert drawn[2].render().plain == first.result and drawn[2].border_title.startswith("tool · ")
+        record = seen.of(TurnFinished)[0].record
+        assert record.extra["tool_calls"][0]["approved"] is True
+    saved = store().store.load("tools")
+    kept = {m.id: m for m in saved.tree}
+    assert [kept[m.id].role for m in path] == [m.role for m in path]
+    assert kept[path[2].id].content == first.result
+
+
+async def test_a_denial_is_the_result_and_always_asks_no_more(make_app):
+    configure()
+    app, seen = make_app()
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        await tools_on(pilot, app, "add")
+        asked = await ask(pilot, app, seen, "What is 2 plus 3?", "d")
+        assert asked and asked[0].call.name == "add"
+        denied = results(seen)[0]
+        assert denied.result == DENIED and denied.note == "add: denied"
+        tool_messages = [m for m in app.engine.tree.path() if m.role == "tool"]
+        assert tool_messages[0].content == DENIED  # what the model read
+
+        asked = await ask(pilot, app, seen, "What is 4 plus 5?", "a")
+        assert asked[0].call.name == "add" and app.tools_ui.always == {"add"}
+        before = len(results(seen))
+        asked = await ask(pilot, app, seen, "What is 6 plus 7?", "d")
+        assert all(screen.call.name != "add" for screen in asked)  # add runs unasked now
+        ran = results(seen)[before]
+        assert ran.note.startswith("add (test) · ") and ran.result != DENIED
+
+
+async def test_tools_off_takes_the_schemas_out_of_the_prompt(make_app):
+    configure()
+    app, seen = make_app()
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        await tools_on(pilot, app, "auto")
+        await ask(pilot, app, seen, "Hi", "d")
+        assert [t.name for t in app.engine.tools] == ["current_time", "add"]
+        assert '"name": "add"' in app.engine.render()  # the generic format's tool list
+        await app.run_action("tool_choice('none')")
+        await ask(pilot, app, seen, "Hi", "d")
+        assert not app.engine.tools and '"name": "add"' not in app.engine.render()
