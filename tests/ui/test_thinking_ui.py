@@ -16,6 +16,7 @@ from chatapp.ui.messages import ReplyProgress, ThoughtProgress, TurnFinished
 from chatapp.ui.shown import shown_path
 from chatapp.ui.widgets.kv_panel import KVPanel
 from chatapp.ui.widgets.reply import Reply
+from chatapp.ui.widgets.speed_panel import SpeedPanel
 from chatapp.ui.widgets.thought import Thought
 from chatapp.ui.widgets.tokens_panel import TokensPanel
 from chatapp.ui.widgets.transcript import Transcript
@@ -129,3 +130,25 @@ async def test_ctrl_f_thinks_more_beside_the_reply_prefilling_nothing(make_app):
         shown, _ = shown_path(app.engine)
         assert (shown[-1].position, shown[-1].siblings) == (2, 2)  # beside the first answer, which stays
         assert "kept" in app.branch.note and "up to the thought's end; prefilled 0" in app.branch.note
+
+
+async def test_the_panels_count_the_thought_apart_from_the_answer(make_app):
+    app, seen = make_app(incognito=True, think_budget=6, max_tokens=24, thinking_history="keep",
+                         prefill_while_typing=False)
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        record = (await send_text(pilot, app, seen, "What is the capital of France?")).record
+        kv, tokens, speed = app.query_one(KVPanel), app.query_one(TokensPanel), app.query_one(SpeedPanel)
+        view = app.branch.turn.view
+        reply = [item for item in view if item.origin == "generated"]
+        # the reply's thought (the forced close included) is "thought", its answer "assistant"
+        assert sum(1 for item in reply if item.role == "thought") == record.thinking_tokens
+        assert sum(1 for item in reply if item.role == "assistant") == record.decode_tokens - record.thinking_tokens
+        assert kv.roles["thought"] > record.thinking_tokens  # and the opening in the generation prompt
+        assert f"thought {kv.roles['thought']}" in kv.draw(80).plain
+        assert f"thought {kv.roles['thought']}" in tokens._summary(80).plain
+        figures = speed.figures
+        assert figures["thinking"].startswith(f"thinking {record.thinking_tokens} tok")
+        assert figures["answer"].startswith(f"answer {record.decode_tokens - record.thinking_tokens} tok")
+        # kept in the history ("keep"), the first thought is counted as thought in the next turn too
+        second = (await send_text(pilot, app, seen, "And of Italy?")).record
+        assert app.query_one(KVPanel).roles["thought"] > record.thinking_tokens + second.thinking_tokens

@@ -917,7 +917,8 @@ class Engine:
             record.extra["retrieved"] = question.context.to_json() if question.context else []
         cache_ids, drafted = self._backend.cached_tokens(), finished.drafted
         self._last_turn = (cache_ids, len(prompt))
-        yield TurnDone(record, lambda: self._view(cache_ids, prompt_messages, record, drafted, len(forced)))
+        yield TurnDone(record, lambda: thoughts.label_thoughts(
+            self._view(cache_ids, prompt_messages, record, drafted, len(forced)), self._thinking.format))
 
     def _view(self, cache_ids: list[int], prompt_messages: list[Message], record: TurnRecord,
               drafted: tuple[int, ...] = (), forced: int = 0):

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from chatapp.config import ThinkingHistory, Settings
 from chatapp.engine.backend import Backend
-from chatapp.engine.events import Message, TextDelta, ThoughtDelta
+from chatapp.engine.events import Message, PromptToken, TextDelta, ThoughtDelta
 from chatapp.engine.thinking import (
     NO_THINKING, Steering, ThinkingFormat, ThoughtEnd, ThoughtSplitter, detect, kept_text, render_history, split_reply)
 from chatapp.engine.tokens import common_prefix
@@ -187,3 +187,32 @@ class TurnSplit:
             return reply, ""
         split = split_reply(self.fmt, reply)
         return split.answer, split.thinking
+
+
+def label_thoughts(view: list[PromptToken], fmt: ThinkingFormat) -> list[PromptToken]:
+    """A turn's token view with every thought's tokens (its markers included) given the role
+    "thought": the reply's own, and earlier ones the prompt keeps ("keep"), so the panels count
+    thoughts apart from answers. A thought is found from the markers in the text; one left open
+    runs to the end (a reply that ended inside it). Tokens of a user's or a system's text stay theirs."""
+    if not fmt.active or not view:
+        return view
+    starts, text = [], ""
+    for item in view:
+        starts.append(len(text))
+        text += item.token.piece
+    spans, at = [], 0
+    while (found := text.find(fmt.open, at)) >= 0:
+        close = text.find(fmt.close, found + len(fmt.open))
+        end = len(text) if close < 0 else close + len(fmt.close)
+        spans.append((found, end))
+        at = end
+    if not spans:
+        return view
+    labelled, span = [], 0
+    for item, start in zip(view, starts):
+        while span < len(spans) and spans[span][1] <= start:
+            span += 1
+        inside = span < len(spans) and spans[span][0] <= start < spans[span][1]
+        keep = item.role in ("system", "user", "retrieved")
+        labelled.append(replace(item, role="thought") if inside and not keep else item)
+    return labelled

@@ -6,6 +6,7 @@ reusable prefix, so only the new turn (the retrieved text and the question) was 
 
 from __future__ import annotations
 
+from rich.style import Style
 from rich.text import Text
 from textual.reactive import reactive
 
@@ -112,7 +113,7 @@ class KVPanel(ThemedPanel):
         free = fg(self, "kv-free")
         # Cells not yet split by role (a reply streaming) take the primary colour.
         known = 0 if self.live else sum(self.roles.values())
-        segments = [] if self.live else [(self.roles[role], fg(self, f"kv-{role}")) for role in self.roles]
+        segments = [] if self.live else [(self.roles[role], self._colour(role)) for role in self.roles]
         segments.append((max(self.kv_used - known, 0), fg(self, "primary")))
         lines = [
             stacked_bar(segments, self.n_ctx, width, free),
@@ -122,10 +123,11 @@ class KVPanel(ThemedPanel):
         if self.live:
             lines.append(Text("decoding…", style="italic"))
         elif self.record is not None:
-            lines.append(legend([swatch(f"{role} {count(self.roles[role])}", fg(self, f"kv-{role}"))
-                                 for role in (*ROLES, *TOOL_ROLES)
-                                 if self.roles.get(role) or role not in ("retrieved", *TOOL_ROLES)], width))
+            lines.append(legend([swatch(f"{role} {count(self.roles[role])}", self._colour(role))
+                                 for role in (*ROLES, *TOOL_ROLES, "thought")
+                                 if self.roles.get(role) or role not in ("retrieved", "thought", *TOOL_ROLES)], width))
             lines.extend(self._retrieved_lines(width))
+            lines.extend(self._tool_lines(width))
             lines.append(Text(f"reused from cache: {count(self.record.cached_tokens)} tok"))
             if self.branch.growths:
                 lines.append(Text(f"this turn wrote: {count(self.branch.growths[-1])} cells"))
@@ -143,6 +145,10 @@ class KVPanel(ThemedPanel):
         if warning is not None:
             lines.append(warning)
         return Text("\n").join(lines)
+
+    def _colour(self, role: str) -> Style:
+        """A role's colour: its theme variable; a thought's is its reply's, dimmed (chatapp.engine.chat.thoughts)."""
+        return fg(self, "kv-assistant", dim=True) if role == "thought" else fg(self, f"kv-{role}")
 
     def _reprefill_lines(self) -> list[Text]:
         """What the next turn will prefill again because the template rewrites the history, said
@@ -187,6 +193,19 @@ class KVPanel(ThemedPanel):
                         "the next turn reuses it all")
             lines.append(Text(line, style=fg(self, "kv-retrieved")))
         return lines
+
+    def _tool_lines(self, width: int) -> list[Text]:
+        """What the offered tools' schemas cost: each one's tokens, the template's glue, and the
+        time their prefill takes at this turn's prefill speed (paid again whenever the cache breaks)."""
+        per_tool = self.record.extra.get("tool_schema_tokens") if self.record is not None else None
+        if not per_tool:
+            return []
+        total = sum(per_tool.values()) + int(self.record.extra.get("tool_glue_tokens", 0))
+        tps = self.record.prefill_tps
+        took = f"≈ {total / tps * 1000:,.0f} ms to prefill" if tps > 0 else "prefill time: unknown"
+        each = ", ".join(f"{name} {count(tokens)}" for name, tokens in per_tool.items())
+        return [fit(f"tool schemas: {count(total)} tok", took, width),
+                Text(f"  {each}, glue {count(total - sum(per_tool.values()))}", style=fg(self, "kv-tools"))]
 
     def _forecast_line(self, width: int) -> Text:
         turns = self.forecast

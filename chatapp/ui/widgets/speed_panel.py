@@ -17,7 +17,7 @@ from chatapp.engine.chat.engine import ModelSummary
 from chatapp.engine.chat.typeahead import TypeAhead
 from chatapp.engine.events import PrefillDone, PrefillProgress
 from chatapp.engine.machine.roofline import decode_line, prefill_line
-from chatapp.engine.stats import DraftFigures, LiveDecode, TurnRecord, draft_figures
+from chatapp.engine.stats import DraftFigures, LiveDecode, TurnRecord, draft_figures, rate
 from chatapp.format import count, ms, percent, tps
 from chatapp.ui.shown import ShownBranch
 from chatapp.ui.widgets.paint import Sketch
@@ -55,6 +55,11 @@ def typing_line(state: TypeAhead, backend: str) -> str:
     if state.prefilled:
         line += f"\n  {count(state.prefilled)} computed while typing, the rest cached from earlier turns"
     return line + (f"\n  {state.note}" if state.note else "")
+
+
+def phase_line(phase: str, tokens: int, elapsed_ms: float) -> str:
+    """E.g. "thinking 40 tok · 310 ms · 129 tok/s": a part of a thinking model's decode."""
+    return f"{phase} {count(tokens)} tok · {ms(elapsed_ms)} · {tps(rate(tokens, elapsed_ms))}"
 
 
 def threads_line(threads: int, reason: str) -> str:
@@ -185,6 +190,9 @@ class SpeedPanel(Vertical):
                  "prefill_ms": ms(r.prefill_ms), "prefill_tps": tps(r.prefill_tps), "ttft_ms": ms(r.ttft_ms),
                  "decode_tokens": count(r.decode_tokens), "decode_ms": ms(r.decode_ms),
                  "decode_tps": tps(r.decode_tps), "finish_reason": r.finish_reason}
+        if r.thinking_tokens:  # a thinking model's decode, thought and answer apart
+            shown |= {"thinking": phase_line("thinking", r.thinking_tokens, r.thinking_ms),
+                      "answer": phase_line("answer", r.answer_tokens, r.answer_ms)}
         if r.prefilled_while_typing:
             shown |= {"prefilled_while_typing": count(r.prefilled_while_typing)}
         if r.restored_tokens:  # the first turn after a session resume
@@ -245,6 +253,7 @@ class SpeedPanel(Vertical):
                       f"  {f['decode_ms']} · {f['decode_tps']}"]
         elif self.streaming:
             lines.append("decode …")
+        lines += [f"  {f[key]}" for key in ("thinking", "answer") if key in f]
         if "threads" in f:
             lines.append(f"  {f['threads']}")
         if "roofline" in f:

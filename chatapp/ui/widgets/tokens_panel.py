@@ -296,6 +296,9 @@ class TokensPanel(VerticalScroll):
         retrieved = sum(1 for item in view if item.role == "retrieved")
         if retrieved:  # attachment text: its own shade behind whichever origin colour it has
             entries.append(Text.assemble(("  ", bg(self, "token-retrieved-a")), f" retrieved {count(retrieved)}"))
+        thought = sum(1 for item in view if item.role == "thought")
+        if thought:  # a thinking model's thoughts: their tokens drawn dim
+            entries.append(Text(f"thought {count(thought)}", style=Style(dim=True, italic=True)))
         drafted = sum(1 for item in view if item.drafted)
         if drafted:  # reply tokens that came from accepted drafts (speculative decoding): a tint of their own
             entries.append(Text.assemble(("  ", bg(self, "token-drafted-a")), f" from drafts {count(drafted)}"))
@@ -340,6 +343,8 @@ class TokensPanel(VerticalScroll):
                 style = bands[band(steps[i].p)]
             if item.role == "template" and not item.token.special:
                 style += Style(italic=True)
+            elif item.role == "thought":
+                style += Style(dim=True)
             if i == broken:
                 pieces.append("▶", style=fg(self, "warning", bold=True, reverse=True))
                 style += Style(underline=True)
