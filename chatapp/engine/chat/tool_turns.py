@@ -9,6 +9,7 @@ must call that one). The last two are kept to by a grammar (chatapp.engine.tools
 
 Each step is an ordinary turn of the engine, with its own TurnDone and record: its prefill
 reuses the cache, so a step after a result prefills only the result and the template's glue.
+Each step's record carries the tools' schema tokens (`tool_schema_tokens`, `tool_glue_tokens`).
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ class ToolTurns:
         """The events of `first` (engine.send(...) and the like, not yet started) and of every
         step after it, with a ToolCallDone after each step's TurnDone for each call it made."""
         grammar, start, step, before = self._first_grammar(), first, 0, set()
+        costs = self.engine.tool_costs() if self.engine.tools else None
         while True:
             step += 1
             self.engine.set_generation(grammar=grammar)
@@ -99,6 +101,8 @@ class ToolTurns:
                 self.engine.set_generation(grammar=None)
             if done is None:
                 return
+            if costs is not None:  # what the schemas cost each step's prompt (the panels show it)
+                done.record.extra.update(tool_schema_tokens=dict(costs.per_tool), tool_glue_tokens=costs.glue)
             calls = parse_calls(done.record.reply)[0] if self.choice != "none" else []
             if not calls or done.record.finish_reason == "stopped":
                 yield done
