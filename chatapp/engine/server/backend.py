@@ -43,6 +43,7 @@ from chatapp.engine.server.reply import ReplyRun
 from chatapp.engine.server.summary import SERVER_KIND, summarize, template_sha256
 from chatapp.engine.server.vocabulary import ServerVocabulary
 from chatapp.engine.tokens import Token, common_prefix
+from chatapp.engine.tools.grammar import CallGrammar
 from chatapp.errors import ContextFullError, InputError, ServerError
 
 SLOT = 0
@@ -70,6 +71,15 @@ def sampling(generation: GenerationSettings) -> dict:
         "dry_multiplier": 0.0, "n_probs": probs.n_probs(generation), "post_sampling_probs": False,
         "ignore_eos": False,
     }
+
+
+def call_grammar(grammar: CallGrammar | None) -> dict:
+    """A tool call's grammar (chatapp.engine.tools.grammar) in llama-server's words: its JSON
+    schema, which the server turns into a grammar itself. A call wrapped in markers
+    (`<tool_call>`, `[TOOL_CALLS]`) is not kept to: the server's schema has no room for them."""
+    if grammar is None or grammar.prefix or grammar.suffix:
+        return {}
+    return {"json_schema": grammar.schema}
 
 
 class ServerBackend:
@@ -176,6 +186,7 @@ class ServerBackend:
         body = {"prompt": prompt, "stream": True, "cache_prompt": True, "id_slot": SLOT,
                 "n_predict": generation.max_tokens, "timings_per_token": True, "return_tokens": True,
                 "return_progress": True, **sampling(generation)}
+        body.update(call_grammar(generation.grammar))
         forced_text = self._forced_text(forced)
         try:
             if reuse_limit is not None and reuse_limit < min(shared, len(prompt) - 1):
