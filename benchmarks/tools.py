@@ -6,8 +6,11 @@ token cost is exact, on the real default model with the tests' MCP server over s
   glue, reusing >= 95% of its prompt from the cache.
 - Each tool's cost (Engine.tool_costs) against the prompt's tokens counted again with and
   without that tool: the difference must be exact.
+- With --tui N: the TUI (Textual's pilot, headless) asked N questions with the tool choice `add`;
+  for each, the time from the call's last token (the step's last TextDelta, on the turn's
+  worker) to the approval dialog mounted on screen. Target: within 100 ms.
 
-    .venv/bin/python benchmarks/tools.py [--model PATH] [--steps 3]
+    .venv/bin/python benchmarks/tools.py [--model PATH] [--steps 3] [--tui N]
 """
 
 from __future__ import annotations
@@ -35,8 +38,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", type=Path)
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--tui", type=int, default=0, help="questions to time the approval dialog on")
     args = parser.parse_args()
     path = args.model or resolve_model(load_catalog().default)
+    if args.tui:
+        import asyncio
+
+        latencies = asyncio.run(approval_latency(path, args.tui))
+        print("approval dialog after the call's last token: " + ", ".join(f"{ms:.1f}" for ms in latencies)
+              + f" ms (max {max(latencies):.1f}; target 100)")
+        return
     runtime = LlamaRuntime(path, LoadOptions(n_ctx=2048))
     engine = Engine(LocalBackend(runtime), Settings(n_ctx=2048, system_prompt="You are a helpful assistant."))
     engine.generation = GenerationSettings(temperature=0.0, max_tokens=60)
@@ -69,6 +80,69 @@ def main() -> None:
                   f"prefilled {record.prefill_tokens} in {record.prefill_ms:.0f} ms; calls {calls}"
                   f"{'; ' + record.extra['tool_loop_end'] if 'tool_loop_end' in record.extra else ''}")
     print("schema costs exact" if exact else "schema costs DIFFER")
+
+
+async def approval_latency(path: Path, questions: int) -> list[float]:
+    """Milliseconds from each question's call's last token to its approval dialog on screen."""
+    import os
+    import tempfile
+    import time
+
+    from chatapp.engine.events import TextDelta
+    from chatapp.engine.opening import open_engine
+    from chatapp.ui import app as app_module
+    from chatapp.ui.controllers import tools as tools_module
+    from chatapp.ui.screens.tool_approval import ToolApprovalScreen
+
+    home = Path(tempfile.mkdtemp(prefix="chatapp-tools-bench-"))
+    for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"):
+        os.environ[var] = str(home / var)
+    config = home / "XDG_CONFIG_HOME" / "chatapp" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f'[tools]\ndisabled = ["big", "environment", "read_file", "list_folder"]\n\n'
+                      f'[mcp_servers.test]\ncommand = "{sys.executable}"\nargs = ["{SERVER}"]\n')
+    last_token: list[float] = []
+    turn_done: list[float] = []
+    shown: list[float] = []
+    engine_ms: list[float] = []
+
+    class Timed(ToolTurns):
+        def run(self, first):
+            def stamped():
+                for event in first():
+                    if isinstance(event, TextDelta):
+                        last_token[:] = [time.perf_counter()]
+                    elif isinstance(event, TurnDone):
+                        turn_done[:] = [time.perf_counter()]
+                    yield event
+            return super().run(stamped)
+
+    class Shown(ToolApprovalScreen):
+        def on_mount(self) -> None:
+            shown.append((time.perf_counter() - last_token[0]) * 1000)
+            engine_ms.append((turn_done[0] - last_token[0]) * 1000)
+            super().on_mount()
+
+    tools_module.ToolTurns, tools_module.ToolApprovalScreen = Timed, Shown
+    settings = Settings(n_ctx=2048, temperature=0.0, max_tokens=60, incognito=True)
+    app = app_module.ChatApp(open_engine(settings, str(path)), settings=settings)
+    async with app.run_test() as pilot:
+        await app.run_action("tool_choice('add')")
+        while app.tools_ui.registry is None:
+            await pilot.pause(0.05)
+        for n in range(questions):
+            app.edit_text(f"What is {17 + n} plus {25 + n}?")
+            await pilot.press("enter")
+            seen = len(shown)
+            while app.generating or len(shown) == seen:
+                if isinstance(app.screen, ToolApprovalScreen):
+                    await pilot.press("o" if len(shown) == seen + 1 else "d")
+                await pilot.pause(0.05)
+            del shown[seen + 1:], engine_ms[seen + 1:]  # the first dialog of each question only
+    app.release_engine()
+    print("of which the engine's end of turn (last token to TurnDone): "
+          + ", ".join(f"{ms:.1f}" for ms in engine_ms) + " ms")
+    return shown
 
 
 if __name__ == "__main__":
