@@ -37,6 +37,9 @@ WINDOW = 1000
 """Tokens drawn at most; a longer text shows its last WINDOW tokens."""
 ORIGINS = ("cached", "prefilled", "generated")
 ORIGIN_COLOURS = {"cached": "token-cached", "prefilled": "token-prefill", "generated": "token-generated"}
+TOOL_LEGEND = (("tools", "tool schemas"), ("call", "tool calls"), ("tool", "tool results"))
+"""The tool roles (chatapp.engine.chat.prompt_view.TOOL_ROLES) as the legend names them, in the
+KV panel's colours for them."""
 _SUBSCRIPT = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 
 
@@ -299,6 +302,10 @@ class TokensPanel(VerticalScroll):
         thought = sum(1 for item in view if item.role == "thought")
         if thought:  # a thinking model's thoughts: their tokens drawn dim
             entries.append(Text(f"thought {count(thought)}", style=Style(dim=True, italic=True)))
+        for role, said in TOOL_LEGEND:  # a tool loop's: the schemas, the calls, the results
+            tokens = sum(1 for item in view if item.role == role)
+            if tokens:
+                entries.append(swatch(f"{said} {count(tokens)}", fg(self, f"kv-{role}")))
         drafted = sum(1 for item in view if item.drafted)
         if drafted:  # reply tokens that came from accepted drafts (speculative decoding): a tint of their own
             entries.append(Text.assemble(("  ", bg(self, "token-drafted-a")), f" from drafts {count(drafted)}"))

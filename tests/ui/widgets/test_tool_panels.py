@@ -14,6 +14,8 @@ from chatapp.engine.opening import open_engine
 from chatapp.engine.tools.registry import ToolRegistry
 from chatapp.engine.tools.servers import ToolSettings
 from chatapp.ui.widgets.kv_panel import KVPanel
+from chatapp.ui.widgets.paint import Sketch
+from chatapp.ui.widgets.tokens_panel import TokensPanel
 from tests.engine.tools.conftest import stdio_server
 from tests.ui._helpers import shown_after
 from tests.ui.widgets.hosts import Host
@@ -60,3 +62,15 @@ async def test_kv_panel_shows_each_schemas_tokens_and_their_prefill_time(loop, t
         counts = role_counts(second_view)
         for role in ("tools", "call", "tool"):
             assert f"{role} {counts[role]:,}" in text
+
+
+async def test_tokens_panel_names_the_tool_roles_of_the_turn(loop, themes):
+    (first, first_view), (second, second_view) = loop[0]
+    panel = TokensPanel()
+    async with Host(themes, panel).run_test(size=(100, 30)) as pilot:
+        panel.branch = shown_after(second, second_view)
+        await pilot.pause()
+        summary = panel.query_one("#tokens-summary", Sketch).plain
+        counts = role_counts(second_view)
+        for role, said in (("tools", "tool schemas"), ("call", "tool calls"), ("tool", "tool results")):
+            assert f"{said} {counts[role]:,}" in summary
