@@ -128,3 +128,20 @@ async def test_tools_off_takes_the_schemas_out_of_the_prompt(make_app):
         await app.run_action("tool_choice('none')")
         await ask(pilot, app, seen, "Hi", "d")
         assert not app.engine.tools and '"name": "add"' not in app.engine.render()
+
+
+async def test_the_palette_offers_each_tool_as_a_choice_once_the_tools_are_open(make_app):
+    from chatapp.ui.commands import ChatCommands
+
+    configure()
+    app, seen = make_app()
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        titles = [title for title, _, _ in ChatCommands(app.screen)._hits()]
+        assert {"Tools: off", "Tools: auto", "Tools: required"} <= set(titles)
+        assert not [t for t in titles if t.startswith("Tools: call")]  # nothing started before it is wanted
+        await tools_on(pilot, app, "required")
+        titles = [title for title, _, _ in ChatCommands(app.screen)._hits()]
+        assert [t for t in titles if t.startswith("Tools: call")] == ["Tools: call current_time", "Tools: call add"]
+        await app.run_action("tool_choice('nothing_by_this_name')")
+        await pilot.pause()
+        assert app.tools_ui.choice == "auto"  # an unknown name is said in one line and falls back
