@@ -26,7 +26,10 @@ from chatapp.engine.stats import LiveDecode
 from chatapp.engine.tokens import Token, common_prefix
 
 SPECIALS = {"<|im_start|>": 1, "<|im_end|>": 2}
-WORD = re.compile(r"<\|im_(?:start|end)\|>|\s*[^\s<]+|\s+|<")
+# A newline is a token of its own, as in the real models' pre-tokenizers: were it merged into the
+# word after it, a reply cached after "assistant\n" would tokenize another way in the history, and
+# the panels would predict a re-prefill no real template causes.
+WORD = re.compile(r"<\|im_(?:start|end)\|>|\n|[^\S\n]*[^\s<]+|[^\S\n]+|<")
 REPLY = ("Prefill reads the whole prompt in parallel; **decode** then adds one token at a time.\n\n"
          "- the KV cache keeps what was computed\n- quantization shrinks the weights")
 
