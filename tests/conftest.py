@@ -52,3 +52,13 @@ def isolated_env(default_model_path, _pip_cache_dir, tmp_path, monkeypatch) -> d
     for var, value in env.items():
         monkeypatch.setenv(var, value)
     return env
+
+
+@pytest.fixture
+def quiet_machine(monkeypatch) -> None:
+    """Other programs' load read as none, in this process: an in-process backend's prefill while
+    typing gives way while every core is busy (tests/engine/chat/test_typeahead.py checks that),
+    so a test of what typing prefills would otherwise pass or fail with the machine's load."""
+    from chatapp.engine.local.threads import OtherLoad
+
+    monkeypatch.setattr(OtherLoad, "sample", lambda self: 0.0)

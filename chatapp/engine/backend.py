@@ -208,7 +208,9 @@ class Backend(Protocol):
         batches of at most `batch` tokens as will do, as even as can be (`split_evenly`).
         Yields the tokens cached after each batch. `stop` may be
         set from another thread at any time: what is cached then is still a prefix of `tokens`
-        (prefill while typing, chatapp.engine.chat.typeahead)."""
+        (prefill while typing, chatapp.engine.chat.typeahead). It may also stop short unasked,
+        leaving a shorter prefix: an in-process backend gives way while other programs keep
+        every core busy, since typing ahead must never slow them or the UI."""
 
     def set_drafting(self, mode: DraftMode, draft_max: int) -> Drafting:
         """Speculative decoding from the next turn on. A backend that cannot draft says why in

@@ -21,7 +21,7 @@ from chatapp.ui.widgets.speed_panel import SpeedPanel
 from tests.engine.chat.typeahead_texts import FOLLOW_UP, QUESTION
 from tests.ui._helpers import TURN_TIMEOUT, WIDE, opened, press_in_name_box, send_text, wait_until
 
-pytestmark = pytest.mark.app_settings(n_ctx=2048)
+pytestmark = [pytest.mark.app_settings(n_ctx=2048), pytest.mark.usefixtures("quiet_machine")]
 
 
 async def settled(pilot, app: ChatApp) -> None:

@@ -30,11 +30,13 @@ grows past the next boundary, the small batches' rows are computed again in a la
 Enter, `reuse_limit` keeps what agrees with the split for the prompt sent. The tests compare
 greedy replies with it on and off.
 
-It gives way at once to everything else: each batch is short (BATCH tokens) and a stop event
-cuts one mid-way; a turn, a session or a model switch takes the engine's turn lock from it
-(the UI's EngineGate). It skips what would be thrown away: a question too long for the context
-(the turn would drop old turns first), and the question's text when files are attached (the
-attachment text placed before the question depends on the whole question).
+It gives way at once to everything else: an in-process backend stops while other programs keep
+every core busy (the note then says so, and Enter prefills the rest); each batch is short
+(BATCH tokens) and a stop event cuts one mid-way; a turn, a session or a model switch takes the
+engine's turn lock from it (the UI's EngineGate). It skips what would be thrown away: a
+question too long for the context (the turn would drop old turns first), and the question's
+text when files are attached (the attachment text placed before the question depends on the
+whole question).
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ from chatapp.engine.tokens import common_prefix
 HOLD_BACK = 1
 """Tokens kept back from the end of what the probes share: cheap insurance against a
 tokenizer whose merges reach further than one letter."""
+
+GAVE_WAY = "held back: other programs keep every core busy (Enter prefills the rest)"
+"""The note when the backend stopped short without being told to (`Backend.prefill`)."""
 
 PROBES = ("a", " a")
 """Text that may follow what is typed: a word going on, and a new word."""
@@ -161,7 +166,10 @@ class TypeAheadState:
                 if batch == TILE_ROWS:
                     self.large_end = ready
                 yield TypeAhead(ready, len(full), self.prefilled(ready), note)
-            if stop.is_set() or len(backend.cached_tokens()) < len(tokens):
+            if stop.is_set():
+                break
+            if len(backend.cached_tokens()) < len(tokens):  # the backend gave way to a busy machine
+                note = GAVE_WAY
                 break
             valid = len(tokens)
         yield self._state(backend, full, note)

@@ -5,13 +5,17 @@ and replies are the same as without it."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
 from chatapp.config import Settings
-from chatapp.engine.chat.typeahead import SMALL_MIN, next_question
+from chatapp.engine.chat.typeahead import GAVE_WAY, SMALL_MIN, next_question
+from chatapp.engine.local.threads import LOAD_EVERY_S, OtherLoad
 from chatapp.engine.opening import open_engine
 from tests.engine.chat.typeahead_texts import FOLLOW_UP, QUESTION
+
+pytestmark = pytest.mark.usefixtures("quiet_machine")
 
 
 @pytest.fixture
@@ -150,3 +154,19 @@ def test_a_question_too_long_for_the_context_is_not_prefilled(open_greedy):
     states = list(engine.type_ahead(QUESTION * 4, threading.Event()))
     assert engine.cached_tokens() == []
     assert states and "not fit" in states[-1].note
+
+
+def test_a_busy_machine_is_given_way_to_and_the_state_says_so(open_greedy, monkeypatch):
+    engine = open_greedy()
+    list(engine.send(QUESTION))
+    before = engine.cached_tokens()
+    monkeypatch.setattr(OtherLoad, "sample", lambda self: 64.0)  # every core busy with other programs
+    time.sleep(LOAD_EVERY_S + 0.1)  # the load is read at most this often
+    states = list(engine.type_ahead(FOLLOW_UP, threading.Event()))
+    assert states and states[-1].note == GAVE_WAY and states[-1].prefilled == 0
+    assert_consistent(engine, FOLLOW_UP)
+    assert len(engine.cached_tokens()) <= len(before)
+    monkeypatch.setattr(OtherLoad, "sample", lambda self: 0.0)  # free again: the next pause prefills
+    time.sleep(LOAD_EVERY_S + 0.1)
+    states = list(engine.type_ahead(FOLLOW_UP, threading.Event()))
+    assert states[-1].note == "" and states[-1].prefilled > 0

@@ -57,7 +57,7 @@ def test_a_deleted_branch_leaves_no_state_file(engine, tmp_path):
     assert set(files(manager, "s")) == {engine.leaf}
 
 
-def test_text_typed_but_never_sent_is_not_saved_in_the_state(default_model_path, tmp_path):
+def test_text_typed_but_never_sent_is_not_saved_in_the_state(default_model_path, tmp_path, quiet_machine):
     engine = open_engine(default_model_path)
     engine.settings = engine.settings.replace(prefill_while_typing=True)
     try:

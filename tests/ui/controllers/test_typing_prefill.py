@@ -5,11 +5,15 @@ panel and everything that stops a run: tests/ui/test_typing_prefill.py)."""
 
 from __future__ import annotations
 
+import pytest
+
 from chatapp.engine.chat.typeahead import next_question
 from chatapp.ui.controllers.typing_prefill import TypingPrefill, TypingPrefilled
 from chatapp.ui.messages import ComposerTokenized
 from tests.engine.chat.typeahead_texts import QUESTION
 from tests.ui._helpers import Messages, wait_until
+
+pytestmark = pytest.mark.usefixtures("quiet_machine")
 
 
 async def test_the_composers_text_is_tokenized_and_prefilled_ahead(make_host):
