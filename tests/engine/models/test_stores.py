@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from chatapp.engine.filecache import hash_file
 from chatapp.engine.models import hub_cache, lmstudio_store, ollama_store
 from chatapp.engine.models.discovery import discover
 from chatapp.engine.models.resolve import resolve_model, resolve_named
@@ -144,10 +145,12 @@ def test_hostile_stores_cost_one_line_each_and_the_rest_is_listed(stores, defaul
 
 
 def test_a_thousand_models_are_found_without_reading_a_header(stores, default_model_path, monkeypatch):
+    digest = hash_file(default_model_path)  # once: hashing it for each of the 600 took most of a minute
     for i in range(300):
-        hf_repo(stores.hub, default_model_path, repo_id=f"org/repo{i}", files=(f"m{i}-Q4_K_M.gguf",))
+        hf_repo(stores.hub, default_model_path, repo_id=f"org/repo{i}", files=(f"m{i}-Q4_K_M.gguf",), digest=digest)
     for i in range(300):
-        ollama_model(stores.ollama, default_model_path, ("registry.ollama.ai", "library", f"m{i}", "latest"))
+        ollama_model(stores.ollama, default_model_path, ("registry.ollama.ai", "library", f"m{i}", "latest"),
+                     digest=digest)
     for i in range(400):
         path = stores.lmstudio / "models" / "pub" / f"repo{i}" / f"m{i}-Q8_0.gguf"
         path.parent.mkdir(parents=True)
