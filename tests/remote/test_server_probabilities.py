@@ -145,3 +145,35 @@ def test_a_branch_over_the_server_prefills_only_the_chosen_token(llama_server):
         remote.close()
     assert record.prefill_tokens == 1 and record.cached_tokens == first.prompt_tokens + 4
     assert record.extra["forced_prefilled"] == 1 and record.reply.startswith("".join(p.token for p in first.probs[:4]))
+
+
+def test_the_sampler_views_last_stage_equals_llama_server_post_sampling_probs(default_model_path, llama_server):
+    """The sampler chain view (`chatapp sampler`, the palette's "sampler chain") replays a reply
+    with llama.cpp's samplers one at a time; at every reply token its last stage, the
+    distribution the draw is made from, equals the server's post_sampling_probs within 1e-3."""
+    from chatapp.engine.local.next_token import NextTokenViews
+
+    views = NextTokenViews.load(default_model_path, SETTINGS.replace(flash_attn="on"), n_ctx=N_CTX)
+    try:
+        rt = views.runtime
+        rendered = rt.render_chat([{"role": "system", "content": SETTINGS.system_prompt},
+                                   {"role": "user", "content": QUESTION}], add_generation_prompt=True)
+        prompt = rt.tokenize(rendered, special=True, add_bos=rt.adds_bos)
+        chain = {"temperature": CHAIN.temperature, "top_k": CHAIN.top_k, "top_p": CHAIN.top_p, "min_p": CHAIN.min_p,
+                 "seed": CHAIN.seed}
+        reply = views.generate(prompt, max_tokens=16, **chain)
+        replay = views.replay_chain(prompt, reply, **chain)
+    finally:
+        views.close()
+    assert replay.matches == (len(reply), len(reply)) and len(reply) >= 8
+    several = 0
+    for i, step in enumerate(replay.steps):
+        last = step.stages[-1]
+        assert last.name == "dist"
+        post = _next_token(llama_server.url, prompt + reply[:i], CHAIN, post=True, n=10)
+        assert len(post) == min(10, last.kept)
+        mine = {c.id: c.p for c in last.top}
+        for c in post:
+            assert c["id"] in mine and abs(c["prob"] - mine[c["id"]]) < 1e-3, (i, c, last.top)
+        several += last.kept > 1
+    assert several  # the chain kept more than one candidate somewhere: the probabilities were compared
