@@ -101,14 +101,21 @@ def windows(n_tokens: int, ctx: int) -> list[tuple[int, int]]:
     return [(start, min(start + ctx, n_tokens)) for start in range(0, n_tokens, ctx)]
 
 
-def llama_estimate(surprise: np.ndarray, ctx: int) -> tuple[float | None, int]:
-    """llama-perplexity's estimate from every token's surprise: the second halves of the full
-    windows (None under two of them, which it refuses), and how many tokens it counts."""
-    full, first = len(surprise) // ctx, ctx // 2
+def llama_positions(n_tokens: int, ctx: int) -> np.ndarray | None:
+    """The tokens llama-perplexity scores (its perplexity and its --kl-divergence alike): the
+    second halves of the full windows. None under two of them, which it refuses."""
+    full, first = n_tokens // ctx, ctx // 2
     if full < 2:
+        return None
+    return np.concatenate([np.arange(k * ctx + first + 1, (k + 1) * ctx) for k in range(full)])
+
+
+def llama_estimate(surprise: np.ndarray, ctx: int) -> tuple[float | None, int]:
+    """llama-perplexity's estimate from every token's surprise, and how many tokens it counts."""
+    positions = llama_positions(len(surprise), ctx)
+    if positions is None:
         return None, 0
-    scored = np.concatenate([surprise[k * ctx + first + 1:(k + 1) * ctx] for k in range(full)])
-    return math.exp(float(scored.mean())), len(scored)
+    return math.exp(float(surprise[positions].mean())), len(positions)
 
 
 def measure(ids: Sequence[int], pieces: Sequence[str], ctx: int, decode: DecodeWindow, *, bos: int | None,
@@ -159,9 +166,20 @@ class QuantCost:
     def same_top_share(self) -> float:
         return float(self.same_top[1:].mean())
 
+    def llama_figures(self) -> tuple[float, float] | None:
+        """(mean KLD, same-top share) over the tokens llama-perplexity --kl-divergence scores, to
+        compare with its "Mean KLD" and "Same top p"; None when it would refuse the text."""
+        positions = llama_positions(len(self.kld), self.base.ctx)
+        if positions is None:
+            return None
+        return float(self.kld[positions].mean()), float(self.same_top[positions].mean())
+
     def to_json(self) -> dict:
         data = self.base.to_json()
+        llama = self.llama_figures()
         data.update({"kld_mean": _round(self.kld_mean), "same_top": _round(self.same_top_share),
+                     "llama_kl_divergence": None if llama is None else
+                     {"kld_mean": _round(llama[0]), "same_top": _round(llama[1])},
                      "compare": {"ppl": _round(self.other.ppl), "llama_ppl": None if self.other.llama_ppl is None
                                  else _round(self.other.llama_ppl), "seconds": round(self.other.seconds, 3)}})
         for token, kld, same, dp in zip(data["tokens"], self.kld.tolist(), self.same_top.tolist(), self.dp.tolist()):

@@ -162,3 +162,36 @@ def test_a_second_quant_costs_kl_divergence_and_some_top_choices(views, second_q
     assert cost.other.ppl > cost.base.ppl  # fewer bits, a worse fit to the text
     json = cost.to_json()
     assert {"kld_mean", "same_top"} <= set(json) and set(json["tokens"][1]) >= {"kld", "same_top", "dp"}
+
+
+def kl_divergence_run(tool: Path, model: Path, text: Path, ctx: int, base: Path, *, compare: bool) -> str:
+    """llama-perplexity writing the base model's logits to `base`, or (compare) reading them
+    and printing its KL divergence statistics for `model`."""
+    args = [str(tool), "-m", str(model), "-f", str(text), "-c", str(ctx), "-b", str(ctx), "-t", "2", "-ngl", "0",
+            "-fa", "off", "--kl-divergence-base", str(base)]  # flash attention off, as the views run here
+    run = subprocess.run([*args, *(["--kl-divergence"] if compare else [])], capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return run.stdout + run.stderr
+
+
+def test_kl_divergence_and_same_top_agree_with_llama_perplexity(views, default_model_path, second_quant,
+                                                                  llama_perplexity, tmp_path):
+    """The issue's bound: within 1% (relative) of llama-perplexity --kl-divergence on the same
+    pair of quants, text and context, over the tokens it scores."""
+    text = (DOCS / "inference.md").read_text()[:3000]
+    ctx = 64
+    source, base = tmp_path / "text.txt", tmp_path / "base.kld"
+    source.write_text(text)
+    kl_divergence_run(llama_perplexity, default_model_path, source, ctx, base, compare=False)
+    printed = kl_divergence_run(llama_perplexity, second_quant, source, ctx, base, compare=True)
+    their_kld = float(re.search(r"Mean\s+KLD:\s+([0-9.]+)", printed).group(1))
+    their_same = float(re.search(r"Same top p:\s+([0-9.]+)", printed).group(1)) / 100
+    other = NextTokenViews.load(second_quant, Settings())
+    try:
+        cost = views.compare(views.text_ids(text), ctx, other)
+    finally:
+        other.close()
+    kld, same = cost.llama_figures()
+    assert kld == pytest.approx(their_kld, rel=PPL_TOLERANCE) and same == pytest.approx(their_same, rel=PPL_TOLERANCE)
+    assert cost.to_json()["llama_kl_divergence"] == {"kld_mean": round(kld, 6), "same_top": round(same, 6)}
