@@ -81,13 +81,16 @@ class NextTokenViews:
 
     def _window_decoder(self, window: int) -> tuple[TapContext, Callable[[Sequence[int]], np.ndarray]]:
         """A tap context for windows of up to `window` tokens, and a function decoding one window
-        from an empty cache with logits at every position."""
+        from an empty cache with logits at every position (a window of one batch: llama.cpp's own
+        rows, valid until the next window)."""
         tap = TapContext(self.runtime, window, n_batch=min(window, 512))
 
         def decode(tokens: Sequence[int]) -> np.ndarray:
             tap.clear()
-            rows = [tap.decode(tokens[s:s + tap.n_batch], s, "all") for s in range(0, len(tokens), tap.n_batch)]
-            return rows[0] if len(rows) == 1 else np.concatenate(rows)
+            if len(tokens) <= tap.n_batch:
+                return tap.decode(tokens, 0, "all", copy=False)
+            return np.concatenate([tap.decode(tokens[s:s + tap.n_batch], s, "all")
+                                   for s in range(0, len(tokens), tap.n_batch)])
 
         return tap, decode
 
