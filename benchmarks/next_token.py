@@ -4,11 +4,16 @@
    against llama.cpp's logits (largest probability difference over the vocabulary; target 1e-3),
    and the time of one lens with the output head already dequantized (target <= 1 s).
 2. Sampler chain: --seeds seeded replies drawn by llama.cpp's own chain, each replayed stage by
-   stage with the same seed: how many replay every token (target: all).
+   stage with the same seed: how many replay every token (target: all); and the last stage of
+   one replay against a llama-server's post_sampling_probs for the same tokens and settings
+   (largest difference; target 1e-3).
 3. Perplexity: chatapp's estimate and llama-perplexity's on the same text and --ctx (target:
    within 1%), and both speeds in tokens a second (target: chatapp >= 0.9x).
+4. What a second quant costs: mean KL divergence and the same-top share against
+   llama-perplexity --kl-divergence on the same pair (a Q3_K_S made by llama-quantize in a temp
+   folder unless --second is given; target: within 1% relative).
 
-    .venv/bin/python benchmarks/next_token.py [--model PATH] [--text FILE] [--ctx 512] [--seeds 20]
+    .venv/bin/python benchmarks/next_token.py [--model PATH] [--text FILE] [--ctx 512] [--seeds 100]
 
 Timings on a shared 2-core machine vary with the load; the exactness figures do not.
 """
@@ -17,9 +22,11 @@ from __future__ import annotations
 
 import argparse
 import re
+import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -36,9 +43,11 @@ def main() -> None:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", type=Path)
-    parser.add_argument("--text", type=Path, default=ROOT / "docs" / "inference.md")
+    parser.add_argument("--text", type=Path, help="default: the docs' pages, cut at 4,096 tokens")
+    parser.add_argument("--pairs", type=int, default=5, help="alternating perplexity runs on each side")
     parser.add_argument("--ctx", type=int, default=512)
-    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--seeds", type=int, default=100)
+    parser.add_argument("--second", type=Path, help="a second quant of the model (default: a Q3_K_S made here)")
     parser.add_argument("--reply-tokens", type=int, default=64)
     args = parser.parse_args()
     model = args.model or resolve_model(load_catalog().default)
@@ -67,23 +76,118 @@ def main() -> None:
         replayed = views.replay_chain(prompt, drawn, **chain)
         same += replayed.matches[0] == len(drawn)
     print(f"sampler chain: {same} of {args.seeds} seeded replies replayed token for token")
+    print(f"sampler chain against llama-server post_sampling_probs: largest difference "
+          f"{against_server(model, views, prompt):.2e} over a 24-token reply's top 10s")
 
-    text = args.text.read_text()
+    text = args.text.read_text() if args.text else four_thousand_tokens(views)
+    source = Path(tempfile.mkstemp(suffix=".txt")[1])
+    source.write_text(text)
     ids = views.text_ids(text)
-    found = views.surprise(ids, args.ctx)
-    ours_tps = len(ids) / found.seconds
     tool = ensure_tools() / "llama-perplexity"
-    started = time.perf_counter()
-    run = subprocess.run([str(tool), "-m", str(model), "-f", str(args.text), "-c", str(args.ctx), "-b", str(args.ctx),
-                          "-t", str(rt.threads[1]), "-ngl", "0"], capture_output=True, text=True, check=True)
-    theirs_seconds = time.perf_counter() - started
-    theirs = float(re.search(r"Final estimate: PPL = ([0-9.]+)", run.stdout + run.stderr).group(1))
+    ours, theirs, ratios = [], [], []
+    for _ in range(args.pairs):  # alternating, each side's compute only (llama-perplexity's own clock)
+        found = views.surprise(ids, args.ctx)
+        ours.append(len(ids) / found.seconds)
+        run = subprocess.run([str(tool), "-m", str(model), "-f", str(source), "-c", str(args.ctx), "-b", str(args.ctx),
+                              "-t", str(rt.threads[1]), "-ngl", "0", "-fa", "off"], capture_output=True, text=True,
+                             check=True)
+        printed = run.stdout + run.stderr
+        begun = stamp(re.search(r"(\d+\.\d+\.\d+\.\d+) I perplexity: calculating", printed).group(1))
+        ended = stamp(re.search(r"(\d+\.\d+\.\d+\.\d+) I Final estimate", printed).group(1))
+        scored_tokens = (len(ids) // args.ctx) * args.ctx  # the full windows it evaluates
+        theirs.append(scored_tokens / (ended - begun))
+        ratios.append(ours[-1] / theirs[-1])
+    llama_ppl = float(re.search(r"Final estimate: PPL = ([0-9.]+)", printed).group(1))
     print(f"perplexity: {len(ids):,} tokens, ctx {args.ctx}: chatapp {found.llama_ppl:.4f} "
-          f"(all tokens {found.ppl:.4f}), "
-          f"llama-perplexity {theirs:.4f}, difference {abs(found.llama_ppl / theirs - 1):.2e} relative; "
-          f"chatapp {ours_tps:.0f} tok/s, llama-perplexity {len(ids) / theirs_seconds:.0f} tok/s "
-          f"(its whole run, loading included)")
+          f"(all tokens {found.ppl:.4f}), llama-perplexity {llama_ppl:.4f}, difference "
+          f"{abs(found.llama_ppl / llama_ppl - 1):.2e} relative; speed over {args.pairs} alternating pairs, "
+          f"flash attention off on both: chatapp {statistics.median(ours):.0f} tok/s, llama-perplexity "
+          f"{statistics.median(theirs):.0f} tok/s (its compute, loading excluded), ratio median "
+          f"{statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f}); chatapp computes logits at "
+          f"every position (each token's surprise), llama-perplexity only at the second halves it scores")
+
+    with tempfile.TemporaryDirectory() as folder:
+        second = args.second or quantized(model, Path(folder))
+        other = NextTokenViews.load(second, Settings())
+        cost = views.compare(ids, args.ctx, other)
+        other.close()
+        base = Path(folder) / "base.kld"
+        common = ["-f", str(source), "-c", str(args.ctx), "-b", str(args.ctx), "-t", str(rt.threads[1]), "-ngl", "0",
+                  "-fa", "off", "--kl-divergence-base", str(base)]
+        subprocess.run([str(tool), "-m", str(model), *common], capture_output=True, check=True)
+        run = subprocess.run([str(tool), "-m", str(second), *common, "--kl-divergence"], capture_output=True,
+                             text=True, check=True)
+    printed = run.stdout + run.stderr
+    their_kld = float(re.search(r"Mean\s+KLD:\s+([0-9.]+)", printed).group(1))
+    their_same = float(re.search(r"Same top p:\s+([0-9.]+)", printed).group(1)) / 100
+    kld, same_top = cost.llama_figures()
+    print(f"second quant {second.name}: mean KLD chatapp {kld:.5f}, llama-perplexity {their_kld:.5f} "
+          f"({abs(kld / their_kld - 1):.2%} apart); same top chatapp {same_top:.4f}, llama-perplexity "
+          f"{their_same:.4f} ({abs(same_top / their_same - 1):.2%} apart); over every token chatapp's "
+          f"mean KLD is {cost.kld_mean:.5f}, same top {cost.same_top_share:.4f}")
+    source.unlink()
     views.close()
+
+
+def four_thousand_tokens(views) -> str:
+    text = "\n\n".join(page.read_text() for page in sorted((ROOT / "docs").glob("*.md")))
+    return "".join(views.pieces(views.text_ids(text)[:4096]))
+
+
+def stamp(text: str) -> float:
+    """Seconds from a llama.cpp log timestamp (minutes.seconds.milliseconds.microseconds)."""
+    minutes, seconds, millis, micros = text.split(".")
+    return int(minutes) * 60 + int(seconds) + int(millis) / 1e3 + int(micros) / 1e6
+
+
+def quantized(model: Path, folder: Path) -> Path:
+    from chatapp.llama_tools import ensure_tools
+
+    target = folder / "second-Q3_K_S.gguf"
+    subprocess.run([str(ensure_tools() / "llama-quantize"), "--allow-requantize", str(model), str(target), "Q3_K_S",
+                    "2"], capture_output=True, check=True)
+    return target
+
+
+def against_server(model: Path, views, prompt: list[int]) -> float:
+    """A seeded reply replayed stage by stage, its last stage against a llama-server's
+    post_sampling_probs after the same tokens (flash attention off on both, as chatapp's views)."""
+    import httpx
+
+    from chatapp.engine.backend import GenerationSettings
+    from chatapp.engine.server.backend import sampling
+    from chatapp.llama_tools import ensure_tools
+
+    generation = GenerationSettings(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=3, max_tokens=24)
+    chain = dict(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=3)
+    reply = views.generate(prompt, max_tokens=24, **chain)
+    replay = views.replay_chain(prompt, reply, **chain)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([str(ensure_tools() / "llama-server"), "-m", str(model), "--port", str(port), "-np", "1",
+                               "-c", "2048", "-fa", "off", "-t", str(views.runtime.threads[0])],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        worst = 0.0
+        for i, step in enumerate(replay.steps):
+            body = {"prompt": prompt + reply[:i], "n_predict": 1, "cache_prompt": True, **sampling(generation),
+                    "n_probs": 10, "post_sampling_probs": True}
+            (entry,) = httpx.post(f"{url}/completion", json=body, timeout=60).json()["completion_probabilities"]
+            mine = {c.id: c.p for c in step.stages[-1].top}
+            worst = max([worst] + [abs(c["prob"] - mine.get(c["id"], 0.0)) for c in entry["top_probs"]])
+        return worst
+    finally:
+        server.terminate()
+        server.wait()
 
 
 if __name__ == "__main__":
