@@ -4,7 +4,11 @@ checkout, export --all-branches, each turn's message ids, and bad input as one l
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,11 +25,35 @@ def tree(chatapp_exe) -> list[dict]:
     return json.loads(out.stdout)
 
 
+HOME = {"XDG_CONFIG_HOME": "config", "XDG_DATA_HOME": "data", "XDG_CACHE_HOME": "cache"}
+
+
+@pytest.fixture(scope="module")
+def branched_home(tmp_path_factory, default_model_path):
+    """Two turns, then a branch after the first reply, made once for the module in a home of its
+    own (a dozen tests start from it; two asks each took a minute of the suite): (home, first
+    turn's record, branch record)."""
+    home = tmp_path_factory.mktemp("branched")
+    env = {**os.environ, "CHATAPP_MODEL": str(default_model_path), "COLUMNS": "200",
+           **{var: str(home / folder) for var, folder in HOME.items()}}
+    exe = Path(sys.executable).with_name("chatapp")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(exe), *args], capture_output=True, text=True, env=env, timeout=300, check=False)
+
+    first, _ = records(run(*ASK, "Name a fruit.", "Name a colour."))
+    [branch] = records(run(*ASK, "--branch-from", first["message_id"], "Name a planet."))
+    return home, first, branch
+
+
 @pytest.fixture
-def branched(chatapp_exe):
-    """Two turns, then a branch after the first reply: (first turn's record, branch record)."""
-    first, _ = records(chatapp_exe(*ASK, "Name a fruit.", "Name a colour."))
-    [branch] = records(chatapp_exe(*ASK, "--branch-from", first["message_id"], "Name a planet."))
+def branched(branched_home, isolated_dirs):
+    """The module's branched session copied into this test's home: (first turn's record, branch
+    record). Session states are found by the session's folder, so a copy resumes as the original."""
+    home, first, branch = branched_home
+    for var, folder in HOME.items():
+        if (home / folder).exists():
+            shutil.copytree(home / folder, isolated_dirs[var], dirs_exist_ok=True)
     return first, branch
 
 
