@@ -206,6 +206,7 @@ class ChatApp(KeyBurstApp[None]):
             self.notify(f"theme {self._theme_problem!r} is not available; using {DEFAULT_THEME}",
                         title="Theme", severity="warning", timeout=10, markup=False)
         self.sessions_ui.at_start(self.session)
+        self.tools_ui.at_start()
 
     def on_resize(self, event: Resize) -> None:
         self._apply_layout(event.size.width)  # self.size is updated after this handler runs

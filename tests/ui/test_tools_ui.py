@@ -145,3 +145,24 @@ async def test_the_palette_offers_each_tool_as_a_choice_once_the_tools_are_open(
         await app.run_action("tool_choice('nothing_by_this_name')")
         await pilot.pause()
         assert app.tools_ui.choice == "auto"  # an unknown name is said in one line and falls back
+
+
+async def test_the_configs_tool_choice_opens_the_tools_at_start(make_app):
+    configure()
+    path = paths.config_file()
+    path.write_text(path.read_text().replace("[tools]\n", '[tools]\nchoice = "add"\n', 1))
+    app, _seen = make_app()
+    async with app.run_test(size=WIDE) as pilot:
+        await wait_until(pilot, lambda: app.tools_ui.registry is not None, TURN_TIMEOUT)
+        assert app.tools_ui.choice == "add" and "add" in app.tools_ui.names()
+
+
+async def test_a_bad_tool_choice_in_the_config_is_one_line_and_the_tools_stay_off(make_app):
+    path = paths.config_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('[tools]\nchoice = "two words"\n')
+    app, _seen = make_app()
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        assert app.tools_ui.choice == "none" and app.tools_ui.registry is None
+        assert any("choice must be" in n.message for n in app._notifications)

@@ -38,6 +38,8 @@ from chatapp.errors import ConfigError
 DEFAULT_TIMEOUT = 30.0
 MAX_SERVERS = 64
 SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+TOOL_CHOICE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+"""none, auto, required, or what a tool's name may be (which tools there are, only opening tells)."""
 _SERVER_KEYS = {"command", "args", "env", "cwd", "url", "headers", "enabled"}
 
 
@@ -84,6 +86,9 @@ class ToolSettings:
     disabled: tuple[str, ...] = ()
     timeout: float = DEFAULT_TIMEOUT
     servers: tuple[McpServer, ...] = ()
+    choice: str = "none"
+    """The TUI's tool choice at start: "none", "auto", "required" or a tool's name (the palette
+    changes it while the app runs; `ask` offers tools only when --tool or --tools asks)."""
 
 
 def _strings(value: Any, where: str) -> tuple[str, ...]:
@@ -128,9 +133,13 @@ def from_table(table: dict[str, Any], where: str = "config") -> ToolSettings:
     tools = table.get("tools", {})
     if not isinstance(tools, dict):
         raise ConfigError(f"{where}: [tools] must be a table")
-    unknown = sorted(set(tools) - {"roots", "disabled", "timeout"})
+    unknown = sorted(set(tools) - {"roots", "disabled", "timeout", "choice"})
     if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r} in [tools] (known: disabled, roots, timeout)")
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} in [tools] (known: choice, disabled, roots, timeout)")
+    choice = tools.get("choice", "none")
+    if not isinstance(choice, str) or not TOOL_CHOICE.fullmatch(choice):
+        raise ConfigError(f"{where}: [tools] choice must be none, auto, required or a tool's name, "
+                          f"not {str(choice)[:40]!r}")
     timeout = tools.get("timeout", DEFAULT_TIMEOUT)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0.1 <= timeout <= 3600:
         raise ConfigError(f"{where}: [tools] timeout must be 0.1 to 3,600 seconds")
@@ -142,7 +151,8 @@ def from_table(table: dict[str, Any], where: str = "config") -> ToolSettings:
     return ToolSettings(roots=_strings(tools.get("roots", []), f"{where}: [tools] roots"),
                         disabled=_strings(tools.get("disabled", []), f"{where}: [tools] disabled"),
                         timeout=float(timeout),
-                        servers=tuple(server_from(n, raw, f"{where}: mcp_servers") for n, raw in servers.items()))
+                        servers=tuple(server_from(n, raw, f"{where}: mcp_servers") for n, raw in servers.items()),
+                        choice=choice)
 
 
 def load_tool_settings(path: Path | None = None) -> ToolSettings:

@@ -2,10 +2,10 @@
 
 The choice is the OpenAI API's, as `ask --tool-choice` takes it: "none" (the default: no tool
 is offered, no schema costs a token), "auto", "required", or a tool's name (the first reply must
-call it). The palette sets it (the "Tools: …" commands, `tool_choice` actions). The first choice
-other than "none" opens the registry on a worker (chatapp's built-ins and every enabled MCP
-server in the config, whose children end when the app quits); every enabled tool is offered
-from the next turn on.
+call it). The palette sets it (the "Tools: …" commands, `tool_choice` actions), and the config's
+`[tools] choice` sets it at start. The first choice other than "none" opens the registry on a
+worker (chatapp's built-ins and every enabled MCP server in the config, whose children end when
+the app quits); every enabled tool is offered from the next turn on.
 
 A turn with tools is a tool loop (chatapp.engine.chat.tool_turns) on the turn's worker. Before a
 call runs, its worker asks here: the approval dialog shows the tool, its server and the full
@@ -57,6 +57,18 @@ class ToolController:
         self._closed = False
 
     # --- the choice (UI thread) ----------------------------------------------------------------
+    def at_start(self) -> None:
+        """The config's `[tools] choice`, when it is not "none": the tools open at start."""
+        from chatapp.engine.tools.servers import load_tool_settings
+
+        try:
+            choice = load_tool_settings().choice
+        except ChatappError as exc:  # the palette's first choice says it again, when one is made
+            self.app.notify(exc.one_line(), title="Tools", severity="error", timeout=10, markup=False)
+            return
+        if choice != "none":
+            self.choose(choice)
+
     def names(self) -> list[str]:
         """The enabled tools' names, once opened (the palette offers each as a choice)."""
         return [spec.name for spec in self.registry.enabled()] if self.registry is not None else []

@@ -91,3 +91,12 @@ def test_imported_servers_are_written_keeping_the_users_comments(tmp_path):
     add_servers([McpServer("files", command="x")], path, replace=True)
     assert load_tool_settings(path).servers[0].command == "x"
     assert oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+def test_the_tool_choice_at_start_is_read_and_checked():
+    assert from_table({}).choice == "none"
+    assert from_table({"tools": {"choice": "auto"}}).choice == "auto"
+    assert from_table({"tools": {"choice": "add"}}).choice == "add"
+    for bad in ("", "two words", 3, "x" * 200):
+        with pytest.raises(ConfigError, match="choice must be none, auto, required or a tool's name"):
+            from_table({"tools": {"choice": bad}})
