@@ -117,15 +117,17 @@ async def test_keeping_thoughts_shows_nothing_to_re_prefill(make_app):
         assert record.reprefill_expected == 0 and record.extra["reprefill_tokens"] == 0
 
 
-async def test_ctrl_f_thinks_more_beside_the_reply_prefilling_nothing(make_app):
+@pytest.mark.parametrize("think_more, added", [(0, 6), (3, 3)])  # 0: the thinking budget's 6
+async def test_ctrl_f_thinks_more_beside_the_reply_prefilling_nothing(make_app, think_more, added):
     assert any(b.key == "ctrl+f" and b.action == "think_more" for b in APP_BINDINGS)
     assert any(action == "think_more" for _, _, action in COMMANDS)
-    app, seen = make_app(incognito=True, think_budget=6, max_tokens=32, prefill_while_typing=False)
+    app, seen = make_app(incognito=True, think_budget=6, max_tokens=32, prefill_while_typing=False,
+                         think_more=think_more)
     async with app.run_test(size=NARROW, message_hook=seen) as pilot:
         first = (await send_text(pilot, app, seen, "What is the capital of France?")).record
         await pilot.press("ctrl+f")
         record = (await finished(pilot, app, seen, turns=2)).record
-        assert record.extra["think_more"] == 6 and record.prefill_tokens == 0
+        assert record.extra["think_more"] == added and record.prefill_tokens == 0
         assert record.thinking.startswith(first.thinking.rstrip("\n")) and record.reply.strip()
         shown, _ = shown_path(app.engine)
         assert (shown[-1].position, shown[-1].siblings) == (2, 2)  # beside the first answer, which stays

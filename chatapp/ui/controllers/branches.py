@@ -76,7 +76,8 @@ UP_TO = {"edit": "up to your edit", "regenerate": "up to the question", "branch"
          "token": "up to the token chosen", "think": "up to the thought's end"}
 
 THINK_MORE = 256
-"""Thought tokens that think more adds when the session sets no thinking budget."""
+"""Thought tokens that think more adds when neither the think_more setting nor the session's
+thinking budget says."""
 
 
 def turn_cost(record: TurnRecord, action: str | None = None) -> str | None:
@@ -206,7 +207,8 @@ class BranchController:
 
     def think_more(self) -> None:
         """Ctrl+F: beside the selected reply (else the last), the same thought gone on with for the
-        session's thinking budget (THINK_MORE without one), then a new answer (Engine.think_more)."""
+        think_more setting's tokens (else the session's thinking budget, else THINK_MORE), then a
+        new answer (Engine.think_more)."""
         if self.app.busy("think more"):
             return
         chosen = self.app.selection()
@@ -219,7 +221,7 @@ class BranchController:
             self.app.notify("No thought to go on with: think more takes a thinking model's reply", timeout=4)
             return
         question = next(m.content for m in reversed(messages[:index]) if m.role == "user")
-        extra = self.app.engine.thinking.budget or THINK_MORE
+        extra = self.app.settings.think_more or self.app.engine.thinking.budget or THINK_MORE
         self.app.start_turn(question, TurnHow("think", messages[index].id, step=extra))
 
     def branch_at(self, message_id: str, step: int, token: int) -> None:
