@@ -335,13 +335,20 @@ class Engine:
                 ranked.append((-shared, held != leaf, order, held, source))
         return [(held, source) for *_, held, source in sorted(ranked)[:4]]
 
-    def _restore_leaf(self, leaf: str) -> tuple[int, str]:
+    def _restore_leaf(self, leaf: str, *, reply: tuple[str, Sequence[int]] | None = None) -> tuple[int, str]:
         """Load the kept state that shares the longest prefix with the path to `leaf` (its own,
-        or a branch's near it) when that is more than the cache holds; (tokens kept, where from)."""
-        if leaf == self._cache_leaf:
+        or a branch's near it) when that is more than the cache holds; (tokens kept, where from).
+
+        `reply`: (a reply to `leaf`, the ids it starts with): the states through that reply come
+        first, and the prefix kept runs on through the generation prompt into those ids (think
+        more on an older reply: a later turn's state holds its thought, so it is not prefilled)."""
+        if leaf == self._cache_leaf and reply is None:
             return 0, ""
-        expected = self.prompt_ids(add_generation_prompt=False)
-        for held, source in self._nearest_kept(leaf):
+        if reply is None:
+            expected = self.prompt_ids(add_generation_prompt=False)
+        else:
+            expected = self.prompt_ids() + list(reply[1])
+        for held, source in self._nearest_kept(leaf if reply is None else reply[0]):
             found = (self._branch_states.get(held) if source == "memory"
                      else self._keeper.load_branch(held) if self._keeper else None)
             if found is None:
@@ -352,7 +359,7 @@ class Engine:
                 continue
             self._typeahead.forget()
             own = held == leaf
-            self._cache_leaf = leaf if own or keep == len(expected) else None
+            self._cache_leaf = leaf if (own or keep == len(expected)) and reply is None else None
             self._last_reuse, self._last_turn = None, None
             self._kept_as_is = leaf if own and source == "memory" and keep == len(found.tokens) else None
             return keep, source
@@ -666,7 +673,9 @@ class Engine:
         else:
             tree.switch(tree[reply].parent, descend=False)
             self._conversation.place_window(self._conversation.window_start)
-            self._restore_leaf(tree[reply].parent)  # the kept state nearest to the question (a new process too)
+            # the kept state nearest to the question (a new process too); for think more, nearest
+            # to the reply, through as much of its thought as that state holds
+            self._restore_leaf(tree[reply].parent, reply=(reply, forced) if more is not None else None)
         # The last turn's own reply answered again: prefill as that turn did, so a greedy reply
         # repeats; a branch from a token reuses all it can.
         reuse_limit = self._last_reuse if reply == self._cache_leaf and not forced else None
@@ -912,7 +921,8 @@ class Engine:
         if forced:
             record.extra.update(forced_tokens=finished.forced, forced_prefilled=finished.forced_prefilled)
         if more is not None:  # think more: how much more, and whether the cache was cut, not prefilled
-            record.extra.update(think_more=more[0], think_more_from="cache" if more[1] is not None else "text")
+            record.extra.update(think_more=more[0], think_more_from=(
+                "cache" if more[1] is not None else "kept" if finished.forced_prefilled < len(forced) else "text"))
         if question.context is not None or self.attachments:
             record.extra["retrieved"] = question.context.to_json() if question.context else []
         cache_ids, drafted = self._backend.cached_tokens(), finished.drafted

@@ -97,3 +97,30 @@ def test_think_more_cuts_the_cache_back_and_prefills_nothing(engine_for, budget)
     family, index = engine.tree.siblings(engine.leaf)
     assert family == [old, engine.leaf] and index == 1  # beside the old reply, which stays
     assert engine.tree[old].thinking == first.thinking
+
+
+def test_think_more_on_an_older_reply_in_a_new_process_goes_on_from_a_saved_state(engine_for, tmp_path):
+    """The first reply of a saved two-turn session, thought on in a new process: the second turn's
+    saved state holds the first thought ("keep"), so only its last token runs again, for its logits,
+    where it was prefilled whole from its text before."""
+    from chatapp.engine.sessions.manager import SessionManager
+
+    engine = engine_for("keep")
+    manager = SessionManager.open(engine.settings, tmp_path)
+    live = manager.resume("thoughts", engine)
+    first = list(engine.send(QUESTIONS[0]))[-1].record
+    live.save_turn(live.annotate(first))
+    live.save_turn(live.annotate(list(engine.send(QUESTIONS[1]))[-1].record))
+    older = first.extra["message_id"]
+    assert engine.tree.leaf != older
+
+    again = engine_for("keep")  # a new process: nothing in memory, the session's files on disk
+    report = manager.resume("thoughts", again).report
+    assert report.restored_tokens > 0
+    record = list(again.think_more(8, older))[-1].record
+    forced = record.extra["forced_tokens"]
+    assert forced > 8  # the first thought, budget 8 and its close
+    assert record.extra["think_more_from"] == "kept"
+    assert record.extra["forced_prefilled"] == 1 and record.prefill_tokens == 1
+    assert record.thinking.startswith(first.thinking.rstrip("\n"))
+    assert again.tree.siblings(again.leaf)[0] == [older, again.leaf]
