@@ -39,6 +39,7 @@ CHATAPP_VARIABLES = (
     "kv-system",
     "kv-user",
     "kv-assistant",
+    "kv-thought",
     "kv-retrieved",
     "kv-tools",
     "kv-call",

@@ -113,7 +113,7 @@ class KVPanel(ThemedPanel):
         free = fg(self, "kv-free")
         # Cells not yet split by role (a reply streaming) take the primary colour.
         known = 0 if self.live else sum(self.roles.values())
-        segments = [] if self.live else [(self.roles[role], self._colour(role)) for role in self.roles]
+        segments = [] if self.live else [(self.roles[role], fg(self, f"kv-{role}")) for role in self.roles]
         segments.append((max(self.kv_used - known, 0), fg(self, "primary")))
         lines = [
             stacked_bar(segments, self.n_ctx, width, free),
@@ -123,7 +123,7 @@ class KVPanel(ThemedPanel):
         if self.live:
             lines.append(Text("decoding…", style="italic"))
         elif self.record is not None:
-            lines.append(legend([swatch(f"{role} {count(self.roles[role])}", self._colour(role))
+            lines.append(legend([swatch(f"{role} {count(self.roles[role])}", fg(self, f"kv-{role}"))
                                  for role in (*ROLES, *TOOL_ROLES, "thought")
                                  if self.roles.get(role) or role not in ("retrieved", "thought", *TOOL_ROLES)], width))
             lines.extend(self._retrieved_lines(width))
@@ -145,10 +145,6 @@ class KVPanel(ThemedPanel):
         if warning is not None:
             lines.append(warning)
         return Text("\n").join(lines)
-
-    def _colour(self, role: str) -> Style:
-        """A role's colour: its theme variable; a thought's is its reply's, dimmed (chatapp.engine.chat.thoughts)."""
-        return fg(self, "kv-assistant", dim=True) if role == "thought" else fg(self, f"kv-{role}")
 
     def _reprefill_lines(self) -> list[Text]:
         """What the next turn will prefill again because the template rewrites the history, said
