@@ -6,7 +6,6 @@ reusable prefix, so only the new turn (the retrieved text and the question) was 
 
 from __future__ import annotations
 
-from rich.style import Style
 from rich.text import Text
 from textual.reactive import reactive
 
