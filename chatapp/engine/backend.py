@@ -10,7 +10,7 @@ this: llama.cpp in-process (`chatapp.engine.local.backend`) and llama.cpp's `lla
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, get_args, runtime_checkable
 
@@ -167,9 +167,11 @@ class Backend(Protocol):
     """Speculative decoding as the next turn will run it (see set_drafting)."""
 
     def render(self, messages: Sequence[Message], *, add_generation_prompt: bool,
-               tools: Sequence[dict] | None = None) -> str:
+               tools: Sequence[dict] | None = None, switches: Mapping[str, bool] | None = None) -> str:
         """The conversation through the model's own chat template; `tools` (OpenAI-style function
-        entries) go to a template that reads them, and one that does not leaves them out."""
+        entries) go to a template that reads them, and one that does not leaves them out.
+        `switches`: the template's own flags, as llama-server's `chat_template_kwargs` takes them
+        (Qwen3's `enable_thinking`); a template that does not read one renders as without it."""
 
     def tokenize_prompt(self, text: str) -> list[int]:
         """Templated text as the model reads it: special tokens parsed, BOS as the model wants."""

@@ -58,7 +58,7 @@ class ScriptedBackend:
             ids.append(self._words[key])
         return ids
 
-    def render(self, messages: Sequence[Message], *, add_generation_prompt: bool, tools=None) -> str:
+    def render(self, messages: Sequence[Message], *, add_generation_prompt: bool, tools=None, switches=None) -> str:
         text = "".join(f"<|im_start|>{m.role}\n{m.content}<|im_end|>\n" for m in messages)
         return text + ("<|im_start|>assistant\n" if add_generation_prompt else "")
 

@@ -920,6 +920,8 @@ class Engine:
             record.extra["branch"] = f"{index + 1}/{len(family)}"
         if forced:
             record.extra.update(forced_tokens=finished.forced, forced_prefilled=finished.forced_prefilled)
+        if steer is not None:  # a thinking model: the mode the turn ran in ("on", "off" or a budget)
+            record.extra["think"] = self._thinking.mode
         if more is not None:  # think more: how much more, and whether the cache was cut, not prefilled
             record.extra.update(think_more=more[0], think_more_from=(
                 "cache" if more[1] is not None else "kept" if finished.forced_prefilled < len(forced) else "text"))

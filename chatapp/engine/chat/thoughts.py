@@ -7,12 +7,18 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
-from chatapp.config import ThinkingHistory, Settings
+from chatapp.config import ThinkingHistory, Settings, validate
 from chatapp.engine.backend import Backend
 from chatapp.engine.events import Message, PromptToken, TextDelta, ThoughtDelta
 from chatapp.engine.thinking import (
     NO_THINKING, Steering, ThinkingFormat, ThoughtEnd, ThoughtSplitter, detect, kept_text, render_history, split_reply)
 from chatapp.engine.tokens import common_prefix
+from chatapp.errors import InputError
+
+
+SWITCHED_OFF = {"enable_thinking": False}
+"""The template switch that turns thinking off (Qwen3 and its successors; llama-server's
+`chat_template_kwargs` takes the same)."""
 
 
 class Thinking:
@@ -28,6 +34,7 @@ class Thinking:
         self._generated: dict[str, str] = {}
         """Replies' text exactly as decoded, by message id, for "keep" (`kept_text`)."""
         self._end: tuple[str, ThoughtEnd] | None = None
+        self._switchable: bool | None = None
         """The last turn's reply and where its thought ended in the cache (think more)."""
 
     @property
@@ -48,10 +55,52 @@ class Thinking:
         tokens = [t for t in self._backend.describe(self._backend.tokenize_prompt(piece)) if t.piece]
         return len(tokens) == 1 and tokens[0].special and tokens[0].piece == piece
 
+    # --- the thinking mode: on, off, or a budget ------------------------------------------------
+    @property
+    def mode(self) -> str:
+        """"on" (no budget), "off" (a budget of 0) or the budget in tokens, as `set_mode` takes it."""
+        return "on" if self.budget is None else "off" if self.budget == 0 else str(self.budget)
+
+    def set_mode(self, text: str) -> str:
+        """Thinking "on", "off", or a budget of N thought tokens a reply, from the next turn on;
+        returns the mode. Off renders the template with its own switch where it has one (Qwen3's
+        `enable_thinking`: the generation prompt closes an empty thought, so no thought token is
+        decoded), and elsewhere forces the close before the first thought token (a budget of 0,
+        as llama-server's `--reasoning-budget 0`)."""
+        word = text.strip().lower()
+        if word in ("on", "off"):
+            self.budget = None if word == "on" else 0
+            return self.mode
+        try:
+            budget = int(word.removesuffix("tokens").strip())
+        except ValueError:
+            raise InputError(f"thinking is on, off or a budget in tokens (e.g. 512), not {text.strip()!r}") from None
+        validate(Settings(think_budget=budget))  # one line when out of range
+        self.budget = None if budget < 0 else budget  # -1, as in the config: no budget
+        return self.mode
+
+    @property
+    def switchable(self) -> bool:
+        """The template turns thinking off itself: its generation prompt renders differently with
+        `enable_thinking` false (probed once; a template that fails the probe is not)."""
+        if self._switchable is None:
+            probe = [Message("user", "chatapp-probe-question")]
+            try:
+                self._switchable = self._backend.render(probe, add_generation_prompt=True) != self._backend.render(
+                    probe, add_generation_prompt=True, switches=SWITCHED_OFF)
+            except Exception:  # noqa: BLE001 - a template that cannot render the probe has no switch to use
+                self._switchable = False
+        return self._switchable
+
+    def _switches(self) -> dict[str, bool] | None:
+        return SWITCHED_OFF if self.budget == 0 and self.format.active and self.switchable else None
+
     def render(self, messages: Sequence[Message], add_generation_prompt: bool) -> str:
+        switches = self._switches()
         if not any(m.thinking for m in messages):
-            return self._backend.render(messages, add_generation_prompt=add_generation_prompt)
-        return render_history(lambda placed: self._backend.render(placed, add_generation_prompt=add_generation_prompt),
+            return self._backend.render(messages, add_generation_prompt=add_generation_prompt, switches=switches)
+        return render_history(lambda placed: self._backend.render(placed, add_generation_prompt=add_generation_prompt,
+                                                                  switches=switches),
                               messages, self.format, self.history,
                               lambda m, content: replace(m, content=content, thinking=""),
                               lambda m: self._generated.get(m.id, ""))

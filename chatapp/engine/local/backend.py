@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -94,9 +94,10 @@ class LocalBackend:
 
     # --- template and tokens -------------------------------------------------------------
     def render(self, messages: Sequence[Message], *, add_generation_prompt: bool,
-               tools: Sequence[dict] | None = None) -> str:
+               tools: Sequence[dict] | None = None, switches: Mapping[str, bool] | None = None) -> str:
         return self.runtime.render_chat([m.as_template_input() for m in messages],
-                                        add_generation_prompt=add_generation_prompt, tools=list(tools or ()))
+                                        add_generation_prompt=add_generation_prompt, tools=list(tools or ()),
+                                        switches=switches)
 
     def tokenize_prompt(self, text: str) -> list[int]:
         rt = self.runtime

@@ -10,7 +10,7 @@ import contextlib
 import ctypes
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -312,8 +312,9 @@ class LlamaRuntime:
 
     # --- chat template -------------------------------------------------------------
     def render_chat(self, messages: list[dict[str, str]], *, add_generation_prompt: bool,
-                    tools: list[dict] | None = None) -> str:
-        """Apply the model's own chat template (the GGUF's tokenizer.chat_template)."""
+                    tools: list[dict] | None = None, switches: Mapping[str, bool] | None = None) -> str:
+        """Apply the model's own chat template (the GGUF's tokenizer.chat_template); `switches`
+        are the template's own flags (see chatapp.engine.backend.Backend.render)."""
         if not self._template:
             # A base model without a template: plain role-prefixed text keeps turns apart.
             text = "".join(f"{m['role']}: {m['content']}\n\n" for m in messages)
@@ -324,7 +325,8 @@ class LlamaRuntime:
                 eos_token=self.token_bytes(self._llm.token_eos()).decode("utf-8", "replace"),
                 bos_token=self.token_bytes(self._llm.token_bos()).decode("utf-8", "replace"),
             )
-        return self._chat_template.render(messages, add_generation_prompt=add_generation_prompt, tools=tools)
+        return self._chat_template.render(messages, add_generation_prompt=add_generation_prompt, tools=tools,
+                                          switches=switches)
 
     # --- KV cache ------------------------------------------------------------------
     @property

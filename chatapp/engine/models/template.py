@@ -23,6 +23,7 @@ the two), and adds what that formatter lacks:
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -122,7 +123,7 @@ class ChatTemplate:
             raise ModelError(f"the model's chat template is invalid: {_one_line(exc)}") from None
 
     def render(self, messages: list[dict[str, str]], *, add_generation_prompt: bool,
-               tools: list[dict] | None = None) -> str:
+               tools: list[dict] | None = None, switches: Mapping[str, bool] | None = None) -> str:
         """The prompt text (`tools`: OpenAI-style function entries, for a template that reads
         them); raises ModelError (one line) when the template fails, reaches for
         something the sandbox forbids, or runs out of time."""
@@ -130,6 +131,7 @@ class ChatTemplate:
                        add_generation_prompt=add_generation_prompt, raise_exception=_raise_exception,
                        strftime_now=_strftime_now, functions=None, function_call=None, tools=tools or None,
                        tool_choice=None)
+        context.update({name: bool(on) for name, on in (switches or {}).items() if name not in context})
         try:
             with cpu_limit(self.cpu_limit_s):
                 return self._template.render(**context)

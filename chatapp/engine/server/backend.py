@@ -23,7 +23,7 @@ past them is cut off with one line, the reply so far kept.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import replace
 
@@ -127,16 +127,18 @@ class ServerBackend:
 
     # --- template and tokens -------------------------------------------------------------
     def render(self, messages: Sequence[Message], *, add_generation_prompt: bool,
-               tools: Sequence[dict] | None = None) -> str:
+               tools: Sequence[dict] | None = None, switches: Mapping[str, bool] | None = None) -> str:
         """The server's /apply-template. A conversation that ends with a reply renders that reply
         open, as a continuation (llama-server's --prefill-assistant, on by default)."""
         key = (tuple((m.role, m.content) for m in messages), add_generation_prompt,
-               msgspec.json.encode(list(tools or ())))
+               msgspec.json.encode(list(tools or ())), tuple(sorted((switches or {}).items())))
         text = self._renders.get(key)
         if text is None:
             text = self._client.post("/apply-template", {"messages": [m.as_template_input() for m in messages],
                                                           "add_generation_prompt": add_generation_prompt,
-                                                          **({"tools": list(tools)} if tools else {})},
+                                                          **({"tools": list(tools)} if tools else {}),
+                                                          **({"chat_template_kwargs": dict(switches)}
+                                                             if switches else {})},
                                      answers.Rendered).prompt
             if len(self._renders) >= RENDER_CACHE:
                 self._renders.pop(next(iter(self._renders)))

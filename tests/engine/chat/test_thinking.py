@@ -118,3 +118,46 @@ def test_answer_now_forces_the_close_at_the_next_token(thinking_models, engines)
     assert record.extra["thought_tokens_sampled"] <= pressed_at + 1  # at most one more thought token
     assert record.reply.strip() and record.thinking.strip()
     assert not engine.answer_now()  # nothing running to stop
+
+
+def test_thinking_off_uses_the_template_switch_where_it_has_one(thinking_models, engines):
+    """Off on a Qwen3-shaped template: its own `enable_thinking` switch closes an empty thought in
+    the generation prompt, so no thought token is decoded; on again, the prompt is as before."""
+    engine = engines(thinking_models["qwen3"])
+    on_prompt = engine.render(add_generation_prompt=True)
+    assert engine.thinking.set_mode("off") == "off" and engine.thinking.switchable
+    assert engine.render(add_generation_prompt=True) == on_prompt + "<think>\n\n</think>\n\n"
+    record = list(engine.send("What is the capital of France?"))[-1].record
+    assert record.thinking == "" and record.extra["thought_tokens_sampled"] == 0
+    assert record.extra["think"] == "off" and "thinking_closed_by" not in record.extra
+    assert record.reply.strip()
+    assert engine.thinking.set_mode("on") == "on"
+    assert not engine.render(add_generation_prompt=True).endswith("</think>\n\n")
+
+
+def test_thinking_off_without_a_switch_forces_the_close_before_the_first_thought_token(thinking_models, engines):
+    engine = engines(thinking_models["r1"])
+    engine.thinking.set_mode("off")
+    assert not engine.thinking.switchable  # R1's template has no switch
+    record = list(engine.send("What is the capital of France?"))[-1].record
+    assert record.extra["thought_tokens_sampled"] == 0 and record.extra["thinking_closed_by"] == "budget"
+    assert record.thinking.strip() == "" and record.reply.strip()
+    assert record.extra["think"] == "off"
+
+
+@pytest.mark.parametrize("text, mode, budget", [("on", "on", None), ("OFF", "off", 0), (" 512 ", "512", 512),
+                                                ("64 tokens", "64", 64), ("-1", "on", None)])
+def test_the_thinking_mode_is_on_off_or_a_budget(thinking_models, engines, text, mode, budget):
+    engine = engines(thinking_models["plain"])
+    assert engine.thinking.set_mode(text) == mode and engine.thinking.budget == budget
+
+
+@pytest.mark.parametrize("text", ["maybe", "-5", "99999999"])
+def test_a_bad_thinking_mode_is_one_line_and_changes_nothing(thinking_models, engines, text):
+    from chatapp.errors import ChatappError
+
+    engine = engines(thinking_models["plain"])
+    engine.thinking.set_mode("256")
+    with pytest.raises(ChatappError) as failed:
+        engine.thinking.set_mode(text)
+    assert "\n" not in failed.value.one_line() and engine.thinking.mode == "256"
