@@ -93,6 +93,9 @@ def _branches(rows: list[dict]) -> list[list[dict]]:
     return paths
 
 
+CHOICE_LABELS = {"think": "Thinking", "tools": "Tools"}
+
+
 def session_data(store: SessionStore, name: str, session: StoredSession | None = None, *,
                  all_branches: bool = False) -> dict:
     """The export of session `name` (`session`, when the caller has already loaded it): the
@@ -127,6 +130,8 @@ def session_data(store: SessionStore, name: str, session: StoredSession | None =
         "journal": [journal_entry(n, idx, record) | ({"message_id": mid} if mid else {})
                     for n, (idx, record, mid) in enumerate(records, 1)],
     }
+    if chosen := store.choices(name).chosen():
+        data["choices"] = chosen  # the session's thinking mode and tool choice, where chosen
     if rows is not None:
         data["tree"] = _flat(rows)
         data["branches"] = [[row["id"] for row in path] for path in _branches(rows)]
@@ -190,6 +195,8 @@ def to_markdown(data: dict) -> str:
     lines = [f"# Session {data['name']}", "",
              f"Model: {model['name']} ({model['quant']}) · created {_when(data['created_at'])} · "
              f"last saved {_when(data['updated_at'])}", "", "## Transcript", ""]
+    if chosen := data.get("choices"):
+        lines[3:3] = [" · ".join(f"{CHOICE_LABELS.get(k, k)}: {v}" for k, v in chosen.items()), ""]
     if "tree" in data:
         lines = lines[:-2]
         system = [m for m in data["messages"] if m["role"] == "system"]

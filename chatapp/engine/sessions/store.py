@@ -33,6 +33,7 @@ from pathlib import Path
 from chatapp.engine.chat.tree import MessageTree, is_id
 from chatapp.engine.events import Message
 from chatapp.engine.retrieval.document import Attachment
+from chatapp.engine.sessions.choices import SessionChoices
 from chatapp.engine.sessions.attachment_rows import context_json, read_attachments, read_messages, write_attachments
 from chatapp.engine.sessions.merge import Conflict, SavePlan, plan_save
 from chatapp.engine.sessions.names import new_state_key, valid_state_key
@@ -546,6 +547,22 @@ class SessionStore:
         with self._connect(readonly=True) as conn:
             row = conn.execute("SELECT draft FROM sessions WHERE name = ?", (name,)).fetchone()
         return row[0] if row is not None and isinstance(row[0], str) else ""
+
+    def set_choices(self, name: str, choices: SessionChoices) -> None:
+        """Keep what the user chose for session `name` (its thinking mode, its tool choice)."""
+        with self._transaction() as conn:
+            if conn.execute("UPDATE sessions SET choices = ? WHERE name = ?",
+                            (choices.to_json(), name)).rowcount == 0:
+                raise unknown(name)
+
+    def choices(self, name: str) -> SessionChoices:
+        """What `set_choices` kept for session `name` (nothing chosen when there is none, or
+        what is kept cannot be read: an edited database costs the choice, not the session)."""
+        if not self._readable():
+            return SessionChoices()
+        with self._connect(readonly=True) as conn:
+            row = conn.execute("SELECT choices FROM sessions WHERE name = ?", (name,)).fetchone()
+        return SessionChoices.from_json(row[0]) if row is not None else SessionChoices()
 
     def keep_scores(self, name: str, message_id: str, probs: str) -> None:
         """Keep reply `message_id`'s probabilities, scored after it was written (TokenProbs.to_json
