@@ -151,8 +151,8 @@ class ChatApp(KeyBurstApp[None]):
         self.confidence_ui = ConfidenceController(self, self.sessions_ui)
         self.models_ui = ModelController(self, opener, self.sessions_ui)
         self.themes_ui = ThemeController(self)
-        self.settings_ui = SettingsController(self)
-        self.tools_ui = ToolController(self)
+        self.settings_ui = SettingsController(self, self.sessions_ui)
+        self.tools_ui = ToolController(self, keep=lambda choice: self.sessions_ui.keep_choice(tools=choice))
         self.typing_prefill = TypingPrefill(self)
         """Prefills the next prompt while it is typed (chatapp.ui.controllers.typing_prefill)."""
         self.quitting = QuitController(self, self.sessions_ui, lambda: (
@@ -355,7 +355,10 @@ class ChatApp(KeyBurstApp[None]):
         await self._transcript.tool_step(message.result, message.note)
 
     def action_tool_choice(self, choice: str) -> None:
-        self.tools_ui.choose(choice)
+        self.tools_ui.choose(choice, by_user=True)
+
+    def action_think(self, mode: str) -> None:
+        self.settings_ui.think(mode)
 
     def action_answer_now(self) -> None:
         answer_now(self.gate) or self.notify("No thought is being written: nothing to stop", timeout=3)
@@ -520,6 +523,8 @@ class ChatApp(KeyBurstApp[None]):
     @dropped_after_exit
     async def on_session_opened(self, message: SessionOpened) -> None:
         await self.sessions_ui.opened(message)
+        if message.choices.tools and message.choices.tools != self.tools_ui.choice:  # as the session was left
+            self.tools_ui.choose(message.choices.tools)
         self.typing_prefill.ahead()  # for the conversation just opened
 
     @dropped_after_exit

@@ -26,6 +26,12 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Stop thinking and answer", "A thinking model's reply: end its thought now and answer (Ctrl+G)", "answer_now"),
     ("Think more", "A thinking model's reply (selected, else the last): think on from its thought's end, then "
      "answer again beside it, nothing prefilled again (Ctrl+F)", "think_more"),
+    ("Thinking: on", "A thinking model thinks before it answers, with no budget; kept with the session",
+     "think('on')"),
+    ("Thinking: off", "A thinking model answers at once: its template's enable_thinking switch where it has one, "
+     "else the thought closed before its first token; kept with the session", "think('off')"),
+    ("Thinking: budget", "A thinking model's most thought tokens a reply, with temperature and max tokens (Ctrl+O)",
+     "sampling"),
     ("Edit system prompt", "Change the system prompt", "system_prompt"),
     ("Sampling: temperature and max tokens", "Set temperature and max tokens", "sampling"),
     ("Toggle drafting (speculative decoding)",

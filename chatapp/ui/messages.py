@@ -20,6 +20,7 @@ from chatapp.engine.retrieval.context import RetrievedContext
 from chatapp.engine.events import PromptToken
 from chatapp.engine.stats import LiveDecode, TurnRecord
 from chatapp.engine.tokens import Token
+from chatapp.engine.sessions.choices import SessionChoices
 
 if TYPE_CHECKING:
     from chatapp.engine.chat.branch_states import BranchFigures, BranchSwitch
@@ -260,10 +261,12 @@ class SessionOpened(Message):
 
     def __init__(self, live: "LiveSession", figures: "BranchFigures", *, replaced: bool,
                  notices: list[str] | None = None, other_model: str | None = None, forked: bool = False,
-                 kept: bool = False, draft: str = "") -> None:
+                 kept: bool = False, draft: str = "", choices: SessionChoices | None = None) -> None:
         super().__init__()
         self.live = live
         self.draft = draft
+        self.choices = choices or SessionChoices()
+        """The thinking mode and tool choice the session was left with (none chosen: the app's hold)."""
         """What was typed in the session and not sent when it was left (its draft), for the composer."""
         self.kept = kept
         """A chat no session held became one at its first turn (the turn runs on meanwhile)."""

@@ -22,7 +22,7 @@ from chatapp.ui.widgets.tokens_panel import TokensPanel
 from chatapp.ui.widgets.transcript import Transcript
 from tests.engine.chat.thinking_templates import R1_SHAPED
 from tests.gguf_copy import copies_with_templates
-from tests.ui._helpers import NARROW, finished, send_text, wait_until
+from tests.ui._helpers import NARROW, finished, opened, send_text, store, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -154,3 +154,46 @@ async def test_the_panels_count_the_thought_apart_from_the_answer(make_app):
         # kept in the history ("keep"), the first thought is counted as thought in the next turn too
         second = (await send_text(pilot, app, seen, "And of Italy?")).record
         assert app.query_one(KVPanel).roles["thought"] > record.thinking_tokens + second.thinking_tokens
+
+
+async def test_thinking_off_from_the_palette_is_kept_with_the_chat_and_comes_back_with_it(make_app):
+    """"Thinking: off" before the first question: the chat, kept as a session at that turn, keeps
+    the choice, and opening the session again in a new app turns thinking off again."""
+    assert ("Thinking: off", ) == tuple(t for t, _, a in COMMANDS if a == "think('off')")
+    app, seen = make_app(think_budget=6, max_tokens=24)
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        await app.run_action("think('off')")
+        assert app.engine.thinking.mode == "off"
+        record = (await send_text(pilot, app, seen, "What is the capital of France?")).record
+        assert record.extra["think"] == "off" and record.extra["thought_tokens_sampled"] == 0
+        await wait_until(pilot, lambda: app.sessions_ui.live is not None)
+        name = app.sessions_ui.live.name
+        await wait_until(pilot, lambda: store().store.choices(name).think == "off")
+    again, seen = make_app(session=name, think_budget=6, max_tokens=24)
+    async with again.run_test(size=NARROW, message_hook=seen) as pilot:
+        await opened(pilot, seen)
+        assert again.engine.thinking.mode == "off"
+
+
+async def test_the_sampling_dialog_sets_a_thinking_budget(make_app):
+    app, seen = make_app(incognito=True, max_tokens=48)
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        await pilot.press("ctrl+o")
+        field = await wait_for_input(pilot, app, "#think")
+        assert field.value == "on"
+        field.value = "lots"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: "thinking is on, off or a budget" in str(
+            app.screen.query_one("#sampling-error").render()))
+        field.value = "5"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.engine.thinking.mode == "5")
+        record = (await send_text(pilot, app, seen, "What is the capital of France?")).record
+        assert record.extra["think_budget"] == 5 and record.extra["thinking_closed_by"] == "budget"
+
+
+async def wait_for_input(pilot, app: ChatApp, selector: str):
+    from textual.widgets import Input
+
+    await wait_until(pilot, lambda: app.screen.query(selector))
+    return app.screen.query_one(selector, Input)

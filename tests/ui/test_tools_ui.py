@@ -166,3 +166,21 @@ async def test_a_bad_tool_choice_in_the_config_is_one_line_and_the_tools_stay_of
         await pilot.pause()
         assert app.tools_ui.choice == "none" and app.tools_ui.registry is None
         assert any("choice must be" in n.message for n in app._notifications)
+
+
+async def test_the_tool_choice_is_kept_with_the_session_and_comes_back_with_it(make_app):
+    """A tool choice made in the palette holds once the tools are open (an unknown name falls back
+    to auto first), the session keeps what holds, and opening it again offers the tools again."""
+    configure()
+    app, seen = make_app(session="tooled", incognito=False)
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        await opened(pilot, seen)
+        await tools_on(pilot, app, "nothing_by_this_name")
+        await wait_until(pilot, lambda: store().store.choices("tooled").tools == "auto")
+        await app.run_action("tool_choice('add')")
+        await wait_until(pilot, lambda: store().store.choices("tooled").tools == "add")
+    again, seen = make_app(session="tooled", incognito=False)
+    async with again.run_test(size=WIDE, message_hook=seen) as pilot:
+        await opened(pilot, seen)
+        await wait_until(pilot, lambda: again.tools_ui.registry is not None, TURN_TIMEOUT)
+        assert again.tools_ui.choice == "add"

@@ -16,6 +16,25 @@ from chatapp.engine.tokens import common_prefix
 from chatapp.errors import InputError
 
 
+def parse_think(text: str) -> int | None:
+    """A thinking mode as typed ("on", "off", "512", "512 tokens"; -1 as in the config) as a
+    budget: None for no budget, 0 for off. Raises ChatappError in one line."""
+    word = text.strip().lower()
+    if word in ("on", "off"):
+        return None if word == "on" else 0
+    try:
+        budget = int(word.removesuffix("tokens").strip())
+    except ValueError:
+        raise InputError(f"thinking is on, off or a budget in tokens (e.g. 512), not {text.strip()!r}") from None
+    validate(Settings(think_budget=budget))  # one line when out of range
+    return None if budget < 0 else budget
+
+
+def think_mode(budget: int | None) -> str:
+    """The mode a budget means, as `parse_think` reads it back."""
+    return "on" if budget is None else "off" if budget == 0 else str(budget)
+
+
 SWITCHED_OFF = {"enable_thinking": False}
 """The template switch that turns thinking off (Qwen3 and its successors; llama-server's
 `chat_template_kwargs` takes the same)."""
@@ -59,24 +78,15 @@ class Thinking:
     @property
     def mode(self) -> str:
         """"on" (no budget), "off" (a budget of 0) or the budget in tokens, as `set_mode` takes it."""
-        return "on" if self.budget is None else "off" if self.budget == 0 else str(self.budget)
+        return think_mode(self.budget)
 
     def set_mode(self, text: str) -> str:
-        """Thinking "on", "off", or a budget of N thought tokens a reply, from the next turn on;
-        returns the mode. Off renders the template with its own switch where it has one (Qwen3's
-        `enable_thinking`: the generation prompt closes an empty thought, so no thought token is
-        decoded), and elsewhere forces the close before the first thought token (a budget of 0,
-        as llama-server's `--reasoning-budget 0`)."""
-        word = text.strip().lower()
-        if word in ("on", "off"):
-            self.budget = None if word == "on" else 0
-            return self.mode
-        try:
-            budget = int(word.removesuffix("tokens").strip())
-        except ValueError:
-            raise InputError(f"thinking is on, off or a budget in tokens (e.g. 512), not {text.strip()!r}") from None
-        validate(Settings(think_budget=budget))  # one line when out of range
-        self.budget = None if budget < 0 else budget  # -1, as in the config: no budget
+        """Thinking "on", "off", or a budget of N thought tokens a reply, from the next turn on
+        (`parse_think`); returns the mode. Off renders the template with its own switch where it
+        has one (Qwen3's `enable_thinking`: the generation prompt closes an empty thought, so no
+        thought token is decoded), and elsewhere forces the close before the first thought token
+        (a budget of 0, as llama-server's `--reasoning-budget 0`)."""
+        self.budget = parse_think(text)
         return self.mode
 
     @property

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Literal
 
@@ -23,6 +24,7 @@ from chatapp.engine.sampling import TokenProbs, probs_from_json
 from chatapp.engine.sessions import LiveSession, SaveReport, SessionManager, validate_name
 from chatapp.engine.sessions.fingerprint import model_id, same_model
 from chatapp.engine.sessions.names import name_from
+from chatapp.engine.sessions.choices import SessionChoices
 from chatapp.engine.sessions.store import ModelIdentity
 from chatapp.engine.stats import TurnRecord
 from chatapp.errors import ChatappError, SessionConflict, SessionError, SessionRemoved
@@ -89,6 +91,12 @@ class SessionController:
         session's own from its next turn on (None: the session keeps its own)."""
         self.live: LiveSession | None = None
         """The open session, saved after every turn and on quit; None: nothing is saved."""
+        self.chosen = SessionChoices()
+        """The thinking mode and tool choice the user chose (or the open session came with),
+        kept with the session (chatapp.engine.sessions.choices)."""
+        self._choices_due = False
+        """`chosen` is not in the open session yet: the next save writes it (a chat kept at its
+        first turn is written by that turn's save)."""
 
     @property
     def name(self) -> str | None:
@@ -249,6 +257,36 @@ class SessionController:
         app.push_screen(SessionChangedScreen(what, unsaved_turn=unsaved_turn), answered)
 
     # --- what was typed and not sent: the session's draft ------------------------------------------
+    def keep_choice(self, **chosen: str) -> None:
+        """The user chose a thinking mode (`think`) or a tool choice (`tools`): kept with the open
+        session now, or with the chat's session once its first turn saves it."""
+        self.chosen = replace(self.chosen, **chosen)
+        self._choices_due = True
+        if self.live is not None:
+            self._write_choices(self.live, write_session=True)
+
+    def _write_choices(self, live: LiveSession, *, write_session: bool = False) -> None:
+        """Write `chosen` into the session when due. A session not written yet (named on the
+        command line, no turn since) is written first with `write_session`, as a draft is;
+        otherwise it waits for its first save."""
+        if not self._choices_due:
+            return
+        store = live.manager.store
+        try:
+            try:
+                store.set_choices(live.name, self.chosen)
+            except SessionError:
+                if not write_session or store.load(live.name) is not None:
+                    raise
+                live.save_now(force=True)
+                store.set_choices(live.name, self.chosen)
+        except (ChatappError, OSError) as exc:
+            if write_session or store.load(live.name) is not None:
+                error = exc.one_line() if isinstance(exc, ChatappError) else str(exc)
+                self.app.post_message(SessionSaved(live.name, [], f"session {live.name}: choices not kept: {error}"))
+            return
+        self._choices_due = False
+
     def keep_draft(self) -> str | None:
         """Before leaving the open session (a new chat, another session): the composer's unsent
         text becomes its draft and the composer is emptied (Ctrl+Z brings the text back). Returns
@@ -334,17 +372,19 @@ class SessionController:
                     live = manager.resume(name, engine, system_prompt=system_prompt)
                 if action not in ("open", "fork"):
                     notices += live.save_now().notices
-                draft = ""
-                if action in ("open", "reload"):  # what it keeps besides its tree: probabilities scored, a draft
+                draft, choices = "", SessionChoices()
+                if action in ("open", "reload"):  # what it keeps besides its tree: probabilities scored, a
+                    # draft, the thinking mode and tool choice
                     engine.remember_reply_probs({mid: probs_from_json(json.loads(text))
                                                  for mid, text in manager.store.scores(name).items()})
                     draft = manager.store.draft(name) if action == "open" else ""
+                    choices = manager.store.choices(name)
                 notices = live.manager.notices + notices  # what opening the database tidied, said once
                 live.manager.notices = []
                 saved_with = other_model(live.saved_model, live) if action == "open" else None
                 app.post_message(SessionOpened(live, engine.branch_figures(), replaced=action != "save_as",
                                                notices=notices, other_model=saved_with, forked=action == "fork",
-                                               draft=draft))
+                                               draft=draft, choices=choices))
             except ChatappError as exc:
                 app.post_message(SessionFailed(exc.one_line()))
             except Exception as exc:  # noqa: BLE001 - the app must not stay "opening session"
@@ -362,12 +402,15 @@ class SessionController:
             error = exc.one_line() if isinstance(exc, ChatappError) else str(exc)
             self.app.post_message(SessionSaved("", [], f"this chat is not kept: {error}"))
             return None
+        self._choices_due = bool(self.chosen.chosen())  # a chat kept: what was chosen for it goes with it
         self.app.post_message(SessionOpened(live, engine.branch_figures(), replaced=False, kept=True))
         return live
 
     def autosave(self, live: LiveSession, record: TurnRecord) -> None:
-        """On the turn's worker, right after TurnFinished: save the turn (its record annotated)."""
+        """On the turn's worker, right after TurnFinished: save the turn (its record annotated),
+        and the choices made before the session was written."""
         self._save(live, lambda: live.save_turn(record))
+        self._write_choices(live)
 
     def save_after_change(self, live: LiveSession) -> None:
         """On a branch worker, after a switch or a delete changed the active leaf: save it."""
@@ -450,7 +493,25 @@ class SessionController:
                 pass
             app.notify(f"session {live.name}'s unsent text is back in the composer", title="Session", timeout=5,
                        markup=False)
+        self._take_choices(message.choices)
         app.session_busy = False
+
+    def _take_choices(self, choices: SessionChoices) -> None:
+        """An opened session's thinking mode, where it kept one, from its next turn on (its tool
+        choice: the app gives it to the tools' controller)."""
+        app = self.app
+        if not choices.chosen():
+            return
+        self.chosen = replace(self.chosen, **choices.chosen())
+        self._choices_due = False
+        thinking = app.engine.thinking
+        if choices.think and thinking.format.active and choices.think != thinking.mode:
+            try:
+                app.notify(f"thinking {thinking.set_mode(choices.think)}, as session {self.name} was left",
+                           title="Session", timeout=4, markup=False)
+            except ChatappError as exc:
+                app.notify(f"session {self.name}'s thinking mode is not used: {exc.one_line()}", title="Session",
+                           severity="warning", timeout=8, markup=False)
 
     def failed(self, message: SessionFailed) -> None:
         self.app.session_busy = False

@@ -4,14 +4,17 @@ next turn on."""
 
 from __future__ import annotations
 
+from chatapp.engine.chat.thoughts import parse_think, think_mode
+from chatapp.ui.controllers.sessions import SessionController
 from chatapp.ui.host import ChatHost
 from chatapp.ui.screens.sampling import Sampling, SamplingScreen
 from chatapp.ui.screens.system_prompt import SystemPromptScreen
 
 
 class SettingsController:
-    def __init__(self, app: ChatHost) -> None:
+    def __init__(self, app: ChatHost, sessions: SessionController) -> None:
         self.app = app
+        self.sessions = sessions
 
     def system_prompt(self) -> None:
         app = self.app
@@ -29,15 +32,42 @@ class SettingsController:
         app.push_screen(SystemPromptScreen(app.engine.system_prompt), apply)
 
     def sampling(self) -> None:
+        """Temperature and max tokens; for a thinking model, its thinking (on, off or a budget) too."""
         app = self.app
+        thinking = app.engine.thinking
+        thinks = thinking.format.active
 
         def apply(result: Sampling | None) -> None:
-            if result is not None:
-                app.engine.set_generation(temperature=result.temperature, max_tokens=result.max_tokens)
-                app.notify(f"temperature {result.temperature:g}, max tokens {result.max_tokens:,}", timeout=3)
+            if result is None:
+                return
+            app.engine.set_generation(temperature=result.temperature, max_tokens=result.max_tokens)
+            line = f"temperature {result.temperature:g}, max tokens {result.max_tokens:,}"
+            if thinks and result.think != thinking.mode:
+                line += f", thinking {self._set_think(result.think)}"
+            app.notify(line, timeout=3)
 
         generation = app.engine.generation
-        app.push_screen(SamplingScreen(Sampling(generation.temperature, generation.max_tokens)), apply)
+        current = Sampling(generation.temperature, generation.max_tokens, thinking.mode)
+        check = (lambda text: think_mode(parse_think(text))) if thinks else None
+        app.push_screen(SamplingScreen(current, check), apply)
+
+    def think(self, mode: str) -> None:
+        """Thinking on, off or a budget (the palette's "Thinking: …"), from the next reply on."""
+        if not self.app.engine.thinking.format.active:
+            self.app.notify("This model does not think (its template has no thought markers)", title="Thinking",
+                            timeout=4)
+            return
+        self.app.notify(f"thinking {self._set_think(mode)} from the next reply", title="Thinking", timeout=4)
+
+    def _set_think(self, mode: str) -> str:
+        """Set the mode and keep it with the open session; what it now is, in words."""
+        thinking = self.app.engine.thinking
+        thinking.set_mode(mode)
+        self.sessions.keep_choice(think=thinking.mode)
+        if thinking.mode == "off":
+            return "off" + (" (the template's enable_thinking switch)" if thinking.switchable
+                            else " (the thought is closed before its first token)")
+        return "on" if thinking.mode == "on" else f"budget {int(thinking.mode):,} tokens"
 
     def toggle_drafting(self) -> None:
         """Drafting on or off from the next reply (a reply being written keeps how it started)."""

@@ -45,8 +45,12 @@ def open_registry() -> ToolRegistry:
 
 
 class ToolController:
-    def __init__(self, app: ChatHost) -> None:
+    def __init__(self, app: ChatHost, keep: Callable[[str], None] = lambda choice: None) -> None:
         self.app = app
+        self.keep = keep
+        """Called with a choice the user made once it holds (an unknown tool's name falls back
+        first): the open session keeps it (chatapp.ui.controllers.sessions)."""
+        self._keeping = False
         self.choice = "none"
         """The tool choice from the next turn on (read by the turn's worker)."""
         self.registry: ToolRegistry | None = None
@@ -73,11 +77,13 @@ class ToolController:
         """The enabled tools' names, once opened (the palette offers each as a choice)."""
         return [spec.name for spec in self.registry.enabled()] if self.registry is not None else []
 
-    def choose(self, choice: str) -> None:
-        """Set the tool choice; the first one other than "none" opens the tools on a worker."""
-        self.choice = choice
+    def choose(self, choice: str, *, by_user: bool = False) -> None:
+        """Set the tool choice; the first one other than "none" opens the tools on a worker.
+        `by_user`: the user's own choice (the palette's), which the open session keeps."""
+        self.choice, self._keeping = choice, by_user
         if choice == "none":
             self.app.notify("Tools off: no tool is offered from the next reply", title="Tools", timeout=4)
+            self._held()
         elif self.registry is not None:
             self._announce()
         elif not self._opening:
@@ -101,7 +107,7 @@ class ToolController:
                 args[0].close()
 
     def _failed(self, line: str) -> None:
-        self._opening, self.choice = False, "none"
+        self._opening, self.choice, self._keeping = False, "none", False
         self.app.notify(line, title="Tools", severity="error", timeout=10, markup=False)
 
     def _opened(self, registry: ToolRegistry) -> None:
@@ -124,6 +130,13 @@ class ToolController:
         how = said.get(self.choice, f"each first reply must call {self.choice}")
         self.app.notify(f"{len(names)} tools offered from the next reply ({', '.join(names)}): {how}",
                         title="Tools", timeout=6, markup=False)
+        self._held()
+
+    def _held(self) -> None:
+        """The choice holds: the user's is kept with the open session."""
+        if self._keeping:
+            self._keeping = False
+            self.keep(self.choice)
 
     def close(self) -> None:
         """End the MCP servers' children (on quit); a registry opening now is closed when it lands."""

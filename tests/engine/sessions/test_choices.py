@@ -35,7 +35,8 @@ def test_choices_are_kept_replaced_and_exported(tmp_path):
         store.set_choices("none", SessionChoices(think="on"))
 
 
-@pytest.mark.parametrize("kept", ["not json", "[1, 2]", '{"think": 5, "tools": "auto"}', '{"think": "' + "x" * 500 + '"}'])
+@pytest.mark.parametrize("kept", ["not json", "[1, 2]", '{"think": 5, "tools": "auto"}',
+                                  '{"think": "' + "x" * 500 + '"}'])
 def test_choices_that_cannot_be_read_cost_the_choice_not_the_session(tmp_path, kept):
     store = SessionStore.open(tmp_path)
     saved(store)
