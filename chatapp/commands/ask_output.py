@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -20,13 +21,13 @@ from chatapp.engine.retrieval.context import RetrievedContext
 from chatapp.engine.retrieval.loading import Loaded
 from chatapp.engine.sampling import TokenProbs
 from chatapp.engine.stats import DRAFT_KEYS, ROOFLINE_KEYS, TurnRecord
-from chatapp.errors import InputError, OutputError, ServerError
+from chatapp.errors import ChatappError, InputError, OutputError, ServerError
 from chatapp.format import strict_json, visible_piece
 
 if TYPE_CHECKING:  # both are imported where they are first needed, after the arguments are checked
     from chatapp.engine.chat.engine import Engine
     from chatapp.engine.chat.tool_turns import ToolTurns
-    from chatapp.engine.sessions import SessionManager
+    from chatapp.engine.sessions import LiveSession, SessionManager
 
 
 def stats_line(record: TurnRecord) -> str:
@@ -138,8 +139,10 @@ def alternatives_table(probs: Sequence[TokenProbs]) -> str:
 def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_json: bool,
             session: str | None = None, attachments: list[Loaded] | None = None, system: str | None = None,
             branch_from: str | None = None, logprobs: int = 0, at_token: tuple[int, int] | None = None,
-            tools: ToolOptions | None = None, think_more: int = 0) -> None:
+            tools: ToolOptions | None = None, think_more: int = 0, think_given: bool = False) -> None:
     """`system`: the --system given, which replaces a resumed session's system prompt;
+    `think_given`: --think-budget was given: it holds over the session's kept thinking mode, and
+    the session keeps it (without it, a session's kept mode holds);
     `branch_from`: the message (of `session`) the first prompt branches after;
     `logprobs`: candidates per reply token for the JSON records (0: none);
     `think_more`: after the last reply, a reply beside it that thinks on that many more tokens."""
@@ -165,12 +168,38 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
             tool_turns, registry = open_tool_turns(engine, tools, err)
         with ctrl_c_stops(engine) as stopped:
             _ask(engine, manager, session, prompts, as_json, err, out, attachments or [], system, stopped,
-                 branch_from, at_token, tool_turns if tools is not None else None, think_more)
+                 branch_from, at_token, tool_turns if tools is not None else None, think_more, think_given)
     finally:
         if registry is not None:
             registry.close()
         engine.close()
     out.raise_if_failed()
+
+
+def _session_thinking(engine: Engine, live: LiveSession, think_given: bool, err: Console) -> None:
+    """A thinking model's mode as the session keeps it (the TUI's choice, or an earlier
+    --think-budget), unless --think-budget says otherwise (`_keep_thinking` keeps that)."""
+    thinking = engine.thinking
+    if think_given or not thinking.format.active:
+        return
+    kept = live.manager.store.choices(live.name)
+    if kept.think and kept.think != thinking.mode:
+        try:
+            err.print(f"[dim]session {escape(live.name)}: thinking {thinking.set_mode(kept.think)}, as it was left[/]")
+        except ChatappError as exc:
+            err.print(f"[yellow]session {escape(live.name)}: its thinking mode is not used: "
+                      f"{escape(exc.one_line())}[/]")
+
+
+def _keep_thinking(engine: Engine, live: LiveSession, err: Console) -> None:
+    """After the run's saves (a new session exists then): the session keeps --think-budget's mode."""
+    store = live.manager.store
+    try:
+        kept = store.choices(live.name)
+        if engine.thinking.format.active and kept.think != engine.thinking.mode:
+            store.set_choices(live.name, replace(kept, think=engine.thinking.mode))
+    except ChatappError as exc:
+        err.print(f"[yellow]session {escape(live.name)}: thinking mode not kept: {escape(exc.one_line())}[/]")
 
 
 def _attach(engine: Engine, attachments: list[Loaded], err: Console) -> None:
@@ -187,7 +216,8 @@ def _attach(engine: Engine, attachments: list[Loaded], err: Console) -> None:
 def _ask(engine: Engine, manager: SessionManager | None, session: str | None, prompts: list[str], as_json: bool,
          err: Console, out: TurnOutput, attachments: list[Loaded], system: str | None = None,
          stopped: threading.Event | None = None, branch_from: str | None = None,
-         at_token: tuple[int, int] | None = None, tool_turns: ToolTurns | None = None, think_more: int = 0) -> None:
+         at_token: tuple[int, int] | None = None, tool_turns: ToolTurns | None = None, think_more: int = 0,
+         think_given: bool = False) -> None:
     from chatapp.engine.chat.tool_turns import ToolCallDone
     from chatapp.engine.sessions.manager import OpeningStopped
 
@@ -204,6 +234,7 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
     if live is not None:
         for line in filter(None, (live.report.notice, *live.report.notices)):
             err.print(f"[dim]session {escape(session)}: {escape(line)}[/]")
+        _session_thinking(engine, live, think_given, err)
     if attachments:
         from chatapp.engine.retrieval.cancel import AttachStopped, stoppable
 
@@ -284,3 +315,5 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
             if number < len(prompts):
                 err.print(f"[yellow]stopped; skipped the remaining {len(prompts) - number} prompt(s)[/]")
             break
+    if live is not None and think_given:
+        _keep_thinking(engine, live, err)

@@ -214,7 +214,8 @@ def ask(
 
     run_ask(settings, model, prompts, as_json=as_json, session=session, attachments=loaded, system=system,
             branch_from=branch_from, logprobs=logprobs, at_token=(at_token, token) if at_token is not None else None,
-            tools=tool_options if tool_options.wanted else None, think_more=think_more)
+            tools=tool_options if tool_options.wanted else None, think_more=think_more,
+            think_given=think_budget is not None)
 
 
 PIPED_CAP = 16 << 20
