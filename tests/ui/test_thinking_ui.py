@@ -49,7 +49,8 @@ async def test_the_thought_is_drawn_folded_above_its_answer(make_app):
         assert isinstance(thought, Thought) and isinstance(reply, Reply)
         assert thought.collapsed and not thought.streaming
         assert thought.text.strip("\n") == record.thinking.strip("\n")
-        assert thought.title == f"Thought · {record.thinking_tokens} tokens"
+        assert record.extra["thinking_closed_by"] == "budget"
+        assert thought.title == f"Thought · {record.thinking_tokens} tokens · cut at the budget"
         assert reply.source == record.reply and record.thinking.strip() not in reply.source
         # drawn again from the tree, as opening a session draws it: folded above its answer
         await app.show_path(*shown_path(app.engine), anew=True)
@@ -82,6 +83,7 @@ async def test_ctrl_g_stops_the_thought_and_the_model_answers(make_app):
         assert record.thinking.strip() and record.reply.strip()
         thought, reply = drawn(app)
         assert thought.collapsed and reply.source == record.reply
+        assert thought.title.endswith("· cut by answer now")
         assert seen.count(TurnFinished) == 1
 
 

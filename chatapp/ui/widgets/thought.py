@@ -1,19 +1,25 @@
 """A thinking model's thought, drawn apart from its answer: a dim block above the reply that
 folds (chatapp.engine.thinking splits the two). While the thought streams it is open and its
-title counts it ("Thinking… 42 tokens"); when the answer starts it folds ("Thought · 42 tokens"),
-and a click or Enter on the title opens it again. A reply loaded from a session shows its
-thought folded."""
+title counts it ("Thinking… 42 tokens"); when the answer starts it folds ("Thought · 42 tokens",
+and why it ended where chatapp ended it: "· cut at the budget", "· cut by answer now"), and a
+click or Enter on the title opens it again. A reply loaded from a session shows its thought
+folded."""
 
 from __future__ import annotations
 
 from textual.widgets import Collapsible, Static
 
 
-def thought_title(tokens: int, streaming: bool) -> str:
+CLOSED_BY = {"budget": "cut at the budget", "answer now": "cut by answer now",
+             "end of turn": "closed for the model"}
+"""A turn record's `thinking_closed_by` (chatapp.engine.thinking.Steering), in the title's words."""
+
+
+def thought_title(tokens: int, streaming: bool, closed_by: str = "") -> str:
     counted = f"{tokens} token{'' if tokens == 1 else 's'}" if tokens else ""
     if streaming:
         return f"Thinking… {counted}".rstrip()
-    return f"Thought · {counted}" if counted else "Thought"
+    return " · ".join(filter(None, ("Thought", counted, CLOSED_BY.get(closed_by, ""))))
 
 
 class Thought(Collapsible):
@@ -24,6 +30,7 @@ class Thought(Collapsible):
 
     def __init__(self, text: str = "", tokens: int = 0, *, streaming: bool = False) -> None:
         self.text, self.tokens, self.streaming = text, tokens, streaming
+        self.closed_by = ""
         self.body = Static(text.strip("\n"), markup=False)
         super().__init__(self.body, title=thought_title(tokens, streaming), collapsed=not streaming,
                          classes="thought")
@@ -36,8 +43,9 @@ class Thought(Collapsible):
         self.tokens = tokens
         self.title = thought_title(tokens, self.streaming)
 
-    def finish(self, text: str | None = None, tokens: int | None = None) -> None:
-        """The answer started (or the turn ended): the thought is whole, and folds."""
+    def finish(self, text: str | None = None, tokens: int | None = None, closed_by: str = "") -> None:
+        """The answer started (or the turn ended): the thought is whole, and folds; `closed_by`:
+        what ended it, when chatapp did (the record's `thinking_closed_by`)."""
         if text is not None and text != self.text:
             self.text = text
             self.body.update(text.strip("\n"))
@@ -46,4 +54,5 @@ class Thought(Collapsible):
         if self.streaming:
             self.streaming = False
             self.collapsed = True
-        self.title = thought_title(self.tokens, False)
+        self.closed_by = closed_by or self.closed_by
+        self.title = thought_title(self.tokens, False, self.closed_by)

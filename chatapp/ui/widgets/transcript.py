@@ -438,7 +438,8 @@ class Transcript(VerticalScroll):
             thought = Thought(shown(record.thinking), record.thinking_tokens)
             await self.mount(thought, before=reply)
         if thought is not None:
-            thought.finish(shown(record.thinking) if record.thinking else None, record.thinking_tokens)
+            thought.finish(shown(record.thinking) if record.thinking else None, record.thinking_tokens,
+                           str(record.extra.get("thinking_closed_by", "")))
         self.thought = None
         reply.probs = record.probs
         reply.show(call_markdown(record.reply) or record.reply or "*(empty reply)*", streaming=False)
