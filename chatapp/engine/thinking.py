@@ -30,6 +30,9 @@ ThinkingKind = Literal["none", "think-tags", "harmony"]
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 HARMONY_OPEN = "<|channel|>analysis<|message|>"
 HARMONY_CLOSE = "<|end|><|start|>assistant<|channel|>final<|message|>"
+HARMONY_FINAL = "<|channel|>final<|message|>"
+"""What opens a harmony answer: after the thought's close, or first when the model skips its
+thought, and before each earlier answer in the template's history."""
 BUDGET_MESSAGE = ""
 """What is forced before the closing marker when a budget runs out (llama-server's
 --reasoning-budget-message; none by default)."""
@@ -54,6 +57,10 @@ class ThinkingFormat:
     """The template leaves earlier turns' thoughts out of the prompt."""
     separator: str = "\n\n"
     """What follows the closing marker before the answer, as these models write it."""
+    answer_opening: str = ""
+    """What opens an answer that comes without a thought (harmony's final channel header): not
+    the answer's text, and where the template writes it before an earlier answer, "keep" puts
+    the reply as decoded in its place."""
 
     @property
     def active(self) -> bool:
@@ -103,8 +110,9 @@ def detect(render: Render, vocabulary_has: Callable[[str], bool] = lambda piece:
         return NO_THINKING
     generation = prompted[len(asked):] if prompted.startswith(asked) else ""
     seen = prompted + last + later
+    answer_opening = ""
     if "<|channel|>" in seen and "analysis" in seen:
-        kind, open_, close = "harmony", HARMONY_OPEN, HARMONY_CLOSE
+        kind, open_, close, answer_opening = "harmony", HARMONY_OPEN, HARMONY_CLOSE, HARMONY_FINAL
     elif THINK_OPEN in seen or THINK_CLOSE in seen or vocabulary_has(THINK_CLOSE):
         kind, open_, close = "think-tags", THINK_OPEN, THINK_CLOSE
     else:
@@ -117,7 +125,7 @@ def detect(render: Render, vocabulary_has: Callable[[str], bool] = lambda piece:
     stripped = generation.rstrip()
     opening = open_ + generation[len(stripped):] if stripped.endswith(open_) else ""
     drops = _PROBE_THOUGHT not in later and _PROBE_THOUGHT not in inline
-    return ThinkingFormat(kind, open_, close, opening, drops)
+    return ThinkingFormat(kind, open_, close, opening, drops, answer_opening=answer_opening)
 
 
 @dataclass
@@ -160,7 +168,13 @@ class ThoughtSplitter:
                     self._pending = body[len(self.fmt.open):]
                     self._state = "thought"
                     continue
-                if self.fmt.open.startswith(body):  # maybe the marker, not all here yet
+                skip = self.fmt.answer_opening
+                if skip and body.startswith(skip):  # an answer without a thought: its header is not its text
+                    self._pending = body[len(skip):]
+                    self._state = "gap"
+                    self.split.closed = True
+                    continue
+                if self.fmt.open.startswith(body) or (skip and skip.startswith(body)):  # maybe a marker
                     break
                 self._state, answer, self._pending = "answer", answer + self._pending, ""
                 self.split.closed = True
@@ -328,7 +342,8 @@ def render_history(render: Callable[[list], str], messages: Sequence, fmt: Think
         placed.append(message)
     text = render(placed)
     for mark, content in kept.items():
-        text = text.replace(mark, content)
+        headed = fmt.answer_opening + mark  # harmony: the template's answer header, then the mark
+        text = text.replace(headed, content) if fmt.answer_opening and headed in text else text.replace(mark, content)
     return text
 
 

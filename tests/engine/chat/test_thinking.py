@@ -13,7 +13,7 @@ from chatapp.engine.events import TextDelta, ThoughtDelta
 from chatapp.engine.local.backend import LocalBackend
 from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
 from chatapp.engine.thinking import ThinkingFormat, ThoughtSplitter, split_reply
-from tests.engine.chat.thinking_templates import QWEN3_SHAPED, R1_SHAPED
+from tests.engine.chat.thinking_templates import GPT_OSS_SHAPED, QWEN3_SHAPED, R1_SHAPED
 from tests.gguf_copy import copies_with_templates
 
 SYSTEM = "You are a concise assistant."
@@ -22,9 +22,9 @@ SYSTEM = "You are a concise assistant."
 @pytest.fixture(scope="module")
 def thinking_models(default_model_path, tmp_path_factory):
     folder = tmp_path_factory.mktemp("thinking")
-    r1, qwen3 = folder / "r1-shaped.gguf", folder / "qwen3-shaped.gguf"
-    copies_with_templates(default_model_path, {r1: R1_SHAPED, qwen3: QWEN3_SHAPED})
-    return {"r1": r1, "qwen3": qwen3, "plain": default_model_path}
+    r1, qwen3, gpt_oss = folder / "r1-shaped.gguf", folder / "qwen3-shaped.gguf", folder / "gpt-oss-shaped.gguf"
+    copies_with_templates(default_model_path, {r1: R1_SHAPED, qwen3: QWEN3_SHAPED, gpt_oss: GPT_OSS_SHAPED})
+    return {"r1": r1, "qwen3": qwen3, "gpt-oss": gpt_oss, "plain": default_model_path}
 
 
 def open_engine(path, max_tokens=48, **settings) -> Engine:
@@ -161,3 +161,38 @@ def test_a_bad_thinking_mode_is_one_line_and_changes_nothing(thinking_models, en
     with pytest.raises(ChatappError) as failed:
         engine.thinking.set_mode(text)
     assert "\n" not in failed.value.one_line() and engine.thinking.mode == "256"
+
+
+HARMONY_REPLY = ("<|channel|>analysis<|message|>They ask for a capital.<|end|>"
+                 "<|start|>assistant<|channel|>final<|message|>Paris.")
+
+
+def test_gpt_oss_harmony_is_found_and_split_by_its_channels(thinking_models, engines):
+    fmt = engines(thinking_models["gpt-oss"]).thinking.format
+    assert (fmt.kind, fmt.prompt_opening, fmt.drops_history) == ("harmony", "", True)
+    for cuts in (1, 3, 11, len(HARMONY_REPLY)):
+        splitter = ThoughtSplitter(fmt)
+        parts = [splitter.feed(HARMONY_REPLY[i:i + cuts]) for i in range(0, len(HARMONY_REPLY), cuts)]
+        parts.append(splitter.finish())
+        assert ("".join(t for t, _ in parts), "".join(a for _, a in parts)) == ("They ask for a capital.", "Paris.")
+    skipped = split_reply(fmt, "<|channel|>final<|message|>Paris.")  # no analysis channel at all
+    assert (skipped.thinking, skipped.answer, skipped.closed) == ("", "Paris.", True)
+
+
+@pytest.mark.parametrize("history", ["template", "keep"])
+def test_gpt_oss_history_drops_or_keeps_the_analysis_channel(thinking_models, engines, history):
+    """Its template refuses channel tags in a reply's content, so "keep" puts the reply as decoded
+    where the template wrote the final channel's header; "template" drops the thought."""
+    from chatapp.engine.events import Message
+
+    engine = engines(thinking_models["gpt-oss"], thinking_history=history)
+    engine.load_conversation([Message("system", SYSTEM), Message("user", "What is the capital of France?"),
+                              Message("assistant", "Paris.", thinking="They ask for a capital."),
+                              Message("user", "And of Italy?")])
+    prompt = engine.render(add_generation_prompt=True)
+    if history == "keep":
+        assert f"<|start|>assistant{HARMONY_REPLY}<|end|><|start|>user" in prompt
+    else:
+        assert "They ask for a capital." not in prompt
+        assert "<|start|>assistant<|channel|>final<|message|>Paris.<|end|><|start|>user" in prompt
+    assert prompt.endswith("<|start|>user<|message|>And of Italy?<|end|><|start|>assistant")

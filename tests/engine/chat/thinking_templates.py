@@ -45,3 +45,24 @@ QWEN3_SHAPED = (
 )
 """Qwen3's shape: the model opens its own thought; a reply's thought is kept only after the
 last question (reasoning_content, or split from the content), so earlier ones are dropped."""
+
+GPT_OSS_SHAPED = (
+    "{%- for message in messages %}"
+    "{%- if message.role == 'system' %}{{- '<|start|>system<|message|>' + message.content + '<|end|>' }}"
+    "{%- elif message.role == 'user' %}{{- '<|start|>user<|message|>' + message.content + '<|end|>' }}"
+    "{%- elif message.role == 'assistant' %}"
+    "{%- if '<|channel|>analysis<|message|>' in message.content or '<|channel|>final<|message|>' in message.content %}"
+    "{{- raise_exception('You have passed a message containing <|channel|> tags in the content field.') }}"
+    "{%- endif %}"
+    "{%- if loop.last and not add_generation_prompt %}"
+    "{%- if message.thinking %}"
+    "{{- '<|start|>assistant<|channel|>analysis<|message|>' + message.thinking + '<|end|>' }}{%- endif %}"
+    "{{- '<|start|>assistant<|channel|>final<|message|>' + message.content + '<|return|>' }}"
+    "{%- else %}{{- '<|start|>assistant<|channel|>final<|message|>' + message.content + '<|end|>' }}{%- endif %}"
+    "{%- endif %}{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|start|>assistant' }}{%- endif %}"
+)
+"""gpt-oss's harmony shape (its template's assistant branch, without tools): the thought is the
+`analysis` channel, read from the message's `thinking` field and rendered only for a last reply
+that is not being answered (training), so every earlier thought is dropped; channel tags in a
+reply's content are refused, as the real template refuses them."""
