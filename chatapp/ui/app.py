@@ -113,6 +113,9 @@ class ChatApp(KeyBurstApp[None]):
     prefill_progress: var[PrefillProgress | None] = var(None)
     prefill_done: var[PrefillDone | None] = var(None)
     decode: var[LiveDecode | None] = var(None)
+    thought_decode: var[LiveDecode | None] = var(None)
+    """The running turn's decode as its thought last stood (a thinking model's): the Speed
+    panel splits the live decode into thinking and answer from it."""
     typed_ahead: var[TypeAhead | None] = var(None)
     """Prefill while typing, for the composer's text now (chatapp.ui.controllers.typing_prefill)."""
     composer_tokens: var[tuple[Token, ...]] = var(())
@@ -188,7 +191,7 @@ class ChatApp(KeyBurstApp[None]):
             self._tokens.data_bind(app.branch, app.composer_tokens, app.confidence, app.neighbours)
             self._panels["kv"].data_bind(app.branch, app.live_cells, app.model)
             self._panels["speed"].data_bind(app.branch, app.prefill_progress, app.prefill_done, app.decode,
-                                            app.model, typing=app.typed_ahead)
+                                            app.thought_decode, app.model, typing=app.typed_ahead)
             self._panels["quant"].data_bind(app.model, app.model_info, app.branch)
             yield self._panels_deck
         yield self._composer
@@ -332,7 +335,7 @@ class ChatApp(KeyBurstApp[None]):
     @dropped_after_exit
     def on_prefill_finished(self, message: PrefillFinished) -> None:
         self.status = "generating…"
-        self.prefill_done, self.prefill_progress, self.decode = message.event, None, None
+        self.prefill_done, self.prefill_progress, self.decode, self.thought_decode = message.event, None, None, None
         self.live_cells = message.event.prompt_tokens
 
     @dropped_after_exit
@@ -348,6 +351,9 @@ class ChatApp(KeyBurstApp[None]):
     @dropped_after_exit
     async def on_thought_progress(self, message: ThoughtProgress) -> None:
         await self._transcript.show_thought(message.text, message.tokens)  # a thinking model's, folded later
+        if message.live is not None:  # the Speed panel's live decode, its thinking part
+            self.decode = self.thought_decode = message.live
+            self.live_cells = message.live.kv_used
 
     @dropped_after_exit
     async def on_tool_step(self, message: ToolStep) -> None:
@@ -398,7 +404,7 @@ class ChatApp(KeyBurstApp[None]):
         self._turn_over()
 
     def _live_over(self) -> None:
-        self.prefill_progress = self.prefill_done = self.decode = self.live_cells = None
+        self.prefill_progress = self.prefill_done = self.decode = self.thought_decode = self.live_cells = None
 
     def _turn_over(self) -> None:
         self.generating = False

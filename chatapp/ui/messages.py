@@ -158,12 +158,14 @@ class ReplyProgress(Message):
 
 
 class ThoughtProgress(Message):
-    """A thinking model's thought so far, and its tokens; coalesced as ReplyProgress is."""
+    """A thinking model's thought so far, its tokens, and the decode's live figures as it stood
+    (the Speed panel's thinking line); coalesced as ReplyProgress is."""
 
-    def __init__(self, text: str, tokens: int) -> None:
+    def __init__(self, text: str, tokens: int, live: LiveDecode | None = None) -> None:
         super().__init__()
         self.text = text
         self.tokens = tokens
+        self.live = live
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ThoughtProgress)

@@ -158,6 +158,25 @@ async def test_the_panels_count_the_thought_apart_from_the_answer(make_app):
         assert app.query_one(KVPanel).roles["thought"] > record.thinking_tokens + second.thinking_tokens
 
 
+async def test_the_speed_panel_splits_thinking_from_answer_while_the_reply_streams(make_app):
+    """Live, not only once the turn is over: the thought's decode figures while it streams, then
+    the answer's beside them, and the two add up to the live decode."""
+    app, seen = make_app(incognito=True, think_budget=12, max_tokens=400, prefill_while_typing=False)
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        speed = app.query_one(SpeedPanel)
+        app.edit_text("Tell me about the sea.")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: speed.streaming and "thinking" in speed.figures, 120)
+        await wait_until(pilot, lambda: speed.streaming and "answer" in speed.figures, 120)
+        thought, live = speed.thought_decode, speed.live
+        assert speed.figures["thinking"].startswith(f"thinking {thought.decode_tokens} tok")
+        assert speed.figures["answer"].startswith(f"answer {live.decode_tokens - thought.decode_tokens} tok")
+        assert "(live)" in speed._figures_text().plain
+        await pilot.press("escape")
+        record = (await finished(pilot, app, seen)).record
+        assert speed.figures["thinking"].startswith(f"thinking {record.thinking_tokens} tok")
+
+
 async def test_thinking_off_from_the_palette_is_kept_with_the_chat_and_comes_back_with_it(make_app):
     """"Thinking: off" before the first question: the chat, kept as a session at that turn, keeps
     the choice, and opening the session again in a new app turns thinking off again."""

@@ -107,7 +107,7 @@ def stream_turn(engine: Engine, events: Iterator[Event | ToolCallDone], post: Ca
                 annotate: Callable[[TurnRecord], TurnRecord] | None = None,
                 finish: Callable[[TurnRecord], object] | None = None) -> None:
     text, live, last_post, pending = "", None, float("-inf"), False
-    thought, thought_tokens, thought_pending = "", 0, False
+    thought, thought_tokens, thought_pending, thought_live = "", 0, False, None
     after_calls = False
     for event in events:
         if cancelled():
@@ -116,15 +116,15 @@ def stream_turn(engine: Engine, events: Iterator[Event | ToolCallDone], post: Ca
             post(ToolStep())
             after_calls = False
         if isinstance(event, ThoughtDelta):  # a thinking model's thought, before its answer
-            thought, thought_tokens = thought + event.text, thought_tokens + 1
+            thought, thought_tokens, thought_live = thought + event.text, thought_tokens + 1, event.live
             now = clock()
             thought_pending = now - last_post < interval
             if not thought_pending:
-                post(ThoughtProgress(thought, thought_tokens))
+                post(ThoughtProgress(thought, thought_tokens, thought_live))
                 last_post = now
         elif isinstance(event, TextDelta):
             if thought_pending:  # the whole thought is drawn before the answer starts
-                post(ThoughtProgress(thought, thought_tokens))
+                post(ThoughtProgress(thought, thought_tokens, thought_live))
                 thought_pending = False
             text, live = text + event.text, event.live
             now = clock()

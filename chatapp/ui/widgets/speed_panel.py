@@ -98,6 +98,9 @@ class SpeedPanel(Vertical):
     prefill_done: reactive[PrefillDone | None] = reactive(None, init=False)
     """The running turn's prefill, from its end until the turn ends."""
     decode: reactive[LiveDecode | None] = reactive(None, init=False)
+    thought_decode: reactive[LiveDecode | None] = reactive(None, init=False)
+    """The running turn's decode as its thought last stood: live, decode splits into thinking
+    (up to it) and answer (since)."""
     typing: reactive[TypeAhead | None] = reactive(None, init=False)
     """Prefill while typing, while the composer holds the next question (chatapp.engine.chat.typeahead)."""
     model: reactive[ModelSummary | None] = reactive(None, init=False)
@@ -132,6 +135,9 @@ class SpeedPanel(Vertical):
         self._paint()
 
     def watch_decode(self) -> None:
+        self._paint()
+
+    def watch_thought_decode(self) -> None:
         self._paint()
 
     def watch_typing(self) -> None:
@@ -175,6 +181,11 @@ class SpeedPanel(Vertical):
             if live is not None:
                 shown |= {"decode_tokens": count(live.decode_tokens), "decode_ms": ms(live.decode_ms),
                           "decode_tps": tps(live.decode_tps)}
+                if (thought := self.thought_decode) is not None:  # a thinking model's, so far
+                    shown |= {"thinking": phase_line("thinking", thought.decode_tokens, thought.decode_ms)}
+                    if live.decode_tokens > thought.decode_tokens:
+                        shown |= {"answer": phase_line("answer", live.decode_tokens - thought.decode_tokens,
+                                                       live.decode_ms - thought.decode_ms)}
                 if live.threads:
                     shown |= {"threads": threads_line(live.threads, live.threads_reason)}
                 if live.draft is not None:
