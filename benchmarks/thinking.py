@@ -4,7 +4,10 @@ history), made in a temporary folder with the gguf package (tests.gguf_copy).
 
 1. Stop and answer: a second thread calls Engine.answer_now while a thought streams, as the
    TUI's Ctrl+G does from the UI thread while the turn's worker decodes; the thought tokens the
-   model sampled after the call. Target: at most 1.
+   model sampled after the call. Target: at most 1. With the `tui` part, the same in the TUI:
+   chatapp in tmux (a fresh home a run), sent Ctrl+G's byte while the thought streams; the turn
+   record the session saved says how many thought tokens came after the key
+   (`answer_now_extra_tokens`).
 2. Think more: the tokens a think-more turn prefills. Target: 0.
 3. The budget: thought tokens sampled past the budget, and thought tokens past it with the
    forced close counted. Target: 0, and no more than the close's own tokens.
@@ -15,6 +18,7 @@ history), made in a temporary folder with the gguf package (tests.gguf_copy).
    thought/answer split on and off. Target: on/off decode speed >= 0.98 (median of the pairs).
 
     .venv/bin/python benchmarks/thinking.py [--runs 9] [--threads 2] [--tokens 160] [--parts parser,...]
+    .venv/bin/python benchmarks/thinking.py --parts tui --runs 5
 """
 
 from __future__ import annotations
@@ -79,6 +83,45 @@ def stop_and_answer(path: Path, args) -> list[int]:
         if record is None or record.extra.get("thinking_closed_by") != "answer now" or at[0] is None:
             continue  # the thought ended by itself first
         extra.append(record.extra["thought_tokens_sampled"] - at[0])
+    return extra
+
+
+def stop_and_answer_in_tui(path: Path, args) -> list[int]:
+    """Thought tokens sampled after Ctrl+G reached the TUI, one figure a run (the key is sent 0.2 s
+    to 1 s after the thought shows, later each run)."""
+    import json
+    import os
+    import sqlite3
+
+    from terminal import Terminal
+
+    extra = []
+    for run in range(args.runs):
+        with tempfile.TemporaryDirectory() as home:
+            env = {"XDG_CONFIG_HOME": f"{home}/config", "XDG_DATA_HOME": f"{home}/data",
+                   "XDG_CACHE_HOME": f"{home}/cache", "TERM": "xterm-256color"}
+            os.makedirs(f"{home}/config/chatapp")
+            Path(f"{home}/config/chatapp/config.toml").write_text(
+                f"threads = {args.threads}\ntemperature = 0.0\nmax_tokens = 300\n")
+            term = Terminal(f"thinking-{run}", [str(Path(sys.executable).with_name("chatapp")), "--model", str(path),
+                                                "--ctx", "2048", "--session", "stop"], env, height=60)
+            try:
+                term.wait_for("KV cache", 120)
+                term.type("Tell me about the sea.")
+                term.keys("Enter")
+                term.wait_for("Thinking…", 120)
+                time.sleep(0.2 + 0.8 * run / max(1, args.runs - 1))
+                term.keys("C-g")
+                term.wait_for("this turn wrote", 120)
+                term.keys("C-q")
+                term.wait_exit(60)
+            finally:
+                term.close()
+            with sqlite3.connect(f"{home}/data/chatapp/sessions/sessions.db") as conn:
+                (text,) = conn.execute("SELECT record FROM turns ORDER BY created_at DESC LIMIT 1").fetchone()
+            record = json.loads(text)
+            if record.get("thinking_closed_by") == "answer now":
+                extra.append(record["answer_now_extra_tokens"])
     return extra
 
 
@@ -165,7 +208,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--tokens", type=int, default=160, help="reply tokens of each parser-cost decode")
-    parser.add_argument("--parts", default="stop,more,budget,history,parser",
+    parser.add_argument("--parts", default="stop,tui,more,budget,history,parser",
                         help="which measurements to run, comma-separated (all by default)")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
@@ -177,6 +220,10 @@ def main() -> None:
             extra = stop_and_answer(path, args)
             print(f"stop and answer: thought tokens sampled after answer_now, {len(extra)} runs: {extra}; "
                   f"max {max(extra) if extra else '-'} (target <= 1)")
+        if "tui" in parts:
+            extra = stop_and_answer_in_tui(path, args)
+            print(f"stop and answer in the TUI (Ctrl+G in tmux): thought tokens sampled after the key, "
+                  f"{len(extra)} runs: {extra}; max {max(extra) if extra else '-'} (target <= 1)")
         if "more" in parts:
             more = think_more(path, args)
             print("think more: prefill tokens (budget 6, budget 12, the model's own end): "

@@ -258,6 +258,9 @@ class Steering:
     forced_at: int | None = None
     """The thought token after which the close was forced; None when the model closed it."""
     forced_because: str = ""
+    asked_at: int | None = None
+    """The thought tokens sampled when "answer now" was asked for (from another thread): the
+    tokens sampled after it, before the close was forced, are the key's latency in tokens."""
     resume: ThoughtEnd | None = None
     """Think more: the earlier turn's thought end this turn goes on from (its forced tokens are
     that turn's reply up to there); the backend cuts the cache there and reuses its logits."""
@@ -318,6 +321,8 @@ class Steering:
             out["think_budget"] = self.budget
         if self.forced_at is not None:
             out["thinking_closed_by"] = self.forced_because
+            if self.forced_because == "answer now" and self.asked_at is not None:
+                out["answer_now_extra_tokens"] = self.forced_at - self.asked_at
         return out
 
 

@@ -350,7 +350,8 @@ class ChatApp(KeyBurstApp[None]):
 
     @dropped_after_exit
     async def on_thought_progress(self, message: ThoughtProgress) -> None:
-        await self._transcript.show_thought(message.text, message.tokens)  # a thinking model's, folded later
+        await self._transcript.show_thought(message.text, message.tokens,  # a thinking model's, folded later
+                                            message.live.decode_ms if message.live is not None else 0.0)
         if message.live is not None:  # the Speed panel's live decode, its thinking part
             self.decode = self.thought_decode = message.live
             self.live_cells = message.live.kv_used

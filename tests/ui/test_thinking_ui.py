@@ -80,6 +80,7 @@ async def test_ctrl_g_stops_the_thought_and_the_model_answers(make_app):
         await pilot.press("escape")  # the answer started: enough of it (the machine may be slow)
         record = (await finished(pilot, app, seen)).record
         assert record.extra["thinking_closed_by"] == "answer now"
+        assert 0 <= record.extra["answer_now_extra_tokens"] <= 1  # the key took effect at the next token
         assert record.thinking.strip() and record.reply.strip()
         thought, reply = drawn(app)
         assert thought.collapsed and reply.source == record.reply
@@ -218,3 +219,12 @@ async def wait_for_input(pilot, app: ChatApp, selector: str):
 
     await wait_until(pilot, lambda: app.screen.query(selector))
     return app.screen.query_one(selector, Input)
+
+
+def test_the_thought_title_counts_times_and_rates_while_it_streams_and_says_who_cut_it():
+    from chatapp.ui.widgets.thought import thought_title
+
+    assert thought_title(42, True, ms=900.0) == "Thinking… 42 tokens · 0.9 s · 47 tok/s"
+    assert thought_title(0, True) == "Thinking…"
+    assert thought_title(42, False, "answer now", ms=900.0) == "Thought · 42 tokens · cut by answer now"
+    assert thought_title(1, False) == "Thought · 1 token"

@@ -187,6 +187,7 @@ class Thinking:
         steer = self._steer
         if steer is None or steer.forced_at is not None or steer.splitter.split.closed:
             return False
+        steer.asked_at = steer.thought_tokens
         steer.answer_now.set()
         return True
 

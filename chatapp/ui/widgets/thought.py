@@ -1,6 +1,6 @@
 """A thinking model's thought, drawn apart from its answer: a dim block above the reply that
 folds (chatapp.engine.thinking splits the two). While the thought streams it is open and its
-title counts it ("Thinking… 42 tokens"); when the answer starts it folds ("Thought · 42 tokens",
+title counts it ("Thinking… 42 tokens · 0.9 s · 47 tok/s"); when the answer starts it folds ("Thought · 42 tokens",
 and why it ended where chatapp ended it: "· cut at the budget", "· cut by answer now"), and a
 click or Enter on the title opens it again. A reply loaded from a session shows its thought
 folded."""
@@ -15,10 +15,12 @@ CLOSED_BY = {"budget": "cut at the budget", "answer now": "cut by answer now",
 """A turn record's `thinking_closed_by` (chatapp.engine.thinking.Steering), in the title's words."""
 
 
-def thought_title(tokens: int, streaming: bool, closed_by: str = "") -> str:
+def thought_title(tokens: int, streaming: bool, closed_by: str = "", ms: float = 0.0) -> str:
+    """`ms`: how long the thought has been decoding (live: its seconds and speed follow the count)."""
     counted = f"{tokens} token{'' if tokens == 1 else 's'}" if tokens else ""
     if streaming:
-        return f"Thinking… {counted}".rstrip()
+        timed = f" · {ms / 1000:.1f} s · {tokens * 1000 / ms:.0f} tok/s" if tokens and ms > 0 else ""
+        return f"Thinking… {counted}".rstrip() + timed
     return " · ".join(filter(None, ("Thought", counted, CLOSED_BY.get(closed_by, ""))))
 
 
@@ -35,13 +37,13 @@ class Thought(Collapsible):
         super().__init__(self.body, title=thought_title(tokens, streaming), collapsed=not streaming,
                          classes="thought")
 
-    def show(self, text: str, tokens: int) -> None:
-        """The thought so far (while it streams)."""
+    def show(self, text: str, tokens: int, ms: float = 0.0) -> None:
+        """The thought so far (while it streams), decoded in `ms`."""
         if text != self.text:
             self.text = text
             self.body.update(text.strip("\n"))
         self.tokens = tokens
-        self.title = thought_title(tokens, self.streaming)
+        self.title = thought_title(tokens, self.streaming, ms=ms)
 
     def finish(self, text: str | None = None, tokens: int | None = None, closed_by: str = "") -> None:
         """The answer started (or the turn ended): the thought is whole, and folds; `closed_by`:

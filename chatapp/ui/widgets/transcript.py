@@ -421,14 +421,14 @@ class Transcript(VerticalScroll):
                 self.thought.finish()  # the answer started: the thought folds
             self.reply.show(text)
 
-    async def show_thought(self, text: str, tokens: int) -> None:
-        """The streaming reply's thought so far, open above it, counted in its title."""
+    async def show_thought(self, text: str, tokens: int, ms: float = 0.0) -> None:
+        """The streaming reply's thought so far, open above it, counted (and timed: `ms`) in its title."""
         if self.reply is None:
             return
         if self.thought is None:
             self.thought = Thought(streaming=True)
             await self.mount(self.thought, before=self.reply)
-        self.thought.show(shown(text), tokens)
+        self.thought.show(shown(text), tokens, ms)
         self.anchor()
 
     async def finish_reply(self, record: TurnRecord) -> None:
