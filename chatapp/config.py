@@ -96,6 +96,9 @@ class Settings:
     think_budget: int = -1
     """A thinking model's most thought tokens per reply: past them the closing marker is forced
     and the model answers (llama-server's --reasoning-budget). -1: no budget; 0: no thought."""
+    think_budget_message: str = ""
+    """Text forced into the thought before its close when the budget runs out, as llama-server's
+    --reasoning-budget-message (e.g. "Time is up, I must answer now."); "" for none."""
     think_more: int = 0
     """Thought tokens that think more (Ctrl+F) adds to a reply's thought. 0: the thinking budget,
     or 256 without one. `ask --think-more N` says N itself."""
@@ -170,6 +173,8 @@ def validate(settings: Settings) -> Settings:
         raise ConfigError(f"draft must be one of {', '.join(DRAFT_MODES)}, got {settings.draft!r}")
     _in_range("draft_max", settings.draft_max, 1, MAX_DRAFT_TOKENS)
     _in_range("think_budget", settings.think_budget, -1, MAX_TOKENS, f"-1 (no budget) or 0 to {MAX_TOKENS:,}")
+    if len(settings.think_budget_message) > 1000 or "\n" in settings.think_budget_message:
+        raise ConfigError("think_budget_message must be one line of at most 1,000 characters")
     _in_range("think_more", settings.think_more, 0, MAX_TOKENS, f"0 (the thinking budget) or 1 to {MAX_TOKENS:,}")
     if settings.thinking_history not in THINKING_HISTORIES:
         raise ConfigError(f"thinking_history must be one of {', '.join(THINKING_HISTORIES)}, "

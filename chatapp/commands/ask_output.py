@@ -139,10 +139,12 @@ def alternatives_table(probs: Sequence[TokenProbs]) -> str:
 def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_json: bool,
             session: str | None = None, attachments: list[Loaded] | None = None, system: str | None = None,
             branch_from: str | None = None, logprobs: int = 0, at_token: tuple[int, int] | None = None,
-            tools: ToolOptions | None = None, think_more: int = 0, think_given: bool = False) -> None:
+            tools: ToolOptions | None = None, think_more: int = 0, think_given: bool = False,
+            hide_thinking: bool = False) -> None:
     """`system`: the --system given, which replaces a resumed session's system prompt;
     `think_given`: --think-budget was given: it holds over the session's kept thinking mode, and
-    the session keeps it (without it, a session's kept mode holds);
+    the session keeps it (without it, a session's kept mode holds); `hide_thinking`: thoughts are
+    not echoed on stderr;
     `branch_from`: the message (of `session`) the first prompt branches after;
     `logprobs`: candidates per reply token for the JSON records (0: none);
     `think_more`: after the last reply, a reply beside it that thinks on that many more tokens."""
@@ -168,7 +170,8 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
             tool_turns, registry = open_tool_turns(engine, tools, err)
         with ctrl_c_stops(engine) as stopped:
             _ask(engine, manager, session, prompts, as_json, err, out, attachments or [], system, stopped,
-                 branch_from, at_token, tool_turns if tools is not None else None, think_more, think_given)
+                 branch_from, at_token, tool_turns if tools is not None else None, think_more, think_given,
+                 hide_thinking)
     finally:
         if registry is not None:
             registry.close()
@@ -217,7 +220,7 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
          err: Console, out: TurnOutput, attachments: list[Loaded], system: str | None = None,
          stopped: threading.Event | None = None, branch_from: str | None = None,
          at_token: tuple[int, int] | None = None, tool_turns: ToolTurns | None = None, think_more: int = 0,
-         think_given: bool = False) -> None:
+         think_given: bool = False, hide_thinking: bool = False) -> None:
     from chatapp.engine.chat.tool_turns import ToolCallDone
     from chatapp.engine.sessions.manager import OpeningStopped
 
@@ -264,7 +267,7 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
             schema_tokens = engine.tool_costs().per_tool if as_json else {}
         thought = ThoughtEcho(err)
         for event in turn:
-            if isinstance(event, ThoughtDelta) and not as_json:
+            if isinstance(event, ThoughtDelta) and not as_json and not hide_thinking:
                 thought.write(event.text)
             elif isinstance(event, ContextTrimmed):
                 err.print(f"[yellow]context full: dropped the oldest {event.dropped_turns} turn(s) "

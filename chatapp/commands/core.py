@@ -61,6 +61,10 @@ DraftMaxOpt = Annotated[Optional[int], typer.Option(
 ThinkBudgetOpt = Annotated[Optional[int], typer.Option(
     "--think-budget", help="A thinking model's most thought tokens per reply; then its closing marker is forced "
                            "and it answers (-1: no budget)." + configured("think_budget", "-1"))]
+ThinkMessageOpt = Annotated[Optional[str], typer.Option(
+    "--think-budget-message", help="Text forced into a thought before its close when the budget runs out, as "
+                                   "llama-server's --reasoning-budget-message."
+                                   + configured("think_budget_message", "none"))]
 ThinkingHistoryOpt = Annotated[Optional[str], typer.Option(
     "--thinking-history", help="Earlier thoughts in the prompt: template (as the model's template renders "
                                "them, usually dropped) or keep (as generated, so the cache is reused)."
@@ -152,7 +156,11 @@ def ask(
     draft: DraftOpt = None,
     draft_max: DraftMaxOpt = None,
     think_budget: ThinkBudgetOpt = None,
+    think_budget_message: ThinkMessageOpt = None,
     thinking_history: ThinkingHistoryOpt = None,
+    hide_thinking: Annotated[bool, typer.Option(
+        "--hide-thinking", metavar=FLAG, help="Print a thinking model's thoughts nowhere (they are dimmed on "
+                                              "stderr otherwise); --json records keep them.")] = False,
     think_more: Annotated[int, typer.Option(
         "--think-more", help="A thinking model: after the last reply, think on up to N more tokens from the end "
                              "of its thought, then answer again: a new reply beside it (the cache is cut back "
@@ -209,13 +217,14 @@ def ask(
                              n_ctx=n_ctx, kv_type=kv_type, threads=threads, gpu_layers=gpu_layers,
                              allow_long_ctx=allow_long_ctx or None, server=server, api_key=api_key,
                              draft=draft, draft_max=draft_max, think_budget=think_budget,
+                             think_budget_message=think_budget_message,
                              thinking_history=thinking_history)
     from chatapp.commands.ask_output import run_ask
 
     run_ask(settings, model, prompts, as_json=as_json, session=session, attachments=loaded, system=system,
             branch_from=branch_from, logprobs=logprobs, at_token=(at_token, token) if at_token is not None else None,
             tools=tool_options if tool_options.wanted else None, think_more=think_more,
-            think_given=think_budget is not None)
+            think_given=think_budget is not None, hide_thinking=hide_thinking)
 
 
 PIPED_CAP = 16 << 20

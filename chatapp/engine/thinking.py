@@ -33,9 +33,6 @@ HARMONY_CLOSE = "<|end|><|start|>assistant<|channel|>final<|message|>"
 HARMONY_FINAL = "<|channel|>final<|message|>"
 """What opens a harmony answer: after the thought's close, or first when the model skips its
 thought, and before each earlier answer in the template's history."""
-BUDGET_MESSAGE = ""
-"""What is forced before the closing marker when a budget runs out (llama-server's
---reasoning-budget-message; none by default)."""
 
 _PROBE_THOUGHT = "chatapp-probe-thought"
 _PROBE_ANSWER = "chatapp-probe-answer"
@@ -68,9 +65,10 @@ class ThinkingFormat:
 
     @property
     def forced_close(self) -> str:
-        """The text a budget or "answer now" forces: the budget message, the marker, the separator."""
+        """The text a budget or "answer now" forces: the marker and the separator (a budget's
+        message, where one is set, goes before them: `Steering.budget_close_ids`)."""
         lead = "" if self.kind == "harmony" else "\n"
-        return BUDGET_MESSAGE + lead + self.close + ("" if self.kind == "harmony" else self.separator)
+        return lead + self.close + ("" if self.kind == "harmony" else self.separator)
 
     def kept_content(self, thinking: str, answer: str) -> str:
         """An assistant message's text as it was generated after the generation prompt's
@@ -252,6 +250,9 @@ class Steering:
     fmt: ThinkingFormat
     close_ids: Sequence[int]
     budget: int | None = None
+    budget_close_ids: Sequence[int] = ()
+    """What the budget forces when it runs out, where it differs from `close_ids`: its message
+    (llama-server's --reasoning-budget-message), then the close."""
     answer_now: threading.Event = field(default_factory=threading.Event)
     splitter: ThoughtSplitter = field(init=False)
     thought_tokens: int = 0
@@ -310,6 +311,8 @@ class Steering:
             self.forced_because = "answer now"
         elif self.budget is not None and self.thought_tokens >= self.budget:
             self.forced_because = "budget"
+            self.forced_at = self.thought_tokens
+            return self.budget_close_ids or self.close_ids
         else:
             return ()
         self.forced_at = self.thought_tokens

@@ -102,3 +102,17 @@ def test_a_session_keeps_the_thinking_mode_it_was_asked_with(chatapp_exe, r1_mod
     export = chatapp_exe("sessions", "export", "steer", "--format", "json")
     assert export.returncode == 0, export.stderr
     assert json.loads(export.stdout)["choices"] == {"think": "5"}
+
+
+def test_hide_thinking_prints_the_answer_alone_and_the_budget_message_is_forced(chatapp_exe, r1_model):
+    message = "Time is up."
+    result = chatapp_exe("ask", "--model", str(r1_model), "--temperature", "0", "--max-tokens", "24",
+                         "--think-budget", "4", "--think-budget-message", message, "--hide-thinking",
+                         "What is the capital of France?")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() and "thinking:" not in result.stderr and message not in result.stderr
+    shown = chatapp_exe("ask", "--model", str(r1_model), "--json", "--temperature", "0", "--max-tokens", "24",
+                        "--think-budget", "4", "--think-budget-message", message, "--hide-thinking",
+                        "What is the capital of France?")
+    record = json.loads(shown.stdout.splitlines()[-1])
+    assert record["thinking"].rstrip().endswith(message)  # --json keeps the thought

@@ -49,6 +49,8 @@ class Thinking:
         self.budget: int | None = None if settings.think_budget < 0 else settings.think_budget
         """Thought tokens per reply before the close is forced; None: no budget."""
         self.history: ThinkingHistory = settings.thinking_history
+        self.budget_message = settings.think_budget_message
+        """Forced into the thought before its close when the budget runs out ("" for none)."""
         self._steer: Steering | None = None
         self._generated: dict[str, str] = {}
         """Replies' text exactly as decoded, by message id, for "keep" (`kept_text`)."""
@@ -159,8 +161,13 @@ class Thinking:
         (the extra budget, the thought end it goes on from where the cache still has it)."""
         fmt = self.format
         budget, resume = (self.budget, None) if more is None else more
-        self._steer = Steering(fmt, self.continued_ids(fmt.forced_close), budget, resume=resume,
-                               more=more is not None) if fmt.active else None
+        if not fmt.active:
+            self._steer = None
+            return None
+        message = self.budget_message if budget else ""  # not when thinking is off (a budget of 0)
+        self._steer = Steering(fmt, self.continued_ids(fmt.forced_close), budget,
+                               self.continued_ids(message + fmt.forced_close) if message else (),
+                               resume=resume, more=more is not None)
         return self._steer
 
     def ended(self, message_id: str, cached: int) -> None:

@@ -196,3 +196,23 @@ def test_gpt_oss_history_drops_or_keeps_the_analysis_channel(thinking_models, en
         assert "They ask for a capital." not in prompt
         assert "<|start|>assistant<|channel|>final<|message|>Paris.<|end|><|start|>user" in prompt
     assert prompt.endswith("<|start|>user<|message|>And of Italy?<|end|><|start|>assistant")
+
+
+def test_a_budget_message_is_forced_into_the_thought_before_its_close(thinking_models, engines):
+    """As llama-server's --reasoning-budget-message: the budget runs out, the message and the
+    close are forced, and the model answers after them."""
+    message = "Time is up, I must answer now."
+    engine = engines(thinking_models["r1"], think_budget=4, think_budget_message=message)
+    record = list(engine.send("What is the capital of France?"))[-1].record
+    assert record.extra["thinking_closed_by"] == "budget" and record.extra["thought_tokens_sampled"] == 4
+    assert record.thinking.rstrip().endswith(message) and record.reply.strip()
+    assert message not in record.reply
+
+
+def test_a_budget_message_that_is_not_one_short_line_is_refused():
+    from chatapp.config import validate
+    from chatapp.errors import ConfigError
+
+    for bad in ("two\nlines", "x" * 1001):
+        with pytest.raises(ConfigError, match="think_budget_message must be one line"):
+            validate(Settings(think_budget_message=bad))
