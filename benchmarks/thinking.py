@@ -108,6 +108,8 @@ def stop_and_answer_in_tui(path: Path, args) -> list[int]:
             try:
                 term.wait_for("KV cache", 120)
                 term.type("Tell me about the sea.")
+                term.wait_for("Tell me about the sea.", 10)  # typed in before Enter, not read as one burst
+                time.sleep(0.3)
                 term.keys("Enter")
                 term.wait_for("Thinking…", 120)
                 time.sleep(0.2 + 0.8 * run / max(1, args.runs - 1))
