@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from chatapp.commands.ask_tools import ToolOptions, call_line, open_tool_turns
-from chatapp.config import Settings
+from chatapp.config import THINKING_HISTORIES, Settings
 from chatapp.engine.events import ContextRetrieved, ContextTrimmed, TextDelta, ThoughtDelta, TurnDone
 from chatapp.engine.retrieval.context import RetrievedContext
 from chatapp.engine.retrieval.loading import Loaded
@@ -139,11 +139,12 @@ def alternatives_table(probs: Sequence[TokenProbs]) -> str:
 def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_json: bool,
             session: str | None = None, attachments: list[Loaded] | None = None, system: str | None = None,
             branch_from: str | None = None, logprobs: int = 0, at_token: tuple[int, int] | None = None,
-            tools: ToolOptions | None = None, think_more: int = 0, think_given: bool = False,
+            tools: ToolOptions | None = None, think_more: int = 0, given: frozenset[str] = frozenset(),
             hide_thinking: bool = False) -> None:
     """`system`: the --system given, which replaces a resumed session's system prompt;
-    `think_given`: --think-budget was given: it holds over the session's kept thinking mode, and
-    the session keeps it (without it, a session's kept mode holds); `hide_thinking`: thoughts are
+    `given`: the thinking flags given ("think": --think-budget, "history": --thinking-history),
+    which hold over the session's kept choices and are kept (a flag not given: the session's
+    choice holds); `hide_thinking`: thoughts are
     not echoed on stderr;
     `branch_from`: the message (of `session`) the first prompt branches after;
     `logprobs`: candidates per reply token for the JSON records (0: none);
@@ -170,7 +171,7 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
             tool_turns, registry = open_tool_turns(engine, tools, err)
         with ctrl_c_stops(engine) as stopped:
             _ask(engine, manager, session, prompts, as_json, err, out, attachments or [], system, stopped,
-                 branch_from, at_token, tool_turns if tools is not None else None, think_more, think_given,
+                 branch_from, at_token, tool_turns if tools is not None else None, think_more, given,
                  hide_thinking)
     finally:
         if registry is not None:
@@ -179,14 +180,18 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
     out.raise_if_failed()
 
 
-def _session_thinking(engine: Engine, live: LiveSession, think_given: bool, err: Console) -> None:
-    """A thinking model's mode as the session keeps it (the TUI's choice, or an earlier
-    --think-budget), unless --think-budget says otherwise (`_keep_thinking` keeps that)."""
+def _session_thinking(engine: Engine, live: LiveSession, given: frozenset[str], err: Console) -> None:
+    """A thinking model's mode and earlier thoughts' keeping as the session keeps them (the TUI's
+    choices, or earlier flags), where the command line does not say (`given`: "think" for
+    --think-budget, "history" for --thinking-history; `_keep_thinking` keeps what they say)."""
     thinking = engine.thinking
-    if think_given or not thinking.format.active:
+    if not thinking.format.active:
         return
     kept = live.manager.store.choices(live.name)
-    if kept.think and kept.think != thinking.mode:
+    if "history" not in given and kept.history in THINKING_HISTORIES and kept.history != thinking.history:
+        thinking.history = kept.history
+        err.print(f"[dim]session {escape(live.name)}: earlier thoughts {kept.history}, as it was left[/]")
+    if "think" not in given and kept.think and kept.think != thinking.mode:
         try:
             err.print(f"[dim]session {escape(live.name)}: thinking {thinking.set_mode(kept.think)}, as it was left[/]")
         except ChatappError as exc:
@@ -194,15 +199,18 @@ def _session_thinking(engine: Engine, live: LiveSession, think_given: bool, err:
                       f"{escape(exc.one_line())}[/]")
 
 
-def _keep_thinking(engine: Engine, live: LiveSession, err: Console) -> None:
-    """After the run's saves (a new session exists then): the session keeps --think-budget's mode."""
-    store = live.manager.store
+def _keep_thinking(engine: Engine, live: LiveSession, given: frozenset[str], err: Console) -> None:
+    """After the run's saves (a new session exists then): the session keeps what the flags in
+    `given` chose."""
+    thinking, store = engine.thinking, live.manager.store
+    chosen = {name: value for name, value in (("think", thinking.mode), ("history", thinking.history))
+              if name in given}
     try:
         kept = store.choices(live.name)
-        if engine.thinking.format.active and kept.think != engine.thinking.mode:
-            store.set_choices(live.name, replace(kept, think=engine.thinking.mode))
+        if thinking.format.active and replace(kept, **chosen) != kept:
+            store.set_choices(live.name, replace(kept, **chosen))
     except ChatappError as exc:
-        err.print(f"[yellow]session {escape(live.name)}: thinking mode not kept: {escape(exc.one_line())}[/]")
+        err.print(f"[yellow]session {escape(live.name)}: thinking choices not kept: {escape(exc.one_line())}[/]")
 
 
 def _attach(engine: Engine, attachments: list[Loaded], err: Console) -> None:
@@ -220,7 +228,7 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
          err: Console, out: TurnOutput, attachments: list[Loaded], system: str | None = None,
          stopped: threading.Event | None = None, branch_from: str | None = None,
          at_token: tuple[int, int] | None = None, tool_turns: ToolTurns | None = None, think_more: int = 0,
-         think_given: bool = False, hide_thinking: bool = False) -> None:
+         given: frozenset[str] = frozenset(), hide_thinking: bool = False) -> None:
     from chatapp.engine.chat.tool_turns import ToolCallDone
     from chatapp.engine.sessions.manager import OpeningStopped
 
@@ -237,7 +245,7 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
     if live is not None:
         for line in filter(None, (live.report.notice, *live.report.notices)):
             err.print(f"[dim]session {escape(session)}: {escape(line)}[/]")
-        _session_thinking(engine, live, think_given, err)
+        _session_thinking(engine, live, given, err)
     if attachments:
         from chatapp.engine.retrieval.cancel import AttachStopped, stoppable
 
@@ -318,5 +326,5 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
             if number < len(prompts):
                 err.print(f"[yellow]stopped; skipped the remaining {len(prompts) - number} prompt(s)[/]")
             break
-    if live is not None and think_given:
-        _keep_thinking(engine, live, err)
+    if live is not None and given:
+        _keep_thinking(engine, live, given, err)

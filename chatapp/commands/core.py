@@ -224,7 +224,8 @@ def ask(
     run_ask(settings, model, prompts, as_json=as_json, session=session, attachments=loaded, system=system,
             branch_from=branch_from, logprobs=logprobs, at_token=(at_token, token) if at_token is not None else None,
             tools=tool_options if tool_options.wanted else None, think_more=think_more,
-            think_given=think_budget is not None, hide_thinking=hide_thinking)
+            given=frozenset(name for name, value in (("think", think_budget), ("history", thinking_history))
+                            if value is not None), hide_thinking=hide_thinking)
 
 
 PIPED_CAP = 16 << 20

@@ -367,6 +367,9 @@ class ChatApp(KeyBurstApp[None]):
     def action_think(self, mode: str) -> None:
         self.settings_ui.think(mode)
 
+    def action_thinking_history(self, history: str) -> None:
+        self.settings_ui.thinking_history(history)
+
     def action_answer_now(self) -> None:
         answer_now(self.gate) or self.notify("No thought is being written: nothing to stop", timeout=3)
 

@@ -32,6 +32,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
      "else the thought closed before its first token; kept with the session", "think('off')"),
     ("Thinking: budget", "A thinking model's most thought tokens a reply, with temperature and max tokens (Ctrl+O)",
      "sampling"),
+    ("Earlier thoughts: keep as generated", "A thinking model's earlier thoughts stay in the prompt as it wrote "
+     "them, so the cache holds each next turn's start; kept with the session", "thinking_history('keep')"),
+    ("Earlier thoughts: as the template renders them", "Usually dropped, as the model was trained: the next "
+     "turn prefills the previous reply again (the KV panel says how much); kept with the session",
+     "thinking_history('template')"),
     ("Edit system prompt", "Change the system prompt", "system_prompt"),
     ("Sampling: temperature and max tokens", "Set temperature and max tokens", "sampling"),
     ("Toggle drafting (speculative decoding)",

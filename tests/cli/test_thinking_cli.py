@@ -87,7 +87,7 @@ def test_a_session_keeps_the_thinking_mode_it_was_asked_with(chatapp_exe, r1_mod
     """--think-budget 0 (off) with --session: the session keeps it, and the next ask in it thinks
     no more without being told; a budget given then holds over it, and is kept in its turn."""
     ask = ("ask", "--model", str(r1_model), "--json", "--temperature", "0", "--max-tokens", "16", "--session", "steer")
-    first = chatapp_exe(*ask, "--think-budget", "0", "What is the capital of France?")
+    first = chatapp_exe(*ask, "--think-budget", "0", "--thinking-history", "keep", "What is the capital of France?")
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout.splitlines()[-1])["think"] == "off"
     second = chatapp_exe(*ask, "And of Italy?")
@@ -95,13 +95,14 @@ def test_a_session_keeps_the_thinking_mode_it_was_asked_with(chatapp_exe, r1_mod
     record = json.loads(second.stdout.splitlines()[-1])
     assert record["think"] == "off" and record["thought_tokens_sampled"] == 0
     assert "session steer: thinking off, as it was left" in second.stderr
+    assert "session steer: earlier thoughts keep, as it was left" in second.stderr
     third = chatapp_exe(*ask, "--think-budget", "5", "And of Spain?")
     assert json.loads(third.stdout.splitlines()[-1])["think"] == "5"
     fourth = chatapp_exe(*ask, "And of Portugal?")
     assert json.loads(fourth.stdout.splitlines()[-1])["think"] == "5"
     export = chatapp_exe("sessions", "export", "steer", "--format", "json")
     assert export.returncode == 0, export.stderr
-    assert json.loads(export.stdout)["choices"] == {"think": "5"}
+    assert json.loads(export.stdout)["choices"] == {"think": "5", "history": "keep"}
 
 
 def test_hide_thinking_prints_the_answer_alone_and_the_budget_message_is_forced(chatapp_exe, r1_model):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from textual.widgets._collapsible import CollapsibleTitle
 
+from chatapp.engine.sessions.choices import SessionChoices
 from chatapp.ui.app import ChatApp
 from chatapp.ui.commands import COMMANDS
 from chatapp.ui.keys import APP_BINDINGS
@@ -179,22 +180,23 @@ async def test_the_speed_panel_splits_thinking_from_answer_while_the_reply_strea
 
 
 async def test_thinking_off_from_the_palette_is_kept_with_the_chat_and_comes_back_with_it(make_app):
-    """"Thinking: off" before the first question: the chat, kept as a session at that turn, keeps
-    the choice, and opening the session again in a new app turns thinking off again."""
+    """"Thinking: off" and "Earlier thoughts: keep" before the first question: the chat, kept as a
+    session at that turn, keeps both, and opening the session again in a new app brings them back."""
     assert ("Thinking: off", ) == tuple(t for t, _, a in COMMANDS if a == "think('off')")
     app, seen = make_app(think_budget=6, max_tokens=24)
     async with app.run_test(size=NARROW, message_hook=seen) as pilot:
         await app.run_action("think('off')")
-        assert app.engine.thinking.mode == "off"
+        await app.run_action("thinking_history('keep')")
+        assert app.engine.thinking.mode == "off" and app.engine.thinking.history == "keep"
         record = (await send_text(pilot, app, seen, "What is the capital of France?")).record
         assert record.extra["think"] == "off" and record.extra["thought_tokens_sampled"] == 0
         await wait_until(pilot, lambda: app.sessions_ui.live is not None)
         name = app.sessions_ui.live.name
-        await wait_until(pilot, lambda: store().store.choices(name).think == "off")
+        await wait_until(pilot, lambda: store().store.choices(name) == SessionChoices(think="off", history="keep"))
     again, seen = make_app(session=name, think_budget=6, max_tokens=24)
     async with again.run_test(size=NARROW, message_hook=seen) as pilot:
         await opened(pilot, seen)
-        assert again.engine.thinking.mode == "off"
+        assert again.engine.thinking.mode == "off" and again.engine.thinking.history == "keep"
 
 
 async def test_the_sampling_dialog_sets_a_thinking_budget(make_app):
@@ -228,3 +230,15 @@ def test_the_thought_title_counts_times_and_rates_while_it_streams_and_says_who_
     assert thought_title(0, True) == "Thinking…"
     assert thought_title(42, False, "answer now", ms=900.0) == "Thought · 42 tokens · cut by answer now"
     assert thought_title(1, False) == "Thought · 1 token"
+
+
+async def test_keeping_earlier_thoughts_from_the_palette_takes_the_re_prefill_forecast_away(make_app):
+    """After a turn with "template" the KV panel forecasts the re-prefill of the dropped thought;
+    "Earlier thoughts: keep as generated" works the figures out anew, and there is none to say."""
+    app, seen = make_app(incognito=True, think_budget=6, max_tokens=24, prefill_while_typing=False)
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        await send_text(pilot, app, seen, "What is the capital of France?")
+        assert app.branch.figures.reprefill > 0
+        await app.run_action("thinking_history('keep')")
+        await wait_until(pilot, lambda: app.branch.figures.reprefill == 0)
+        assert "re-prefills" not in app.query_one(KVPanel).draw(80).plain

@@ -1,4 +1,5 @@
-"""What the user chose for one session, kept with it: the thinking mode and the tool choice.
+"""What the user chose for one session, kept with it: the thinking mode, how earlier thoughts are
+kept, and the tool choice.
 
 A session opened again (the TUI's F6, `ask --session`) comes back as it was left: a chat with
 thinking off stays off, a chat that offered tools offers them again, whatever the config's
@@ -20,6 +21,8 @@ class SessionChoices:
     """"on", "off" or a budget in tokens (chatapp.engine.chat.thoughts.Thinking.set_mode)."""
     tools: str = ""
     """"none", "auto", "required" or a tool's name (chatapp.engine.chat.tool_turns.CHOICES)."""
+    history: str = ""
+    """Earlier thoughts in the prompt: "template" or "keep" (chatapp.config.THINKING_HISTORIES)."""
 
     def chosen(self) -> dict[str, str]:
         """The choices made, by name (none: {})."""

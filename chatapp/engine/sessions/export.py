@@ -93,7 +93,7 @@ def _branches(rows: list[dict]) -> list[list[dict]]:
     return paths
 
 
-CHOICE_LABELS = {"think": "Thinking", "tools": "Tools"}
+CHOICE_LABELS = {"think": "Thinking", "history": "Earlier thoughts", "tools": "Tools"}
 
 
 def session_data(store: SessionStore, name: str, session: StoredSession | None = None, *,

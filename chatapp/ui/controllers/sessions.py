@@ -19,6 +19,7 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Literal
 
+from chatapp.config import THINKING_HISTORIES
 from chatapp.engine.chat.engine import Engine
 from chatapp.engine.sampling import TokenProbs, probs_from_json
 from chatapp.engine.sessions import LiveSession, SaveReport, SessionManager, validate_name
@@ -505,6 +506,8 @@ class SessionController:
         self.chosen = replace(self.chosen, **choices.chosen())
         self._choices_due = False
         thinking = app.engine.thinking
+        if choices.history in THINKING_HISTORIES:
+            thinking.history = choices.history
         if choices.think and thinking.format.active and choices.think != thinking.mode:
             try:
                 app.notify(f"thinking {thinking.set_mode(choices.think)}, as session {self.name} was left",

@@ -4,6 +4,9 @@ next turn on."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from chatapp.config import THINKING_HISTORIES
 from chatapp.engine.chat.thoughts import parse_think, think_mode
 from chatapp.ui.controllers.sessions import SessionController
 from chatapp.ui.host import ChatHost
@@ -58,6 +61,33 @@ class SettingsController:
                             timeout=4)
             return
         self.app.notify(f"thinking {self._set_think(mode)} from the next reply", title="Thinking", timeout=4)
+
+    def thinking_history(self, history: str) -> None:
+        """Earlier thoughts as the template renders them or kept as generated (the palette's
+        "Earlier thoughts: …"), from the next turn on; the KV panel's forecast of what that turn
+        prefills again is worked out anew on a worker."""
+        app = self.app
+        if history not in THINKING_HISTORIES:
+            app.notify(f"earlier thoughts are {' or '.join(THINKING_HISTORIES)}, not {history!r}", severity="error",
+                       timeout=6, markup=False)
+            return
+        if app.busy("change how earlier thoughts are kept"):
+            return
+        app.engine.thinking.history = history
+        self.sessions.keep_choice(history=history)
+        said = {"keep": "kept as generated: the cache holds the next turn's start",
+                "template": "as the template renders them (often dropped: the next turn may prefill again)"}
+        app.notify(f"earlier thoughts {said[history]}", title="Thinking", timeout=5, markup=False)
+        app.run_worker(self._refigure, name="figures", group="figures", thread=True, exit_on_error=False)
+
+    def _refigure(self) -> None:
+        """On a worker, with the turn lock: the shown branch's figures for the prompt as now rendered."""
+        app = self.app
+        with app.gate.turn() as engine:
+            if engine is None:
+                return
+            figures = engine.branch_figures()
+        app.call_from_thread(lambda: setattr(app, "branch", replace(app.branch, figures=figures)))
 
     def _set_think(self, mode: str) -> str:
         """Set the mode and keep it with the open session; what it now is, in words."""
