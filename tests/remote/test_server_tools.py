@@ -51,3 +51,24 @@ def test_a_named_tool_choice_calls_the_tool_through_llama_server(another_server,
         assert [m.role for m in engine.messages][:5] == ["system", "user", "assistant", "tool", "assistant"]
     finally:
         engine.close()
+
+
+def test_a_server_started_without_jinja_gets_the_tools_the_generic_way(another_server, registry):
+    """--no-jinja: llama-server refuses `tools` in /apply-template; chatapp lists them in the system
+    message itself, as for a template without tools, and the named choice's call still parses."""
+    server = another_server("--no-jinja")
+    engine = connect_engine(SETTINGS.replace(server=server.url))
+    engine.generation = GenerationSettings(temperature=0.0, max_tokens=80)
+    try:
+        turns = ToolTurns(engine, registry, registry.choose(["add"]), lambda call, spec: "once", choice="add",
+                          max_steps=2)
+        events = list(turns.run(lambda: engine.send("What is 17 plus 25?")))
+        assert engine.tool_format == "generic" and engine.tool_syntax == "generic"
+        first = next(e.record for e in events if isinstance(e, TurnDone))
+        (call,), _ = parse_calls(first.reply)
+        assert call.name == "add" and set(call.arguments) == {"a", "b"}
+        done = [e for e in events if isinstance(e, ToolCallDone)]
+        assert done and done[0].result.text == str(call.arguments["a"] + call.arguments["b"])
+        assert '"name": "add"' in engine.render()  # the generic list, in the system message
+    finally:
+        engine.close()

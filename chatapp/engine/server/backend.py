@@ -82,13 +82,13 @@ def call_grammar(grammar: CallGrammar | None) -> dict:
     return {"json_schema": grammar.schema}
 
 
-
 def server_message(message: Message) -> dict[str, str]:
     """A message as llama-server's chat layer takes it: a thought only as `reasoning_content`
     (it hands that on as `thinking` to the templates that read it, gpt-oss's)."""
     data = message.as_template_input()
     data.pop("thinking", None)
     return data
+
 
 class ServerBackend:
     """`Backend` over a llama-server's HTTP API."""
@@ -103,6 +103,8 @@ class ServerBackend:
         self.drafting = Drafting("off", Settings().draft_max)
         self._tokens: list[int] = []
         self._renders: dict[tuple, str] = {}
+        self._refuses_tools = False
+        """The server was started with --no-jinja: its template takes no tools (see render)."""
         bos = props.bos_token
         self._bos_text = bos
         bos_ids = self._vocab.tokenize(bos, special=True) if bos else []
@@ -137,17 +139,28 @@ class ServerBackend:
     def render(self, messages: Sequence[Message], *, add_generation_prompt: bool,
                tools: Sequence[dict] | None = None, switches: Mapping[str, bool] | None = None) -> str:
         """The server's /apply-template. A conversation that ends with a reply renders that reply
-        open, as a continuation (llama-server's --prefill-assistant, on by default)."""
+        open, as a continuation (llama-server's --prefill-assistant, on by default). A server
+        started with --no-jinja refuses `tools` ("tools param requires --jinja flag"): its
+        template does not read them, so they are left out, as the protocol says, and chatapp
+        lists them the generic way (chatapp.engine.chat.tool_prompt)."""
+        if tools and self._refuses_tools:
+            tools = None
         key = (tuple((m.role, m.content) for m in messages), add_generation_prompt,
                msgspec.json.encode(list(tools or ())), tuple(sorted((switches or {}).items())))
         text = self._renders.get(key)
         if text is None:
-            text = self._client.post("/apply-template", {"messages": [server_message(m) for m in messages],
-                                                          "add_generation_prompt": add_generation_prompt,
-                                                          **({"tools": list(tools)} if tools else {}),
-                                                          **({"chat_template_kwargs": dict(switches)}
-                                                             if switches else {})},
-                                     answers.Rendered).prompt
+            try:
+                text = self._client.post("/apply-template", {"messages": [server_message(m) for m in messages],
+                                                              "add_generation_prompt": add_generation_prompt,
+                                                              **({"tools": list(tools)} if tools else {}),
+                                                              **({"chat_template_kwargs": dict(switches)}
+                                                                 if switches else {})},
+                                         answers.Rendered).prompt
+            except ServerError as exc:
+                if not tools or "--jinja" not in str(exc):
+                    raise
+                self._refuses_tools = True
+                return self.render(messages, add_generation_prompt=add_generation_prompt, switches=switches)
             if len(self._renders) >= RENDER_CACHE:
                 self._renders.pop(next(iter(self._renders)))
             self._renders[key] = text
