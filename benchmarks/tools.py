@@ -132,8 +132,8 @@ async def approval_latency(path: Path, questions: int) -> list[float]:
             await pilot.pause(0.05)
         for n in range(questions):
             app.edit_text(f"What is {17 + n} plus {25 + n}?")
+            seen = len(shown)  # before Enter: the dialog can be up before the key's await returns
             await pilot.press("enter")
-            seen = len(shown)
             while app.generating or len(shown) == seen:
                 if isinstance(app.screen, ToolApprovalScreen):
                     await pilot.press("o" if len(shown) == seen + 1 else "d")
