@@ -229,3 +229,8 @@ class SessionKeeper(Protocol):
     def moved_to(self, engine: Engine) -> None:
         """After a model switch: the open session goes on with `engine`."""
         ...
+
+    def keep_choice(self, **chosen: str) -> None:
+        """The user chose a thinking mode, how earlier thoughts are kept, or a tool choice: kept
+        with the open session (chatapp.engine.sessions.choices)."""
+        ...

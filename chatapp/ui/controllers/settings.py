@@ -8,14 +8,13 @@ from dataclasses import replace
 
 from chatapp.config import THINKING_HISTORIES
 from chatapp.engine.chat.thoughts import parse_think, think_mode
-from chatapp.ui.controllers.sessions import SessionController
-from chatapp.ui.host import ChatHost
+from chatapp.ui.host import ChatHost, SessionKeeper
 from chatapp.ui.screens.sampling import Sampling, SamplingScreen
 from chatapp.ui.screens.system_prompt import SystemPromptScreen
 
 
 class SettingsController:
-    def __init__(self, app: ChatHost, sessions: SessionController) -> None:
+    def __init__(self, app: ChatHost, sessions: SessionKeeper) -> None:
         self.app = app
         self.sessions = sessions
 

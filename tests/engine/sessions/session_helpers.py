@@ -36,3 +36,28 @@ def prefill_history(engine: Engine, messages: list[Message]) -> None:
 
 def run_turn(engine: Engine, text: str):
     return list(engine.send(text))[-1].record
+
+
+OLD_DATABASES = Path(__file__).parents[2] / "data" / "sessions"
+"""Databases older schemas wrote (tests/data/sessions/make_schemaN.py says how each was made)."""
+
+
+def migrated_copy(version: int, folder: Path, columns: str = "idx, role, id, parent, content, thinking"):
+    """Open a copy of the database schema `version` wrote (schemaN.db) in `folder`, which brings it
+    to SCHEMA_VERSION: checked before and after, with `columns` of every message unchanged."""
+    import shutil
+    import sqlite3
+
+    from chatapp.engine.sessions.schema import SCHEMA_VERSION
+    from chatapp.engine.sessions.store import DB_NAME, SessionStore
+
+    shutil.copy(OLD_DATABASES / f"schema{version}.db", folder / DB_NAME)
+    read = f"SELECT {columns} FROM messages ORDER BY idx"
+    with sqlite3.connect(folder / DB_NAME) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == version
+        before = conn.execute(read).fetchall()
+    store = SessionStore.open(folder)
+    with sqlite3.connect(folder / DB_NAME) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION > version
+        assert conn.execute(read).fetchall() == before
+    return store

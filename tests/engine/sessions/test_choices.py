@@ -3,22 +3,16 @@ exported with it, and read back whole or not at all."""
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
-from pathlib import Path
 
 import pytest
 
 from chatapp.engine.sessions.choices import SessionChoices
 from chatapp.engine.sessions.export import session_data, to_markdown
-from chatapp.engine.sessions.schema import SCHEMA_VERSION
 from chatapp.engine.sessions.store import DB_NAME, SessionStore
 from chatapp.errors import SessionError
+from tests.engine.sessions.session_helpers import migrated_copy
 from tests.engine.sessions.test_drafts_and_scores import saved
-
-SCHEMA6 = Path(__file__).parents[2] / "data" / "sessions" / "schema6.db"
-"""Written by chatapp's schema 6 (tests/data/sessions/make_schema6.py, run on 1f1d612, before choices)."""
-
 
 def test_choices_are_kept_replaced_and_exported(tmp_path):
     store = SessionStore.open(tmp_path)
@@ -48,15 +42,8 @@ def test_choices_that_cannot_be_read_cost_the_choice_not_the_session(tmp_path, k
 
 
 def test_a_schema_6_database_gains_choices_and_loses_nothing(tmp_path):
-    shutil.copy(SCHEMA6, tmp_path / DB_NAME)
-    with sqlite3.connect(tmp_path / DB_NAME) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 6
-        before = conn.execute("SELECT idx, role, id, parent, content, thinking FROM messages ORDER BY idx").fetchall()
-    store = SessionStore.open(tmp_path)
-    with sqlite3.connect(tmp_path / DB_NAME) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION >= 7
-        assert conn.execute("SELECT idx, role, id, parent, content, thinking FROM messages "
-                            "ORDER BY idx").fetchall() == before
+    """Written by chatapp's schema 6 (tests/data/sessions/make_schema6.py, run on 1f1d612, before choices)."""
+    store = migrated_copy(6, tmp_path)
     work = store.get("work")
     plain = [m for m in work.tree if m.role == "assistant"][1]
     assert store.draft("work") == "and how big is it" and store.scores("work") == {plain.id: '[{"id": 1}]'}

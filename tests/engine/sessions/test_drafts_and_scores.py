@@ -3,16 +3,13 @@ the probabilities of replies scored after they were written, by reply id."""
 
 from __future__ import annotations
 
-import shutil
-import sqlite3
-from pathlib import Path
 
 import pytest
 
 from chatapp.engine.events import Message
-from chatapp.engine.sessions.schema import SCHEMA_VERSION
-from chatapp.engine.sessions.store import DB_NAME, ModelIdentity, SessionStore, Snapshot
+from chatapp.engine.sessions.store import ModelIdentity, SessionStore, Snapshot
 from chatapp.errors import SessionError
+from tests.engine.sessions.session_helpers import migrated_copy
 
 MODEL = ModelIdentity("m", "/models/m.gguf", "ab" * 32, "Q4_1")
 
@@ -48,20 +45,9 @@ def test_scores_are_kept_by_reply_and_deleted_with_the_session(tmp_path):
     assert store.scores("s") == {}
 
 
-SCHEMA5 = Path(__file__).parents[2] / "data" / "sessions" / "schema5.db"
-"""Written by chatapp's schema 5 (tests/data/sessions/make_schema5.py, run on 4fd3f70, before drafts and scores)."""
-
-
 def test_a_schema_5_database_gains_drafts_and_scores_and_loses_nothing(tmp_path):
-    shutil.copy(SCHEMA5, tmp_path / DB_NAME)
-    with sqlite3.connect(tmp_path / DB_NAME) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
-        before = conn.execute("SELECT idx, role, id, parent, content, thinking FROM messages ORDER BY idx").fetchall()
-    store = SessionStore.open(tmp_path)
-    with sqlite3.connect(tmp_path / DB_NAME) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION >= 6
-        assert conn.execute("SELECT idx, role, id, parent, content, thinking FROM messages "
-                            "ORDER BY idx").fetchall() == before
+    """Written by chatapp's schema 5 (tests/data/sessions/make_schema5.py, run on 4fd3f70, before drafts and scores)."""
+    store = migrated_copy(5, tmp_path)
     work = store.get("work")
     thought, plain = [m for m in work.tree if m.role == "assistant"]
     assert (thought.thinking, thought.content) == ("\nThey ask about caches.\n", "Keys and values kept.")

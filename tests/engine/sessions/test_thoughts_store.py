@@ -2,30 +2,19 @@
 wrote, a save and a load, and the exports (JSON field, Markdown <details> block)."""
 
 import json
-import shutil
-import sqlite3
-from pathlib import Path
 
 from chatapp.engine.chat.tree import MessageTree
 from chatapp.engine.events import Message
 from chatapp.engine.sessions.export import session_data, to_markdown
-from chatapp.engine.sessions.schema import SCHEMA_VERSION
-from chatapp.engine.sessions.store import DB_NAME, ModelIdentity, SessionStore, Snapshot
+from chatapp.engine.sessions.store import ModelIdentity, SessionStore, Snapshot
+from tests.engine.sessions.session_helpers import migrated_copy
 
-SCHEMA4 = Path(__file__).parents[2] / "data" / "sessions" / "schema4.db"
-"""Written by chatapp's schema 4 (tests/data/sessions/make_schema4.py, run on the commit before thoughts)."""
 MODEL = ModelIdentity("m", "/m.gguf", "ab" * 32, "Q4_1")
 
 
 def test_schema_4_database_gets_its_raw_thoughts_moved_apart_and_loses_nothing(tmp_path):
-    shutil.copy(SCHEMA4, tmp_path / DB_NAME)
-    with sqlite3.connect(tmp_path / DB_NAME) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
-        before = conn.execute("SELECT idx, role, id, parent, stopped FROM messages ORDER BY idx").fetchall()
-    store = SessionStore.open(tmp_path)
-    with sqlite3.connect(tmp_path / DB_NAME) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-        assert conn.execute("SELECT idx, role, id, parent, stopped FROM messages ORDER BY idx").fetchall() == before
+    """Written by chatapp's schema 4 (tests/data/sessions/make_schema4.py, run on the commit before thoughts)."""
+    store = migrated_copy(4, tmp_path, "idx, role, id, parent, stopped")
     work = store.get("work")
     thought, plain = [m for m in work.tree if m.role == "assistant"]
     assert (thought.thinking, thought.content) == ("\nThey ask about caches.\n", "Keys and values kept.")
