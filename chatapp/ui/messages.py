@@ -268,7 +268,8 @@ class SessionOpened(Message):
         self.live = live
         self.draft = draft
         self.choices = choices or SessionChoices()
-        """The thinking mode and tool choice the session was left with (none chosen: the app's hold)."""
+        """The thinking mode, earlier thoughts' keeping and tool choice the session was left with
+        (none chosen: the app's hold)."""
         """What was typed in the session and not sent when it was left (its draft), for the composer."""
         self.kept = kept
         """A chat no session held became one at its first turn (the turn runs on meanwhile)."""

@@ -93,8 +93,8 @@ class SessionController:
         self.live: LiveSession | None = None
         """The open session, saved after every turn and on quit; None: nothing is saved."""
         self.chosen = SessionChoices()
-        """The thinking mode and tool choice the user chose (or the open session came with),
-        kept with the session (chatapp.engine.sessions.choices)."""
+        """The thinking mode, how earlier thoughts are kept and the tool choice that the user chose
+        (or the open session came with), kept with the session (chatapp.engine.sessions.choices)."""
         self._choices_due = False
         """`chosen` is not in the open session yet: the next save writes it (a chat kept at its
         first turn is written by that turn's save)."""
@@ -259,8 +259,9 @@ class SessionController:
 
     # --- what was typed and not sent: the session's draft ------------------------------------------
     def keep_choice(self, **chosen: str) -> None:
-        """The user chose a thinking mode (`think`) or a tool choice (`tools`): kept with the open
-        session now, or with the chat's session once its first turn saves it."""
+        """The user chose a thinking mode (`think`), how earlier thoughts are kept (`history`) or a
+        tool choice (`tools`): kept with the open session now, or with the chat's session once its
+        first turn saves it."""
         self.chosen = replace(self.chosen, **chosen)
         self._choices_due = True
         if self.live is not None:
@@ -375,7 +376,7 @@ class SessionController:
                     notices += live.save_now().notices
                 draft, choices = "", SessionChoices()
                 if action in ("open", "reload"):  # what it keeps besides its tree: probabilities scored, a
-                    # draft, the thinking mode and tool choice
+                    # draft, the choices (chatapp.engine.sessions.choices)
                     engine.remember_reply_probs({mid: probs_from_json(json.loads(text))
                                                  for mid, text in manager.store.scores(name).items()})
                     draft = manager.store.draft(name) if action == "open" else ""
@@ -498,8 +499,8 @@ class SessionController:
         app.session_busy = False
 
     def _take_choices(self, choices: SessionChoices) -> None:
-        """An opened session's thinking mode, where it kept one, from its next turn on (its tool
-        choice: the app gives it to the tools' controller)."""
+        """An opened session's thinking mode and earlier thoughts' keeping, where it kept them, from
+        its next turn on (its tool choice: the app gives it to the tools' controller)."""
         app = self.app
         if not choices.chosen():
             return
