@@ -61,3 +61,12 @@ def migrated_copy(version: int, folder: Path, columns: str = "idx, role, id, par
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION > version
         assert conn.execute(read).fetchall() == before
     return store
+
+
+def saved(store) -> str:
+    """A session "s" in `store` (a SessionStore) with one question and its reply; the reply's id."""
+    from chatapp.engine.sessions.store import ModelIdentity, Snapshot
+
+    model = ModelIdentity("m", "/models/m.gguf", "ab" * 32, "Q4_1")
+    store.save(Snapshot("s", model, [Message("user", "Hi."), Message("assistant", "Hello.")], 0, 10))
+    return next(m.id for m in store.get("s").tree if m.role == "assistant")

@@ -11,8 +11,7 @@ from chatapp.engine.sessions.choices import SessionChoices
 from chatapp.engine.sessions.export import session_data, to_markdown
 from chatapp.engine.sessions.store import DB_NAME, SessionStore
 from chatapp.errors import SessionError
-from tests.engine.sessions.session_helpers import migrated_copy
-from tests.engine.sessions.test_drafts_and_scores import saved
+from tests.engine.sessions.session_helpers import migrated_copy, saved
 
 def test_choices_are_kept_replaced_and_exported(tmp_path):
     store = SessionStore.open(tmp_path)

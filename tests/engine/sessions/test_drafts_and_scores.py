@@ -6,18 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from chatapp.engine.events import Message
-from chatapp.engine.sessions.store import ModelIdentity, SessionStore, Snapshot
+from chatapp.engine.sessions.store import ModelIdentity, SessionStore
 from chatapp.errors import SessionError
-from tests.engine.sessions.session_helpers import migrated_copy
+from tests.engine.sessions.session_helpers import migrated_copy, saved
 
 MODEL = ModelIdentity("m", "/models/m.gguf", "ab" * 32, "Q4_1")
-
-
-def saved(store: SessionStore) -> str:
-    """A session "s" with one question and its reply; the reply's id."""
-    store.save(Snapshot("s", MODEL, [Message("user", "Hi."), Message("assistant", "Hello.")], 0, 10))
-    return next(m.id for m in store.get("s").tree if m.role == "assistant")
 
 
 def test_a_draft_is_kept_until_it_is_replaced_and_goes_with_its_session(tmp_path):

@@ -44,6 +44,9 @@ class NoSessions:
     def moved_to(self, engine) -> None:
         pass
 
+    def keep_choice(self, **chosen: str) -> None:
+        pass  # nothing to keep them in: no session is open
+
 
 class Host(App[None]):
     """The least a controller needs: ChatHost's members (and its sub-protocols'), drawn into a

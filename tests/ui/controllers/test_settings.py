@@ -9,10 +9,11 @@ from chatapp.ui.screens.sampling import Sampling, SamplingScreen
 from chatapp.ui.screens.system_prompt import SystemPromptScreen
 from chatapp.ui.themes import load_themes
 from tests.ui._helpers import Messages, notified, wait_until
+from tests.ui.controllers.small_host import NoSessions
 
 
 async def test_drafting_toggles_and_says_why_when_it_cannot_run(make_host):
-    host, seen = make_host(SettingsController), Messages()
+    host, seen = make_host(lambda app: SettingsController(app, NoSessions())), Messages()
     engine = host.engine
     async with host.run_test(message_hook=seen) as pilot:
         before = engine.drafting.mode
@@ -27,7 +28,8 @@ async def test_drafting_toggles_and_says_why_when_it_cannot_run(make_host):
 
 
 async def test_the_system_prompt_and_sampling_come_from_their_dialogs(make_host, tmp_path):
-    host, seen = make_host(SettingsController, theme_result=load_themes(user_dir=tmp_path / "none")), Messages()
+    themes = load_themes(user_dir=tmp_path / "none")
+    host, seen = make_host(lambda app: SettingsController(app, NoSessions()), theme_result=themes), Messages()
     engine = host.engine
     async with host.run_test(message_hook=seen) as pilot:
         host.controller.system_prompt()
