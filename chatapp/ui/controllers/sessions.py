@@ -381,6 +381,8 @@ class SessionController:
                                                  for mid, text in manager.store.scores(name).items()})
                     draft = manager.store.draft(name) if action == "open" else ""
                     choices = manager.store.choices(name)
+                    if choices.history in THINKING_HISTORIES:  # before the figures: their forecast depends on it
+                        engine.thinking.history = choices.history
                 notices = live.manager.notices + notices  # what opening the database tidied, said once
                 live.manager.notices = []
                 saved_with = other_model(live.saved_model, live) if action == "open" else None
@@ -506,9 +508,7 @@ class SessionController:
             return
         self.chosen = replace(self.chosen, **choices.chosen())
         self._choices_due = False
-        thinking = app.engine.thinking
-        if choices.history in THINKING_HISTORIES:
-            thinking.history = choices.history
+        thinking = app.engine.thinking  # (earlier thoughts' keeping was set on the opening worker)
         if choices.think and thinking.format.active and choices.think != thinking.mode:
             try:
                 app.notify(f"thinking {thinking.set_mode(choices.think)}, as session {self.name} was left",

@@ -86,7 +86,10 @@ class SettingsController:
             if engine is None:
                 return
             figures = engine.branch_figures()
-        app.call_from_thread(lambda: setattr(app, "branch", replace(app.branch, figures=figures)))
+        try:
+            app.call_from_thread(lambda: setattr(app, "branch", replace(app.branch, figures=figures)))
+        except RuntimeError:  # the app is gone: nothing to show
+            pass
 
     def _set_think(self, mode: str) -> str:
         """Set the mode and keep it with the open session; what it now is, in words."""
