@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from terminal import Terminal
+from terminal import Terminal, fresh_home
 from tui_vs_llama_cli import READY, last_record
 
 CHATAPP = Path(sys.executable).with_name("chatapp")
@@ -44,14 +44,7 @@ TARGET_MS = 300.0
 
 
 def home_env(home: Path, model: Path, draft: str | None) -> dict[str, str]:
-    config = home / "config" / "chatapp" / "config.toml"
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text("temperature = 0.0\nmax_tokens = 16\n" + (f'draft = "{draft}"\n' if draft else ""))
-    env = {"XDG_CONFIG_HOME": str(home / "config"), "XDG_DATA_HOME": str(home / "data"),
-           "XDG_CACHE_HOME": str(home / "cache"), "CHATAPP_MODEL": str(model), "TERM": "xterm-256color"}
-    if os.environ.get("PYTHONPATH"):  # this checkout's chatapp, not the tmux server's environment's
-        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    return env
+    return fresh_home(home, model, "temperature = 0.0\nmax_tokens = 16\n" + (f'draft = "{draft}"\n' if draft else ""))
 
 
 def ask(env: dict[str, str]) -> dict:

@@ -16,6 +16,20 @@ from pathlib import Path
 SOCKET = "chatapp-bench"
 
 
+def fresh_home(home: Path, model: Path, config: str) -> dict[str, str]:
+    """The environment of a chatapp whose XDG folders are in `home` (a new user's), its config file
+    holding `config` and its model `model`; this checkout's chatapp (PYTHONPATH), since a shared
+    tmux server keeps the environment it started with."""
+    path = home / "config" / "chatapp" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(config)
+    env = {"XDG_CONFIG_HOME": str(home / "config"), "XDG_DATA_HOME": str(home / "data"),
+           "XDG_CACHE_HOME": str(home / "cache"), "CHATAPP_MODEL": str(model), "TERM": "xterm-256color"}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
+
+
 def tmux(*args: str, check: bool = True) -> str:
     done = subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True)
     if check and done.returncode != 0:

@@ -89,22 +89,16 @@ def stop_and_answer(path: Path, args) -> list[int]:
 def stop_and_answer_in_tui(path: Path, args) -> list[int]:
     """Thought tokens sampled after Ctrl+G reached the TUI, one figure a run (the key is sent 0.2 s
     to 1 s after the thought shows, later each run)."""
-    import json
-    import os
-    import sqlite3
-
-    from terminal import Terminal
+    from terminal import Terminal, fresh_home
+    from tui_vs_llama_cli import last_record
 
     extra = []
     for run in range(args.runs):
-        with tempfile.TemporaryDirectory() as home:
-            env = {"XDG_CONFIG_HOME": f"{home}/config", "XDG_DATA_HOME": f"{home}/data",
-                   "XDG_CACHE_HOME": f"{home}/cache", "TERM": "xterm-256color"}
-            os.makedirs(f"{home}/config/chatapp")
-            Path(f"{home}/config/chatapp/config.toml").write_text(
-                f"threads = {args.threads}\ntemperature = 0.0\nmax_tokens = 300\n")
-            term = Terminal(f"thinking-{run}", [str(Path(sys.executable).with_name("chatapp")), "--model", str(path),
-                                                "--ctx", "2048", "--session", "stop"], env, height=60)
+        with tempfile.TemporaryDirectory() as folder:
+            home = Path(folder)
+            env = fresh_home(home, path, f"threads = {args.threads}\ntemperature = 0.0\nmax_tokens = 300\n")
+            term = Terminal(f"thinking-{run}", [str(Path(sys.executable).with_name("chatapp")), "--ctx", "2048",
+                                                "--session", "stop"], env, height=60)
             try:
                 term.wait_for("KV cache", 120)
                 term.type("Tell me about the sea.")
@@ -119,10 +113,8 @@ def stop_and_answer_in_tui(path: Path, args) -> list[int]:
                 term.wait_exit(60)
             finally:
                 term.close()
-            with sqlite3.connect(f"{home}/data/chatapp/sessions/sessions.db") as conn:
-                (text,) = conn.execute("SELECT record FROM turns ORDER BY created_at DESC LIMIT 1").fetchone()
-            record = json.loads(text)
-            if record.get("thinking_closed_by") == "answer now":
+            record = last_record(home, 0)
+            if record is not None and record.get("thinking_closed_by") == "answer now":
                 extra.append(record["answer_now_extra_tokens"])
     return extra
 

@@ -73,7 +73,7 @@ from chatapp.engine.sessions import SessionManager
 from chatapp.engine.sessions.store import ModelIdentity, Snapshot
 from chatapp.llama_tools import ensure_tools
 from chatapp.ui.widgets.composer import PLACEHOLDER
-from terminal import Terminal  # benchmarks/ is on sys.path when a script there runs
+from terminal import Terminal, fresh_home  # benchmarks/ is on sys.path when a script there runs
 
 SYSTEM = Settings().system_prompt
 STORY = "Write a long, detailed story about a lighthouse keeper who finds a message in a bottle."
@@ -168,14 +168,7 @@ DEFAULTS = Setup("each at its own defaults (not like for like: llama-cli turns f
 
 
 def chatapp_env(home: Path, model: Path, max_tokens: int, setup: Setup = DEFAULTS) -> dict[str, str]:
-    config = home / "config" / "chatapp" / "config.toml"
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(f"temperature = 0.0\nmax_tokens = {max_tokens}\n{setup.chatapp_config}")  # greedy
-    env = {"XDG_CONFIG_HOME": str(home / "config"), "XDG_DATA_HOME": str(home / "data"),
-           "XDG_CACHE_HOME": str(home / "cache"), "CHATAPP_MODEL": str(model), "TERM": "xterm-256color"}
-    if os.environ.get("PYTHONPATH"):  # this checkout's chatapp: a shared tmux server has its own environment
-        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    return env
+    return fresh_home(home, model, f"temperature = 0.0\nmax_tokens = {max_tokens}\n{setup.chatapp_config}")  # greedy
 
 
 def seed_session(home: Path, messages: list[Message]) -> None:
