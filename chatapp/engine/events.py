@@ -36,9 +36,8 @@ class Message:
 
     def as_template_input(self) -> dict[str, str]:
         data = {"role": self.role, "content": message_content(self.content, self.context)[0]}
-        if self.thinking:  # templates that read it place it (Qwen3's reasoning_content, gpt-oss's
-            # thinking, as llama.cpp's chat layer passes it to each); the others leave it out
-            data["reasoning_content"] = data["thinking"] = self.thinking
+        if self.thinking:  # templates that read it (Qwen3's) place it; the others leave it out
+            data["reasoning_content"] = self.thinking
         return data
 
 

@@ -53,6 +53,16 @@ def display_name(path: Path) -> str:
     return entry.name if entry else path.name
 
 
+def template_input(message: Message) -> dict[str, str]:
+    """A message as llama.cpp's chat layer hands it to a template: a thought as `reasoning_content`
+    and, for the templates that read that field instead (gpt-oss's), as `thinking` (llama-server
+    does the same for its own templates, so the server backend sends `reasoning_content` alone)."""
+    data = message.as_template_input()
+    if "reasoning_content" in data:
+        data["thinking"] = data["reasoning_content"]
+    return data
+
+
 class LocalBackend:
     """`Backend` over llama.cpp in this process."""
 
@@ -95,7 +105,7 @@ class LocalBackend:
     # --- template and tokens -------------------------------------------------------------
     def render(self, messages: Sequence[Message], *, add_generation_prompt: bool,
                tools: Sequence[dict] | None = None, switches: Mapping[str, bool] | None = None) -> str:
-        return self.runtime.render_chat([m.as_template_input() for m in messages],
+        return self.runtime.render_chat([template_input(m) for m in messages],
                                         add_generation_prompt=add_generation_prompt, tools=list(tools or ()),
                                         switches=switches)
 

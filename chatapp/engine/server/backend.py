@@ -82,14 +82,6 @@ def call_grammar(grammar: CallGrammar | None) -> dict:
     return {"json_schema": grammar.schema}
 
 
-def server_message(message: Message) -> dict[str, str]:
-    """A message as llama-server's chat layer takes it: a thought only as `reasoning_content`
-    (it hands that on as `thinking` to the templates that read it, gpt-oss's)."""
-    data = message.as_template_input()
-    data.pop("thinking", None)
-    return data
-
-
 class ServerBackend:
     """`Backend` over a llama-server's HTTP API."""
 
@@ -150,7 +142,7 @@ class ServerBackend:
         text = self._renders.get(key)
         if text is None:
             try:
-                text = self._client.post("/apply-template", {"messages": [server_message(m) for m in messages],
+                text = self._client.post("/apply-template", {"messages": [m.as_template_input() for m in messages],
                                                               "add_generation_prompt": add_generation_prompt,
                                                               **({"tools": list(tools)} if tools else {}),
                                                               **({"chat_template_kwargs": dict(switches)}
