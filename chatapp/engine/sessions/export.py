@@ -131,7 +131,7 @@ def session_data(store: SessionStore, name: str, session: StoredSession | None =
                     for n, (idx, record, mid) in enumerate(records, 1)],
     }
     if chosen := store.choices(name).chosen():
-        data["choices"] = chosen  # the session's thinking mode and tool choice, where chosen
+        data["choices"] = chosen  # what the user chose for the session (chatapp.engine.sessions.choices)
     if rows is not None:
         data["tree"] = _flat(rows)
         data["branches"] = [[row["id"] for row in path] for path in _branches(rows)]

@@ -124,7 +124,7 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
             PRIMARY KEY (session_id, message_id))""",
     ),
     (  # 7: what the user chose for a session beyond its settings' defaults (chatapp.engine.sessions.choices):
-       # the thinking mode and the tool choice, as a JSON object
+       # the thinking mode, how earlier thoughts are kept and the tool choice, as a JSON object
         "ALTER TABLE sessions ADD COLUMN choices TEXT NOT NULL DEFAULT '{}'",
     ),
 )

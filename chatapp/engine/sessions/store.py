@@ -549,7 +549,7 @@ class SessionStore:
         return row[0] if row is not None and isinstance(row[0], str) else ""
 
     def set_choices(self, name: str, choices: SessionChoices) -> None:
-        """Keep what the user chose for session `name` (its thinking mode, its tool choice)."""
+        """Keep what the user chose for session `name` (chatapp.engine.sessions.choices)."""
         with self._transaction() as conn:
             if conn.execute("UPDATE sessions SET choices = ? WHERE name = ?",
                             (choices.to_json(), name)).rowcount == 0:

@@ -116,7 +116,8 @@ def stream_turn(engine: Engine, events: Iterator[Event | ToolCallDone], post: Ca
             post(ToolStep())
             after_calls = False
         if isinstance(event, ThoughtDelta):  # a thinking model's thought, before its answer
-            thought, thought_tokens, thought_live = thought + event.text, thought_tokens + 1, event.live
+            # the thought's tokens as the decode counts them, the count its record keeps (TurnSplit)
+            thought, thought_tokens, thought_live = thought + event.text, event.live.decode_tokens, event.live
             now = clock()
             thought_pending = now - last_post < interval
             if not thought_pending:
