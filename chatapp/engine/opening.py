@@ -67,7 +67,8 @@ def load_engine(settings: Settings, path: Path, name: str | None = None) -> Engi
 
     backend = LocalBackend.load(path, settings, name)
     engine = Engine(backend, settings)
-    engine.next_token_views = lambda: NextTokenViews(backend.runtime)  # borrows the loaded model
+    engine.next_token_views = lambda: NextTokenViews(  # borrows the loaded model
+        backend.runtime, open_other=lambda spec: open_next_token(settings, _local_path(spec, settings)))
     engine.load_notices[:0] = notices
     return engine
 
@@ -78,6 +79,13 @@ def open_next_token(settings: Settings, path: Path, n_ctx: int = 256) -> NextTok
     from chatapp.engine.local.next_token import NextTokenViews
 
     return NextTokenViews.load(path, settings, n_ctx)
+
+
+def _local_path(spec: str, settings: Settings) -> Path:
+    """The model file a spec names, never pulled: a second model to compare is one already here."""
+    from chatapp.engine.models.resolve import resolve_named
+
+    return resolve_named(spec, settings, pull_default=False)[0]
 
 
 def local_versions() -> dict[str, str]:

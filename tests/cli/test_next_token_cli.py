@@ -20,6 +20,10 @@ def test_perplexity_json_gives_each_tokens_surprise_and_the_perplexity(chatapp_e
     assert found["ctx"] == 16 and found["llama_perplexity"] is not None  # 2 full windows: its estimate
     # the repeats are predictable: the last sentences surprise less than the first
     assert sum(surprise[-8:]) < sum(surprise[:8])
+    estimate = json.loads(chatapp_exe("perplexity", str(text), "--ctx", "16", "--estimate", "--json").stdout)
+    counted = [t["surprise"] for t in estimate["tokens"] if t["surprise"] is not None]
+    assert len(counted) == estimate["scored"] == found["llama_perplexity"]["scored"]
+    assert math.isclose(estimate["ppl"], found["llama_perplexity"]["ppl"], rel_tol=1e-4)
 
 
 def test_perplexity_strip_and_refusals(chatapp_exe, tmp_path):
@@ -74,3 +78,10 @@ def test_perplexity_compare_against_the_same_file_costs_nothing(chatapp_exe, tmp
     found = json.loads(out.stdout)
     assert found["kld_mean"] == 0 and found["same_top"] == 1 and found["compare"]["ppl"] == found["ppl"]
     assert all(t["kld"] == 0 and t["same_top"] for t in found["tokens"][1:])
+    size = default_model_path.stat().st_size
+    assert [f["size_bytes"] for f in found["files"]] == [size, size] and found["files"][1]["name"] == str(
+        default_model_path)
+    shown = chatapp_exe("perplexity", str(text), "--ctx", "16", "--compare", str(default_model_path))
+    assert shown.returncode == 0, shown.stderr
+    assert "KL divergence: the same (KLD < 0.01)" in shown.stdout and "the same top token at 100.0%" in shown.stdout
+    assert shown.stdout.count("93.8 MiB, decodes") == 2

@@ -9,12 +9,15 @@ from typing import Protocol
 
 from chatapp.engine.inside.lens import Lens
 from chatapp.engine.inside.sampler_chain import ChainReplay
-from chatapp.engine.inside.surprise import Surprise
+from chatapp.engine.inside.surprise import QuantCost, Surprise
 
 
 class NextTokenViews(Protocol):
     def surprise(self, ids: Sequence[int], ctx: int,
                  should_stop: Callable[[], bool] = ...) -> Surprise | None: ...
+
+    def compare_to(self, spec: str, ids: Sequence[int], ctx: int,
+                   should_stop: Callable[[], bool] = ...) -> QuantCost | None: ...
 
     def lens(self, ids: Sequence[int], position: int, token: int | None, k: int = ...) -> Lens: ...
 

@@ -543,17 +543,26 @@ def can_remove_cells(runtime: LlamaRuntime) -> bool:
     return not (llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model))
 
 
-def fill_batch(batch, tokens: Sequence[int], start: int, outputs: str = "all") -> None:
+def fill_batch(batch, tokens: Sequence[int], start: int, outputs: str | int = "all") -> None:
     """Put `tokens` in a llama_batch of sequence 0 at positions start, start+1, ...; logits for
-    every row ("all") or the last one ("last")."""
+    every row ("all"), the last one ("last"), or every row from index `outputs` on."""
     n = len(tokens)
+    first = first_output(outputs, n)
     for i, token in enumerate(tokens):
         batch.token[i] = token
         batch.pos[i] = start + i
         batch.n_seq_id[i] = 1
         batch.seq_id[i][0] = 0
-        batch.logits[i] = outputs == "all" or i == n - 1
+        batch.logits[i] = i >= first
     batch.n_tokens = n
+
+
+def first_output(outputs: str | int, n: int) -> int:
+    """The first of `n` rows that `outputs` ("all", "last" or an index) asks logits for."""
+    first = 0 if outputs == "all" else n - 1 if outputs == "last" else int(outputs)
+    if not 0 <= first < n:
+        raise ModelError(f"logits from row {first} of a {n}-token batch")
+    return first
 
 
 class VerifyTarget:
@@ -938,9 +947,11 @@ class TapContext:
     def clear(self) -> None:
         llama_cpp.llama_memory_clear(self._memory, True)
 
-    def decode(self, tokens, start: int, outputs: str = "last", *, copy: bool = True) -> np.ndarray:
+    def decode(self, tokens, start: int, outputs: str | int = "last", *, copy: bool = True) -> np.ndarray:
         """Decode `tokens` (at most n_batch) at positions start, start+1, ...; returns a copy of the
-        logits rows asked for: "all" (one per token) or "last" (one row). `copy=False`: llama.cpp's
+        logits rows asked for: "all" (one per token), "last" (one row) or those from row `outputs`
+        on (llama-perplexity's second halves: the output head is a fifth of the default model's
+        compute a row). `copy=False`: llama.cpp's
         own buffer instead, valid until this context's next decode (a 512-token window's rows are
         100 MB, and copying them cost a perplexity run 1.5% of its time)."""
         n = len(tokens)
@@ -958,8 +969,9 @@ class TapContext:
             raise error
         if status != 0:
             raise ModelError(f"llama.cpp could not decode in the tap context (llama_decode returned {status})")
-        rows = n if outputs == "all" else 1
-        address = llama_cpp.llama_get_logits_ith(self._ctx, n - rows)
+        first = first_output(outputs, n)
+        rows = n - first
+        address = llama_cpp.llama_get_logits_ith(self._ctx, first)
         if not address:
             raise ModelError("llama.cpp returned no logits in the tap context")
         found = np.ctypeslib.as_array(address, shape=(rows, self.n_vocab))

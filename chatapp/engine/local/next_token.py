@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -20,13 +21,19 @@ from chatapp.engine.inside import sampler_chain, surprise
 from chatapp.engine.local.llama import LlamaRuntime, LoadOptions, StagedSampler, TapContext
 from chatapp.errors import InputError
 
+DECODE_STEPS = 32
+"""Tokens `decode_speed` times: about 0.3 s for the default model on 2 cores."""
+
 
 class NextTokenViews:
     """The three views over one runtime (owned when made by `load`)."""
 
-    def __init__(self, runtime: LlamaRuntime, *, owned: bool = False) -> None:
+    def __init__(self, runtime: LlamaRuntime, *, owned: bool = False,
+                 open_other: Callable[[str], NextTokenViews] | None = None) -> None:
         self.runtime = runtime
         self._owned = owned
+        self._open_other = open_other
+        """Opens a second model's views by the name a user gives it (`compare_to`)."""
         self._head: lens_view.OutputHead | None = None
         self._head_lock = threading.Lock()
 
@@ -52,18 +59,37 @@ class NextTokenViews:
         return token_views.describe(self.runtime, [token])[0].piece
 
     # --- surprise -----------------------------------------------------------------------------------
-    def surprise(self, ids: Sequence[int], ctx: int,
-                 should_stop: Callable[[], bool] = lambda: False) -> surprise.Surprise | None:
-        """Each token's surprise in windows of `ctx` tokens (chatapp.engine.inside.surprise)."""
+    def surprise(self, ids: Sequence[int], ctx: int, should_stop: Callable[[], bool] = lambda: False, *,
+                 only_scored: bool = False) -> surprise.Surprise | None:
+        """Each token's surprise in windows of `ctx` tokens, or (only_scored) only that of the tokens
+        llama-perplexity scores (chatapp.engine.inside.surprise)."""
         ids = list(ids)
         tap, decode = self._window_decoder(min(ctx, len(ids)))
         try:
-            return surprise.measure(ids, self.pieces(ids), ctx, decode, bos=self._bos(), should_stop=should_stop)
+            return surprise.measure(ids, self.pieces(ids), ctx, decode, bos=self._bos(), should_stop=should_stop,
+                                    only_scored=only_scored)
         finally:
             tap.close()
 
-    def compare(self, ids: Sequence[int], ctx: int, other: NextTokenViews) -> surprise.QuantCost:
-        """This model against `other` (a second quant of it) over the same windows of `ids`."""
+    def compare_to(self, spec: str, ids: Sequence[int], ctx: int,
+                   should_stop: Callable[[], bool] = lambda: False) -> surprise.QuantCost | None:
+        """`compare` with the model `spec` names (a path or a store name), loaded for this and
+        closed after; None when should_stop said so."""
+        if self._open_other is None:
+            raise InputError("these views were not given a way to open a second model")
+        other = self._open_other(spec)
+        try:
+            shown = Path(spec).name if Path(spec).is_file() else spec  # a store's name as given, a file's name
+            return self.compare(ids, ctx, other, names=(self.runtime.path.name, shown), should_stop=should_stop)
+        finally:
+            other.close()
+
+    def compare(self, ids: Sequence[int], ctx: int, other: NextTokenViews, *, only_scored: bool = False,
+                names: tuple[str, str] | None = None,
+                should_stop: Callable[[], bool] = lambda: False) -> surprise.QuantCost | None:
+        """This model against `other` (a second quant of it) over the same windows of `ids`, with
+        both files' sizes and decode speeds (`names`: how the user named them; else the files');
+        None when should_stop said so."""
         ids = list(ids)
         if other.runtime.n_vocab < self.runtime.n_vocab or other.text_ids("a b c") != self.text_ids("a b c"):
             raise InputError("the second model does not share this one's vocabulary: "
@@ -71,26 +97,52 @@ class NextTokenViews:
         tap, decode = self._window_decoder(min(ctx, len(ids)))
         other_tap, other_decode = other._window_decoder(min(ctx, len(ids)))
         try:
-            return surprise.compare(ids, self.pieces(ids), ctx, decode, other_decode, bos=self._bos())
+            cost = surprise.compare(ids, self.pieces(ids), ctx, decode, other_decode, bos=self._bos(),
+                                    only_scored=only_scored, should_stop=should_stop)
         finally:
             tap.close()
             other_tap.close()
+        if cost is None:
+            return None
+        names = names or (self.runtime.path.name, other.runtime.path.name)
+        files = tuple(surprise.QuantFile(name, views.runtime.path.stat().st_size, views.decode_speed(ids[:8]))
+                      for name, views in zip(names, (self, other)))
+        return replace(cost, files=files)
+
+    def decode_speed(self, prompt: Sequence[int], steps: int = DECODE_STEPS) -> float:
+        """Tokens a second decoding one token a step (greedy) after `prompt`, in a tap context on
+        the runtime's decode threads: the speed a reply is written at, for comparing two files."""
+        prompt = list(prompt) or [self.runtime.bos_id]
+        tap = TapContext(self.runtime, len(prompt) + steps + 1)
+        try:
+            logits = tap.decode(prompt, 0, "last")[0]
+            started = time.perf_counter()
+            for step in range(steps):
+                logits = tap.decode([int(np.argmax(logits))], len(prompt) + step, "last", copy=False)[0]
+            return steps / (time.perf_counter() - started)
+        finally:
+            tap.close()
 
     def _bos(self) -> int | None:
         return self.runtime.bos_id if self.runtime.adds_bos else None
 
-    def _window_decoder(self, window: int) -> tuple[TapContext, Callable[[Sequence[int]], np.ndarray]]:
+    def _window_decoder(self, window: int) -> tuple[TapContext, Callable[[Sequence[int], int], np.ndarray]]:
         """A tap context for windows of up to `window` tokens, and a function decoding one window
-        from an empty cache with logits at every position (a window of one batch: llama.cpp's own
-        rows, valid until the next window)."""
+        from an empty cache with logits at every position from `first_row` on (a window of one
+        batch: llama.cpp's own rows, valid until the next window)."""
         tap = TapContext(self.runtime, window, n_batch=min(window, 512))
 
-        def decode(tokens: Sequence[int]) -> np.ndarray:
+        def decode(tokens: Sequence[int], first_row: int) -> np.ndarray:
             tap.clear()
             if len(tokens) <= tap.n_batch:
-                return tap.decode(tokens, 0, "all", copy=False)
-            return np.concatenate([tap.decode(tokens[s:s + tap.n_batch], s, "all")
-                                   for s in range(0, len(tokens), tap.n_batch)])
+                return tap.decode(tokens, 0, first_row, copy=False)
+            rows = []
+            for s in range(0, len(tokens), tap.n_batch):
+                chunk = tokens[s:s + tap.n_batch]
+                found = tap.decode(chunk, s, max(0, first_row - s) if first_row < s + len(chunk) else "last")
+                if first_row < s + len(chunk):
+                    rows.append(found)
+            return np.concatenate(rows)
 
         return tap, decode
 

@@ -16,6 +16,7 @@ from chatapp.engine.backend import GenerationSettings
 from chatapp.engine.inside import lens as lens_view
 from chatapp.engine.inside.surprise import nll_rows, windows
 from chatapp.engine.local.next_token import NextTokenViews
+from chatapp.errors import InputError
 
 from tests.engine.conftest import make_engine
 
@@ -132,6 +133,33 @@ def test_the_perplexity_estimate_agrees_with_llama_perplexity(views, default_mod
     assert found.llama_scored == (len(ids) // ctx) * (ctx - ctx // 2 - 1)
 
 
+def test_only_the_scored_tokens_give_llama_perplexitys_estimate_from_the_second_halves_logits(views):
+    """--estimate: logits from each full window's middle row on, and the surprise of just the tokens
+    llama-perplexity counts, the same figures as the full run's there; the tail window is left out."""
+    from chatapp.engine.local.llama import TapContext
+
+    ids = views.text_ids((DOCS / "inference.md").read_text()[:900])
+    ctx = 64
+    assert len(ids) % ctx and len(ids) // ctx >= 2
+    every, scored = views.surprise(ids, ctx), views.surprise(ids, ctx, only_scored=True)
+    counted = np.isfinite(scored.surprise)
+    assert counted.sum() == scored.scored == every.llama_scored == (len(ids) // ctx) * (ctx - ctx // 2 - 1)
+    assert np.abs(scored.surprise[counted] - every.surprise[counted]).max() < 1e-4
+    assert scored.only_scored and not every.only_scored and scored.ppl == pytest.approx(every.llama_ppl, rel=1e-5)
+    assert "that llama-perplexity scores" in scored.describe()
+    tap = TapContext(views.runtime, ctx)
+    try:
+        half = tap.decode(ids[:ctx], 0, ctx // 2)
+        tap.clear()
+        whole = tap.decode(ids[:ctx], 0, "all")
+    finally:
+        tap.close()
+    assert half.shape == (ctx - ctx // 2, views.runtime.n_vocab)
+    assert np.abs(half - whole[ctx // 2:]).max() < 1e-3
+    with pytest.raises(InputError, match="two full windows"):
+        views.surprise(ids[:ctx + 5], ctx, only_scored=True)
+
+
 def test_a_model_compared_with_itself_costs_nothing(views):
     ids = views.text_ids("The quick brown fox jumps over the lazy dog. " * 4)
     cost = views.compare(ids, 32, views)
@@ -162,6 +190,12 @@ def test_a_second_quant_costs_kl_divergence_and_some_top_choices(views, second_q
     assert cost.other.ppl > cost.base.ppl  # fewer bits, a worse fit to the text
     json = cost.to_json()
     assert {"kld_mean", "same_top"} <= set(json) and set(json["tokens"][1]) >= {"kld", "same_top", "dp"}
+    base, second = json["files"]
+    assert (base["name"], second["name"]) == (views.runtime.path.name, second_quant.name)
+    assert base["size_bytes"] == views.runtime.path.stat().st_size > second["size_bytes"] == second_quant.stat().st_size
+    assert base["decode_tok_s"] > 0 and second["decode_tok_s"] > 0
+    lines = cost.describe()
+    assert lines[1].startswith(f"{second_quant.name}: ") and "decodes" in lines[1] and "mean KL divergence" in lines[2]
 
 
 def kl_divergence_run(tool: Path, model: Path, text: Path, ctx: int, base: Path, *, compare: bool) -> str:
