@@ -592,6 +592,13 @@ class ChatApp(KeyBurstApp[None]):
     def action_attention(self, view: str = "attention") -> None:
         self.inside_ui.open_view(view, self._tokens.selected_reply_position())
 
+    def action_compare_quant(self) -> None:
+        self.models_ui.ask("compare")
+
+    def compare_quant(self, spec: str | None) -> None:
+        if spec is not None:
+            self.inside_ui.open_quant_cost(spec)
+
     def on_transcript_clicked(self, message: Transcript.Clicked) -> None:
         self._composer.focus()
 

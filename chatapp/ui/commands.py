@@ -51,6 +51,9 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
      "attention"),
     ("Surprise of the conversation", "Each token in the cache shaded by -ln p, and the perplexity",
      "attention('surprise')"),
+    ("Quantization cost of the conversation", "Pick a second quant of the loaded model: each token in the cache "
+     "shaded by how far its probabilities are (KL divergence), with both files' sizes and decode speeds",
+     "compare_quant"),
     ("Logit lens of a reply token", "What each layer would pick next, for the selected reply token (else the last)",
      "attention('lens')"),
     ("Sampler chain of a reply token", "What top-k, top-p, min-p, temperature and the draw did to a reply token",

@@ -102,6 +102,28 @@ class InsideController:
             index = position - start if inside else max(0, len(tokens) - start - 1)
         app.push_screen(NextTokenScreen(kind, partial(self._next_token, kind), index))
 
+    def open_quant_cost(self, spec: str) -> None:
+        """The conversation shaded by how far the model `spec` names (a second quant of the loaded
+        one) is from it at each token, with both files' sizes and speeds."""
+        app = self.app
+        if isinstance(app.screen, NextTokenScreen) or app.busy("compare quants"):
+            return
+        app.push_screen(NextTokenScreen("quant", partial(self._quant_cost, spec), None))
+
+    def _quant_cost(self, spec: str, _index: int | None, stop: threading.Event) -> Found:
+        """On the screen's worker, under the turn lock: the second model is loaded, run over the
+        cache's tokens beside the first, and closed."""
+        with self.app.gate.turn() as engine:
+            if engine is None:
+                return "chatapp is closing"
+            views = self._views_of(engine)
+            if views is None:
+                return "comparing quants needs the model in this process: a llama-server shows no logits of its own"
+            tokens = engine.cached_tokens()
+            if len(tokens) < 2:
+                return "nothing in the cache yet: send a message first"
+            return views.compare_to(spec, tokens, max(MIN_CTX, len(tokens)), stop.is_set) or "stopped"
+
     def _views_of(self, engine: Engine) -> NextTokenViews | None:
         if engine.next_token_views is None:
             return None

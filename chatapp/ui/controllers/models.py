@@ -26,6 +26,9 @@ from chatapp.ui.shown import fresh
 if TYPE_CHECKING:
     from chatapp.engine.models.quant import ModelInfo
 
+COMPARE_HINT = ("Type to filter; Enter compares a second quant of the loaded model with it, token by token, on "
+                "the conversation; Esc cancels.")
+
 Opener = Callable[[Settings, str], Engine]
 """Opens the model a spec names with these settings (chatapp.engine.opening.open_engine)."""
 
@@ -40,6 +43,10 @@ class ModelHost(ChatHost, Protocol):
 
     def retokenize(self) -> None:
         """Tokenize the composer's text again (another model cuts it otherwise)."""
+        ...
+
+    def compare_quant(self, spec: str | None) -> None:
+        """Show what the model `spec` names costs against the loaded one (None: nothing chosen)."""
         ...
 
 
@@ -77,32 +84,34 @@ class ModelController:
         self.app.model_info = message.info
 
     # --- switching ---------------------------------------------------------------------------
-    def ask(self) -> None:
-        """Ctrl+L: the stores are listed on a worker, then the picker opens."""
+    def ask(self, purpose: str = "switch") -> None:
+        """Ctrl+L (purpose "switch"), or the palette's quantization cost ("compare"): the stores
+        are listed on a worker, then the picker opens."""
         app = self.app
-        if app.busy("switch model"):
+        if app.busy("switch model" if purpose == "switch" else "compare quants"):
             return
-        if self.opener is None:
+        if purpose == "switch" and self.opener is None:
             app.notify("this chat was opened on one model and cannot switch", severity="warning", markup=False)
             return
         if app.engine.summary.kind != "in-process":
-            app.notify(f"{app.engine.summary.location} serves the model it was started with; restart it "
-                       "with another -m to switch", severity="warning", markup=False)
+            app.notify(f"{app.engine.summary.location} serves the model it was started with; "
+                       + ("restart it with another -m to switch" if purpose == "switch" else
+                          "comparing quants needs the model in this process"), severity="warning", markup=False)
             return
         app.status = "finding models…"
-        app.run_worker(self._find, name="find models", group="model-list", thread=True, exclusive=True,
-                       exit_on_error=False)
+        app.run_worker(lambda: self._find(purpose), name="find models", group="model-list", thread=True,
+                       exclusive=True, exit_on_error=False)
 
-    def _find(self) -> None:
+    def _find(self, purpose: str) -> None:
         """Every store is read and every header looked at (cached per file) off the UI thread."""
         from chatapp.engine.machine.model_fit import model_rows
 
         try:
             rows, notes = model_rows(self.app.settings)
         except (ChatappError, OSError) as exc:
-            self.app.post_message(ModelsFound([], [], error=str(exc)))
+            self.app.post_message(ModelsFound([], [], error=str(exc), purpose=purpose))
             return
-        self.app.post_message(ModelsFound(rows, notes))
+        self.app.post_message(ModelsFound(rows, notes, purpose=purpose))
 
     def found(self, message: ModelsFound) -> None:
         app = self.app
@@ -115,7 +124,11 @@ class ModelController:
         if not any(row.path and Path(row.path).resolve() == current.resolve() for row in rows):
             # Loaded from elsewhere (--model PATH, $CHATAPP_MODEL): list it too.
             rows.insert(0, ModelRow(current.name, "local", str(current), None, 0, None, None, None))
-        app.push_screen(ModelPickerScreen(rows, current, message.notes), self.chosen)
+        if message.purpose == "compare":
+            app.push_screen(ModelPickerScreen(rows, current, message.notes, title="Compare with another quant",
+                                              hint=COMPARE_HINT), app.compare_quant)
+        else:
+            app.push_screen(ModelPickerScreen(rows, current, message.notes), self.chosen)
 
     def chosen(self, spec: str | None) -> None:
         app = self.app

@@ -20,11 +20,13 @@ from chatapp.ui.screens.dialog import Dialog
 
 
 class ModelsFound(Message):
-    """What the app's model-list worker found, for the picker."""
+    """What the app's model-list worker found, for the picker; `purpose`: "switch" (Ctrl+L) or
+    "compare" (a second quant to compare the loaded model with)."""
 
-    def __init__(self, rows: list[ModelRow], notes: list[str], error: str | None = None) -> None:
+    def __init__(self, rows: list[ModelRow], notes: list[str], error: str | None = None,
+                 purpose: str = "switch") -> None:
         super().__init__()
-        self.rows, self.notes, self.error = rows, notes, error
+        self.rows, self.notes, self.error, self.purpose = rows, notes, error, purpose
 
 
 def option_for(row: ModelRow, current: Path) -> Option:
@@ -76,14 +78,18 @@ class ModelPickerScreen(Dialog[str | None]):
     ModelPickerScreen OptionList { height: auto; max-height: 24; }
     """
 
-    def __init__(self, rows: list[ModelRow], current: Path, notes: list[str] | None = None) -> None:
-        super().__init__()
+    HINT = "Type to filter; Enter loads the model (the conversation carries over); Esc cancels."
+
+    def __init__(self, rows: list[ModelRow], current: Path, notes: list[str] | None = None, *,
+                 title: str | None = None, hint: str | None = None) -> None:
+        super().__init__(title)
         self.rows = rows
         self.current = current
         self.notes = notes or []
+        self.hint = hint or self.HINT
 
     def compose_body(self) -> ComposeResult:
-        yield Label("Type to filter; Enter loads the model (the conversation carries over); Esc cancels.")
+        yield Label(self.hint)
         yield Input(placeholder="filter: a name, a source, a quant", id="filter", select_on_focus=False)
         yield OptionList(*options(self.rows, self.current), id="models")
         if self.notes:

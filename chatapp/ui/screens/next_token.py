@@ -21,13 +21,13 @@ from textual.message import Message
 
 from chatapp.engine.inside.lens import Lens
 from chatapp.engine.inside.sampler_chain import ChainReplay
-from chatapp.engine.inside.surprise import SHADE_LABELS, Surprise, shade
+from chatapp.engine.inside.surprise import KLD_LABELS, KLD_SHADES, SHADE_LABELS, QuantCost, Surprise, shade
 from chatapp.errors import ChatappError
 from chatapp.ui.screens.dialog import Dialog
 from chatapp.ui.widgets.paint import ThemedPanel, bg, fg, legend, shown_piece, stacked_bar, swatch
 
-Kind = Literal["surprise", "lens", "sampler"]
-Found = Surprise | Lens | ChainReplay | str
+Kind = Literal["surprise", "lens", "sampler", "quant"]
+Found = Surprise | Lens | ChainReplay | QuantCost | str
 Compute = Callable[[int | None, threading.Event], Found]
 """`compute(index, stop)`: the view's numbers (index: the reply token, 0 the first; None the
 default), or one line saying why there are none (blocking)."""
@@ -36,9 +36,11 @@ WHAT: dict[str, str] = {
     "surprise": "Each token in the cache, shaded by its surprise: -ln p, how unlikely the model found it there.",
     "lens": "Layer by layer, the next token each layer's output would pick, through the final norm and output head.",
     "sampler": "What each sampler of the chain left of a reply token's candidates, in llama.cpp's order.",
+    "quant": "Each token in the cache, shaded by how far a second quant's next-token probabilities are from the "
+             "loaded model's (KL divergence), with both files' sizes and speeds.",
 }
 TITLES = {"surprise": "Surprise · the conversation", "lens": "Logit lens · a reply token",
-          "sampler": "Sampler chain · a reply token"}
+          "sampler": "Sampler chain · a reply token", "quant": "Quantization cost · the conversation"}
 
 
 class NextTokenView(ThemedPanel):
@@ -47,7 +49,7 @@ class NextTokenView(ThemedPanel):
     def __init__(self, kind: Kind, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.kind = kind
-        self.found: Surprise | Lens | ChainReplay | None = None
+        self.found: Surprise | Lens | ChainReplay | QuantCost | None = None
         self.problem: str | None = None
         self.pending: str | None = "replaying the turn on the loaded model…"
         self.index = 0
@@ -62,6 +64,8 @@ class NextTokenView(ThemedPanel):
         found = self.found
         if isinstance(found, Surprise):
             lines += self._surprise(found, width)
+        elif isinstance(found, QuantCost):
+            lines += self._quant(found, width)
         elif isinstance(found, Lens):
             lines += self._lens(found)
         elif isinstance(found, ChainReplay) and found.steps:
@@ -78,6 +82,14 @@ class NextTokenView(ThemedPanel):
             strip.append(piece, style=styles[shade(value)])
         return [legend([swatch(label, style) for label, style in zip(SHADE_LABELS, styles)], width), Text(""),
                 strip, Text(""), Text(found.describe())]
+
+    def _quant(self, found: QuantCost, width: int) -> list[Text]:
+        styles = self._shades()
+        strip = Text()
+        for piece, value in zip(found.base.pieces, found.kld.tolist()):
+            strip.append(piece, style=styles[shade(value, KLD_SHADES)])
+        return [legend([swatch(label, style) for label, style in zip(KLD_LABELS, styles)], width), Text(""),
+                strip, Text(""), *(Text(line) for line in found.describe())]
 
     def _lens(self, found: Lens) -> list[Text]:
         label = fg(self, "primary", bold=True)
