@@ -153,6 +153,7 @@ class LocalBackend:
         It gives way when other programs keep every
         core busy."""
         rt, tokens = self.runtime, list(tokens)
+        self._bandwidth.wait()
         rt.keep_kv_prefix(common_prefix(rt.kv_tokens, tokens))
         before = rt.threads
         try:
@@ -172,6 +173,7 @@ class LocalBackend:
                reuse_limit: int | None = None, forced: Sequence[int] = (),
                steer: Steering | None = None) -> Iterator[BackendEvent]:
         rt = self.runtime
+        self._bandwidth.wait()
         forced = list(forced)
         n_prompt = len(prompt)
         prompt = list(prompt) + forced  # forced reply tokens go in as the prompt's tail
@@ -234,9 +236,10 @@ class LocalBackend:
                                 drafted=tuple(i + len(forced) for i in event.drafted))
             yield event
         # After the reply (its first token never waits for them): the one-off measurements left
-        # pending, the memory bandwidth on a new machine and a drafting check.
-        self._bandwidth.measure_if_missing()
+        # pending, a drafting check, then the memory bandwidth on a new machine, on a thread of its
+        # own so the turn ends now (the next one waits for it, see chatapp.engine.machine.bandwidth).
         self._drafting.after_turn()
+        self._bandwidth.measure_later()
 
     def _resume_thought(self, prompt: list[int], end: ThoughtEnd) -> None:
         """Cut the cache back to where an earlier turn's thought ended (`prompt` is its prompt and
@@ -498,4 +501,5 @@ class LocalBackend:
         return True
 
     def close(self) -> None:
+        self._bandwidth.wait()  # its figure is written for the next process
         self.runtime.close()

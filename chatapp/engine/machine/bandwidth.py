@@ -16,12 +16,17 @@ cannot see: `bandwidth_for` says None (not measured) for them rather than guess.
 A chat never waits for the probe: `DecodeBandwidth` gives what is cached, and on a new machine
 None ("measuring after this turn") until the backend measures it after its first reply. Run
 before a first token, the probe cost 0.1-0.3 s here and 1.1-3.8 s on a loaded machine (issue 36).
+Run at the end of that reply, it held the turn's end back as long, and with it a tool call's
+approval dialog (181 ms for the first, 18-22 ms after, benchmarks/tools.py --tui): so it runs on
+a thread of its own once the reply is out, and the next turn or prefill waits for it rather than
+share the cores with it (which would halve both the turn and the figure kept).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -187,6 +192,7 @@ class DecodeBandwidth:
         self.threads = max(1, threads)
         self._found: Bandwidth | None = None
         self._looked = False
+        self._probe: threading.Thread | None = None
 
     @property
     def gbps(self) -> float | None:
@@ -205,3 +211,22 @@ class DecodeBandwidth:
         """The probe, when nothing is cached (a few tenths of a second); its figure is kept."""
         if self.note:
             self._found = memory_bandwidth(self.threads)
+
+    def measure_later(self) -> None:
+        """`measure_if_missing` on a thread of its own (see the module); `wait` joins it."""
+        if self.note and self._probe is None:
+            self._probe = threading.Thread(target=self._measure, name="chatapp-bandwidth-probe", daemon=True)
+            self._probe.start()
+
+    def _measure(self) -> None:
+        try:
+            self.measure_if_missing()
+        except (OSError, MemoryError, ValueError):  # no figure (the panels say so); the chat goes on
+            pass
+
+    def wait(self) -> None:
+        """Until a probe started by `measure_later` has ended (at once when none runs)."""
+        probe = self._probe
+        if probe is not None:
+            probe.join()
+            self._probe = None
