@@ -1,10 +1,12 @@
 """The tool loop over `--server` (issue 38): a real llama-server started with --jinja renders
 the prompt with the tools (its /apply-template, with the model's template or chatapp's generic
 tool list for one without tools), keeps a named tool choice's first reply to a well-formed call
-(the call's JSON schema, which the server turns into a grammar), and the next step reuses the
-server's cache, prefilling only the result and the template's glue."""
+(the call's JSON schema, which the server turns into a grammar; the tag a call is wrapped in is
+forced), and the next step reuses the server's cache, prefilling only the result and the glue."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -16,8 +18,9 @@ from chatapp.engine.tools.calls import parse_calls
 from chatapp.engine.tools.registry import ToolRegistry
 from chatapp.engine.tools.servers import ToolSettings
 from tests.engine.tools.conftest import stdio_server
+from tests.gguf_copy import copies_with_templates
 
-from .conftest import SETTINGS
+from .conftest import SETTINGS, start_llama_server
 
 
 @pytest.fixture(scope="module")
@@ -72,3 +75,39 @@ def test_a_server_started_without_jinja_gets_the_tools_the_generic_way(another_s
         assert '"name": "add"' in engine.render()  # the generic list, in the system message
     finally:
         engine.close()
+
+
+QWEN_TEMPLATE = Path(__file__).parent.parent / "data" / "templates" / "Qwen-Qwen2.5-7B-Instruct.jinja"
+"""Qwen2.5's chat template as llama.cpp keeps it (models/templates): Hermes-style <tool_call> calls."""
+
+
+@pytest.fixture(scope="module")
+def hermes_model(default_model_path, tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("hermes") / "smollm2-qwen-template.gguf"
+    copies_with_templates(default_model_path, {path: QWEN_TEMPLATE.read_text()})
+    return path
+
+
+def test_a_named_call_in_tool_call_tags_is_kept_to_its_schema_over_llama_server(hermes_model, tmp_path, registry):
+    """A template whose calls are wrapped in <tool_call> tags: the opening tag is forced, the
+    server keeps the JSON to the call's schema, and the closing tag ends the reply (without
+    them this model answers in words)."""
+    server = start_llama_server(hermes_model, tmp_path / "server")
+    engine = connect_engine(SETTINGS.replace(server=server.url))
+    engine.generation = GenerationSettings(temperature=0.0, max_tokens=80)
+    try:
+        turns = ToolTurns(engine, registry, registry.choose(["add"]), lambda call, spec: "once", choice="add",
+                          max_steps=2)
+        events = list(turns.run(lambda: engine.send("What is 17 plus 25?")))
+        assert engine.tool_syntax == "hermes"
+        first, second = [e.record for e in events if isinstance(e, TurnDone)]
+        assert first.reply.startswith("<tool_call>\n{") and first.reply.endswith("}\n</tool_call>")
+        (call,), _ = parse_calls(first.reply)
+        assert call.name == "add" and set(call.arguments) == {"a", "b"}
+        assert all(isinstance(v, int) for v in call.arguments.values())
+        done = next(e for e in events if isinstance(e, ToolCallDone))
+        assert done.result.text == str(call.arguments["a"] + call.arguments["b"])
+        assert "<tool_response>" in engine.render() and second.cached_tokens > first.prompt_tokens
+    finally:
+        engine.close()
+        server.stop()

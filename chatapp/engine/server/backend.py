@@ -75,11 +75,10 @@ def sampling(generation: GenerationSettings) -> dict:
 
 def call_grammar(grammar: CallGrammar | None) -> dict:
     """A tool call's grammar (chatapp.engine.tools.grammar) in llama-server's words: its JSON
-    schema, which the server turns into a grammar itself. A call wrapped in markers
-    (`<tool_call>`, `[TOOL_CALLS]`) is not kept to: the server's schema has no room for them."""
-    if grammar is None or grammar.prefix or grammar.suffix:
-        return {}
-    return {"json_schema": grammar.schema}
+    schema, which the server turns into a grammar itself. The markers a call is wrapped in
+    (`<tool_call>`, `[TOOL_CALLS]`) have no room in a schema: `stream` forces the opening one as
+    the reply's first tokens and writes the closing one after the call (see there)."""
+    return {} if grammar is None else {"json_schema": grammar.schema}
 
 
 class ServerBackend:
@@ -188,8 +187,14 @@ class ServerBackend:
                reuse_limit: int | None = None, forced: Sequence[int] = (),
                steer: Steering | None = None) -> Iterator[BackendEvent]:
         """`steer`: the server decodes a reply in one request, so a thinking budget and "answer
-        now" are not enforced here (the record says so); the engine still splits the thought."""
-        forced = list(forced)
+        now" are not enforced here (the record says so); the engine still splits the thought.
+
+        A call grammar with markers: the opening marker is forced (prefilled as the reply's start,
+        as chatapp's local GBNF would make the model write it), the server keeps the JSON to the
+        schema, and the closing marker, which the finished schema leaves no room for, is added to
+        the reply's text (the next turn renders the call through the template anyway)."""
+        grammar = generation.grammar
+        forced = list(forced) + (self.tokenize_prompt(grammar.prefix) if grammar and grammar.prefix else [])
         n_prompt = len(prompt)
         prompt = list(prompt) + forced  # forced reply tokens go in as the prompt's tail
         before = self._tokens
@@ -239,6 +244,9 @@ class ServerBackend:
             cached = finished.prefill.cached_tokens if finished.prefill is not None else 0
             finished = replace(finished, reply=forced_text + finished.reply, forced=len(forced),
                                forced_prefilled=len(forced) - max(0, cached - n_prompt))
+        if grammar and grammar.suffix and finished.finish_reason == "stop" and not finished.reply.rstrip().endswith(
+                grammar.suffix.strip()):
+            finished = replace(finished, reply=finished.reply + grammar.suffix)
         yield finished
 
     def _forced_text(self, forced: list[int]) -> str:
