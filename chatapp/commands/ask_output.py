@@ -140,13 +140,14 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
             session: str | None = None, attachments: list[Loaded] | None = None, system: str | None = None,
             branch_from: str | None = None, logprobs: int = 0, at_token: tuple[int, int] | None = None,
             tools: ToolOptions | None = None, think_more: int = 0, given: frozenset[str] = frozenset(),
-            hide_thinking: bool = False) -> None:
+            hide_thinking: bool = False, edit: str | None = None) -> None:
     """`system`: the --system given, which replaces a resumed session's system prompt;
     `given`: the thinking flags given ("think": --think-budget, "history": --thinking-history),
     which hold over the session's kept choices and are kept (a flag not given: the session's
     choice holds); `hide_thinking`: thoughts are
     not echoed on stderr;
     `branch_from`: the message (of `session`) the first prompt branches after;
+    `edit`: the message (of `session`, a question or a tool's result) the first prompt replaces;
     `logprobs`: candidates per reply token for the JSON records (0: none);
     `think_more`: after the last reply, a reply beside it that thinks on that many more tokens."""
     from chatapp.commands.opening import open_engine
@@ -172,7 +173,7 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
         with ctrl_c_stops(engine) as stopped:
             _ask(engine, manager, session, prompts, as_json, err, out, attachments or [], system, stopped,
                  branch_from, at_token, tool_turns if tools is not None else None, think_more, given,
-                 hide_thinking)
+                 hide_thinking, edit)
     finally:
         if registry is not None:
             registry.close()
@@ -228,7 +229,7 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
          err: Console, out: TurnOutput, attachments: list[Loaded], system: str | None = None,
          stopped: threading.Event | None = None, branch_from: str | None = None,
          at_token: tuple[int, int] | None = None, tool_turns: ToolTurns | None = None, think_more: int = 0,
-         given: frozenset[str] = frozenset(), hide_thinking: bool = False) -> None:
+         given: frozenset[str] = frozenset(), hide_thinking: bool = False, edit: str | None = None) -> None:
     from chatapp.engine.chat.tool_turns import ToolCallDone
     from chatapp.engine.sessions.manager import OpeningStopped
 
@@ -268,6 +269,8 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
             turn = engine.branch_from_token(branch_from, *at_token)
         elif branch_from is not None and number == 1:
             turn = engine.send_after(branch_from, prompt)
+        elif edit is not None and number == 1:  # beside the question or tool result it replaces
+            turn = engine.edit(edit, prompt)
         else:
             turn = engine.send(prompt)
         if tool_turns is not None:

@@ -169,6 +169,10 @@ def ask(
         "--branch-from", help="With --session: the first prompt becomes a new question after this reply's id "
                               "(see chatapp sessions tree; 'root' for a new first question), and the run "
                               "continues on that branch.")] = None,
+    edit: Annotated[Optional[str], typer.Option(
+        "--edit", help="With --session: the first prompt replaces this message (a question, or a tool call's "
+                       "result) as a new one beside it, which the model answers; the run continues on that "
+                       "branch (see chatapp sessions tree).")] = None,
     logprobs: Annotated[int, typer.Option(
         "--logprobs", help=f"Each reply token's probability and its top N alternatives, as a table after the "
                            f"reply; with --json also its rank, entropy and the sampler chain's share "
@@ -197,6 +201,8 @@ def ask(
         raise InputError("the prompt is empty")
     if branch_from is not None and session is None:
         raise InputError("--branch-from needs --session: it names a message of a saved session")
+    if edit is not None and (session is None or branch_from is not None):
+        raise InputError("--edit needs --session, and no --branch-from: it names a message of a saved session")
     if (at_token is None) != (token is None) or (at_token is not None and branch_from is None):
         raise InputError("--at-token and --token go together, with --branch-from REPLY")
     if at_token is None:  # a branch from a token continues a reply: its prompt is only a placeholder
@@ -225,7 +231,7 @@ def ask(
             branch_from=branch_from, logprobs=logprobs, at_token=(at_token, token) if at_token is not None else None,
             tools=tool_options if tool_options.wanted else None, think_more=think_more,
             given=frozenset(name for name, value in (("think", think_budget), ("history", thinking_history))
-                            if value is not None), hide_thinking=hide_thinking)
+                            if value is not None), hide_thinking=hide_thinking, edit=edit)
 
 
 PIPED_CAP = 16 << 20

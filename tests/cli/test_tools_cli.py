@@ -85,3 +85,18 @@ def test_calls_and_results_are_kept_in_the_session_and_its_export(chatapp_exe, i
     roles = [m["role"] for m in json.loads(exported.stdout)["messages"]]
     assert roles[:5] == ["system", "user", "assistant", "tool", "assistant"]
     assert "### tool" in chatapp_exe("sessions", "export", "calls", "-f", "md").stdout
+
+    # the result edited: --edit names the tool message, and the model answers the new result beside the old
+    tree = json.loads(chatapp_exe("sessions", "tree", "calls", "--json").stdout)
+    result = next(m for m in tree if m["role"] == "tool")
+    again = chatapp_exe("ask", "--session", "calls", "--tool", "add", "--edit", result["id"], "--temperature", "0",
+                        "-n", "20", "--json", "1000")
+    assert again.returncode == 0, again.stderr
+    record = json.loads(again.stdout.splitlines()[0])
+    assert record["action"] == "edit" and record["branch"] == "2/2" and record["prefill_tokens"] < 30
+    tree = json.loads(chatapp_exe("sessions", "tree", "calls", "--json").stdout)
+    results = [m for m in tree if m["role"] == "tool"]
+    assert [m["content"] for m in results] == [result["content"], "1000"]
+    assert {m["parent"] for m in results} == {result["parent"]} and [m["active"] for m in results] == [False, True]
+    refused = chatapp_exe("ask", "--edit", result["id"], "x")
+    assert refused.returncode == 2 and "--edit needs --session" in refused.stderr

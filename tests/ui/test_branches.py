@@ -209,7 +209,7 @@ async def test_edit_wants_a_question_and_continue_wants_a_reply(make_app):
         assert app.branches_ui.pending is None and app.query_one(Composer).text == ""
         lines = [n.message for n in app._notifications]
         assert any("select a message to edit first" in line for line in lines)
-        assert any("only a question can be chosen to edit" in line for line in lines)
+        assert any("only a question or a tool's result can be chosen to edit" in line for line in lines)
         assert any("only a reply can be chosen to continue from" in line for line in lines)
 
 

@@ -90,10 +90,29 @@ async def test_an_approved_call_runs_and_is_drawn_and_kept_with_its_result(make_
         assert drawn[2].render().plain == first.result and drawn[2].border_title.startswith("tool · ")
         record = seen.of(TurnFinished)[0].record
         assert record.extra["tool_calls"][0]["approved"] is True
+
+        # the result edited: selected, Alt+E, a new text, Enter; the model answers it beside the old one
+        transcript = app.query_one(Transcript)
+        transcript.select(drawn[2])
+        assert "✎ edit result Alt+E" in drawn[2].border_subtitle
+        await pilot.press("alt+e")
+        assert app.query_one("Composer").text == first.result and app.branches_ui.pending is not None
+        app.edit_text("1000")
+        turns = seen.count(TurnFinished)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: seen.count(TurnFinished) > turns, TURN_TIMEOUT)
+        await turn_worker_done(pilot, app)
+        edited = [m for m in app.engine.tree.path()]
+        assert [m.role for m in edited[:4]] == ["user", "assistant", "tool", "assistant"]
+        assert edited[2].content == "1000" and edited[1].id == path[1].id and edited[3].id != path[3].id
+        again = seen.of(TurnFinished)[-1].record
+        assert again.extra["action"] == "edit" and again.extra["branch"] == "2/2"
+        drawn = transcript.messages()
+        assert drawn[2].render().plain == "1000" and "‹ 2/2 ›" in drawn[2].border_title
     saved = store().store.load("tools")
     kept = {m.id: m for m in saved.tree}
     assert [kept[m.id].role for m in path] == [m.role for m in path]
-    assert kept[path[2].id].content == first.result
+    assert kept[path[2].id].content == first.result and kept[edited[2].id].content == "1000"
 
 
 async def test_a_denial_is_the_result_and_always_asks_no_more(make_app):

@@ -613,13 +613,19 @@ class Engine:
 
     def edit(self, message_id: str, text: str) -> Iterator[Event]:
         """Ask a question again in other words: a sibling of user message `message_id`, answered
-        anew. The old question and everything after it stay in the tree."""
+        anew; or give a tool call another result: a sibling of tool message `message_id` (what
+        the model reads as the call's result), and the model's reply to it. The old message and
+        everything after it stay in the tree."""
         tree = self._conversation.tree
         target = tree.resolve(message_id)
-        if tree[target].role != "user":
-            raise InputError(f"message {target} is an {tree[target].role} message: only a question can be edited")
-        if not text.strip():
+        role = tree[target].role
+        if role not in ("user", "tool"):
+            raise InputError(f"message {target} is an {role} message: only a question or a tool's result can be "
+                             "edited")
+        if role == "user" and not text.strip():
             raise InputError("the prompt is empty")
+        if role == "tool":  # a result is data, not a question: nothing is retrieved for it
+            return self._branch_turn(tree[target].parent, lambda: Message("tool", text), "edit", retrieve=False)
         return self._branch_turn(tree[target].parent, lambda: Message("user", text), "edit")
 
     def think_more(self, extra: int, message_id: str | None = None) -> Iterator[Event]:
@@ -682,7 +688,7 @@ class Engine:
         return self._turn(lambda: self._undo(undo_leaf, None), "regenerate", reuse_limit, forced=tuple(forced),
                           more=more)
 
-    def _branch_turn(self, parent: str | None, question, action: str) -> Iterator[Event]:
+    def _branch_turn(self, parent: str | None, question, action: str, *, retrieve: bool = True) -> Iterator[Event]:
         tree = self._conversation.tree
         undo_leaf = tree.leaf
         self._stash()
@@ -691,7 +697,7 @@ class Engine:
         if parent is not None:  # start from the kept state nearest to the new path (a new process too)
             self._restore_leaf(parent)
         asked = question()
-        context = self._retrieve(asked.content, self.context_messages())
+        context = self._retrieve(asked.content, self.context_messages()) if retrieve else None
         added = self._conversation.add(replace(asked, context=context))
         return self._turn(lambda: self._undo(undo_leaf, added.id), action)
 

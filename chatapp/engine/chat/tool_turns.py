@@ -76,6 +76,9 @@ class ToolTurns:
         self.engine.set_tools([] if self.choice == "none" else self.offered)
 
     def _first_grammar(self):
+        messages = self.engine.messages
+        if messages and messages[-1].role == "tool":  # a result edited: the model answers it, as in a loop
+            return None
         if self.choice == "required":
             return call_grammar(self.offered, self.engine.tool_syntax)
         if self.choice not in CHOICES:

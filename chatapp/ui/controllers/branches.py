@@ -60,7 +60,8 @@ BINDINGS = [
 COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Select previous message", "Select a message for the branch actions (Alt+Up)", "branch('select_previous')"),
     ("Select next message", "Alt+Down", "branch('select_next')"),
-    ("Edit selected question", "Ask it again in other words; the old branch stays (Alt+E)", "branch('edit')"),
+    ("Edit selected question or tool result", "Ask it again in other words, or give a tool call another "
+     "result for the model to answer; the old branch stays (Alt+E)", "branch('edit')"),
     ("Continue from selected reply", "The next question branches after it (Alt+C)", "branch('continue_here')"),
     ("Previous branch ‹", "Show the previous sibling of the selected message (Alt+Left)",
      "branch('previous_sibling')"),
@@ -70,6 +71,14 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Fork path into a new session", "Only the shown path, saved under a new name (Alt+N)", "branch('fork')"),
 )
 """(title, help, app action) for the command palette."""
+
+
+def editing_line(role: str, message_id: str) -> str:
+    """What the composer says while an edit waits for Enter."""
+    if role == "tool":
+        return (f"editing tool result {message_id}: Enter gives the call this result instead, beside the old one, "
+                "and the model answers it (Esc cancels)")
+    return f"editing question {message_id}: Enter asks it anew beside the old one (Esc cancels)"
 
 
 UP_TO = {"edit": "up to your edit", "regenerate": "up to the question", "branch": "up to the branch point",
@@ -120,15 +129,17 @@ class BranchController:
         self.taken: TurnHow = SEND
         """How the turn running now was asked for, until it ends."""
 
-    def _selected(self, role: str | None = None, what: str = "") -> Selection | None:
-        """The selected message; None, and say why, when there is none or it is not of `role`."""
+    def _selected(self, role: str | tuple[str, ...] | None = None, what: str = "") -> Selection | None:
+        """The selected message; None, and say why, when there is none or it is not of `role`
+        (one role, or any of several)."""
         chosen = self.app.selection()
         if chosen is None:
             self.app.notify(f"select a message to {what} first (Alt+Up, or click it)", severity="warning")
             return None
-        if role is not None and role != chosen.role:
-            kind = "question" if role == "user" else "reply"
-            self.app.notify(f"only a {kind} can be chosen to {what}", severity="warning")
+        roles = (role,) if isinstance(role, str) else role
+        if roles is not None and chosen.role not in roles:
+            kinds = " or ".join({"user": "a question", "tool": "a tool's result"}.get(r, "a reply") for r in roles)
+            self.app.notify(f"only {kinds} can be chosen to {what}", severity="warning")
             return None
         return chosen
 
@@ -143,13 +154,14 @@ class BranchController:
         self.app.step_selection(+1)
 
     def edit(self) -> None:
-        chosen = self._selected("user", "edit")
-        if chosen is None or self.app.busy("edit a question"):
+        """Alt+E: the selected question, or tool result, into the composer; Enter sends it beside
+        the old one (a result: as the call's result, and the model answers it anew)."""
+        chosen = self._selected(("user", "tool"), "edit")
+        if chosen is None or self.app.busy("edit a message"):
             return
         text = next(m.content for m in self.app.engine.messages if m.id == chosen.message_id)
         self.app.edit_text(text)
-        self._set_pending(TurnHow("edit", chosen.message_id), f"editing question {chosen.message_id}: Enter asks "
-                                                              "it anew beside the old one (Esc cancels)")
+        self._set_pending(TurnHow("edit", chosen.message_id), editing_line(chosen.role, chosen.message_id))
 
     def continue_here(self) -> None:
         chosen = self._selected("assistant", "continue from")
@@ -184,8 +196,10 @@ class BranchController:
         """A turn the engine refused gives its text back to the composer: an edit or a
         continue-from-here it was goes back to waiting for it."""
         if refused and self.taken.action in ("edit", "branch") and self.taken.target in self.app.engine.tree:
-            what = "editing question" if self.taken.action == "edit" else "the next question branches after reply"
-            self._set_pending(self.taken, f"{what} {self.taken.target} (Esc cancels)")
+            target = self.taken.target
+            line = (editing_line(self.app.engine.tree[target].role, target) if self.taken.action == "edit"
+                    else f"the next question branches after reply {target} (Esc cancels)")
+            self._set_pending(self.taken, line)
         self.taken = SEND
 
     def regenerate(self) -> None:

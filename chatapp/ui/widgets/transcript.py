@@ -89,6 +89,7 @@ def arrow_at(widget: Widget, x: int) -> int:
 
 ACTIONS: dict[str, tuple[tuple[str, str], ...]] = {
     "user": (("✎ edit Alt+E", "branch('edit')"),),
+    "tool": (("✎ edit result Alt+E", "branch('edit')"),),
     "assistant": (("↻ regenerate ^R", "regenerate"), ("⑂ branch here Alt+C", "branch('continue_here')"),
                   ("▒ tokens Alt+P", "token_probs")),
 }
@@ -296,7 +297,7 @@ class Transcript(VerticalScroll):
 
     async def on_click(self, event: events.Click) -> None:
         widget = event.widget
-        while widget is not None and widget is not self and not isinstance(widget, (UserMessage, Reply)):
+        while widget is not None and widget is not self and not isinstance(widget, (UserMessage, Reply, ToolResult)):
             widget = widget.parent
         token = event.style.meta.get("step")
         if isinstance(widget, (UserMessage, Reply)) and widget.message_id:

@@ -69,6 +69,26 @@ def test_a_denied_call_goes_back_to_the_model_as_its_result(engine, registry):
     assert records[0].extra["tool_calls"][0]["result"] == DENIED
 
 
+def test_a_denied_result_edited_is_answered_beside_the_denial_from_the_cache(engine, registry):
+    """Edit a call's result: a sibling of the tool message, and the model's reply to it; the
+    cache held everything up to the call, so only the new result and the glue are prefilled."""
+    turns = ToolTurns(engine, registry, registry.choose(["add"]), lambda call, spec: "deny", choice="required",
+                      max_steps=2)
+    records, _ = run(turns, engine, "Add 2 and 3.")
+    denial = next(m for m in engine.messages if m.role == "tool")
+    assert denial.content == DENIED
+    record = next(e.record for e in engine.edit(denial.id, "5") if isinstance(e, TurnDone))
+    now = [m for m in engine.messages if m.role == "tool"]
+    assert [m.content for m in now] == ["5"] and engine.messages[-1].role == "assistant"
+    family, index = engine.tree.siblings(now[0].id)
+    assert family == [denial.id, now[0].id] and index == 1
+    assert record.extra["action"] == "edit" and record.extra["branch"] == "2/2"
+    assert record.cached_tokens >= records[0].kv_used  # the question and the call, from the cache
+    assert record.prefill_tokens == record.prompt_tokens - record.cached_tokens < 30
+    with pytest.raises(InputError, match="only a question or a tool's result"):
+        engine.edit(engine.messages[-1].id, "no")
+
+
 def test_always_asks_once_per_tool(engine, registry):
     asked = []
     turns = ToolTurns(engine, registry, registry.choose(["add"]), lambda call, spec: asked.append(call) or "always",
