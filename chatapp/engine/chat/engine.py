@@ -381,7 +381,8 @@ class Engine:
         if keep < len(cached):
             self._backend.keep_cache_prefix(keep)
             self._typeahead.forget()
-            self._last_reuse = None
+            if self._last_reuse is not None:  # the last turn's prompt is still there to regenerate from as it ran
+                self._last_reuse = min(self._last_reuse, keep)
         return self._backend.save_cache(key)
 
     def _arrive(self, started: float, position: int, siblings: int) -> BranchSwitch:

@@ -17,7 +17,7 @@ from chatapp.format import percent, visible_piece
 from chatapp.ui.widgets.paint import Sketch
 from chatapp.ui.widgets.speed_panel import SpeedPanel
 from chatapp.ui.widgets.tokens_panel import TokensPanel
-from tests.ui._helpers import shown_after
+from tests.ui._helpers import shown_after, wait_until
 from tests.ui.widgets.hosts import Host, colour_of, static_text, styles_over
 
 
@@ -58,8 +58,8 @@ async def test_the_speed_panel_shows_drafting_and_the_roofline_live_and_after(dr
         # On a GPU the bandwidth is not measured: the panel says so rather than guess.
         panel.model = replace(summary, backend="CUDA")
         panel.branch = shown_after(replace(record, extra={**record.extra, "memory_bandwidth_gbps": None}))
-        await pilot.pause()
-        assert "memory bandwidth not measured on CUDA" in panel.query_one("#speed-figures", Sketch).plain
+        await wait_until(pilot, lambda: "memory bandwidth not measured on CUDA" in panel.query_one(
+            "#speed-figures", Sketch).plain, 10)
 
 
 async def test_a_new_machines_first_turn_says_its_bandwidth_is_measured_after_it(drafted_turn, themes):
