@@ -79,7 +79,33 @@ def main() -> None:
             print(f"step {step}: prompt {record.prompt_tokens}, cached {record.cached_tokens} ({reused:.1%}), "
                   f"prefilled {record.prefill_tokens} in {record.prefill_ms:.0f} ms; calls {calls}"
                   f"{'; ' + record.extra['tool_loop_end'] if 'tool_loop_end' in record.extra else ''}")
+        chained_calls(engine, registry, tools, args.steps)
     print("schema costs exact" if exact else "schema costs DIFFER")
+
+
+def chained_calls(engine: Engine, registry: ToolRegistry, tools: list, steps: int) -> None:
+    """A loop of `steps` calls with every enabled tool offered. The small model does not chain
+    calls by itself (above, it repeats its first), so each step's reply is kept to a call by the
+    call grammar a named tool choice uses (add, then current_time, in turn); what is measured is
+    what each step after the first prefills, against its whole prompt."""
+    from chatapp.engine.tools.calls import parse_calls
+    from chatapp.engine.tools.grammar import call_grammar
+
+    engine.new_chat()
+    engine.set_tools(tools)
+    names = ["add", "current_time"]
+    start = lambda: engine.send("What is 17 plus 25, and what time is it?")  # noqa: E731
+    for step in range(1, steps + 1):
+        wanted = [t for t in tools if t.name == names[(step - 1) % len(names)]]
+        engine.set_generation(grammar=call_grammar(wanted, engine.tool_syntax))
+        record = next(e.record for e in list(start()) if isinstance(e, TurnDone))
+        engine.set_generation(grammar=None)
+        calls = parse_calls(record.reply)[0]
+        results = [registry.call(call).text for call in calls]
+        print(f"chained step {step}: prompt {record.prompt_tokens}, cached {record.cached_tokens} "
+              f"({record.cached_tokens / record.prompt_tokens:.1%}), prefilled {record.prefill_tokens}; "
+              f"called {[(c.name, c.arguments) for c in calls]} -> {results}")
+        start = lambda results=results: engine.send_tool_results(results)  # noqa: E731
 
 
 async def approval_latency(path: Path, questions: int) -> list[float]:

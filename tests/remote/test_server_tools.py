@@ -56,16 +56,21 @@ def test_a_named_tool_choice_calls_the_tool_through_llama_server(another_server,
         engine.close()
 
 
+def asked_to_add(engine, registry) -> list:
+    """The events of "What is 17 plus 25?" with the tool choice `add`, approved: two steps at most."""
+    engine.generation = GenerationSettings(temperature=0.0, max_tokens=80)
+    turns = ToolTurns(engine, registry, registry.choose(["add"]), lambda call, spec: "once", choice="add",
+                      max_steps=2)
+    return list(turns.run(lambda: engine.send("What is 17 plus 25?")))
+
+
 def test_a_server_started_without_jinja_gets_the_tools_the_generic_way(another_server, registry):
     """--no-jinja: llama-server refuses `tools` in /apply-template; chatapp lists them in the system
     message itself, as for a template without tools, and the named choice's call still parses."""
     server = another_server("--no-jinja")
     engine = connect_engine(SETTINGS.replace(server=server.url))
-    engine.generation = GenerationSettings(temperature=0.0, max_tokens=80)
     try:
-        turns = ToolTurns(engine, registry, registry.choose(["add"]), lambda call, spec: "once", choice="add",
-                          max_steps=2)
-        events = list(turns.run(lambda: engine.send("What is 17 plus 25?")))
+        events = asked_to_add(engine, registry)
         assert engine.tool_format == "generic" and engine.tool_syntax == "generic"
         first = next(e.record for e in events if isinstance(e, TurnDone))
         (call,), _ = parse_calls(first.reply)
@@ -94,11 +99,8 @@ def test_a_named_call_in_tool_call_tags_is_kept_to_its_schema_over_llama_server(
     them this model answers in words)."""
     server = start_llama_server(hermes_model, tmp_path / "server")
     engine = connect_engine(SETTINGS.replace(server=server.url))
-    engine.generation = GenerationSettings(temperature=0.0, max_tokens=80)
     try:
-        turns = ToolTurns(engine, registry, registry.choose(["add"]), lambda call, spec: "once", choice="add",
-                          max_steps=2)
-        events = list(turns.run(lambda: engine.send("What is 17 plus 25?")))
+        events = asked_to_add(engine, registry)
         assert engine.tool_syntax == "hermes"
         first, second = [e.record for e in events if isinstance(e, TurnDone)]
         assert first.reply.startswith("<tool_call>\n{") and first.reply.endswith("}\n</tool_call>")

@@ -77,6 +77,7 @@ class Host(App[None]):
         self.started: list[tuple] = []
         """The turns a controller asked for (start_turn), which this host does not run."""
         self.retokenized = 0
+        self.compared: list[str | None] = []
         self.confidence = False
         self.transcript, self.composer = Transcript(), Composer()
         self.controller = controller(self) if controller is not None else None
@@ -135,6 +136,9 @@ class Host(App[None]):
 
     def retokenize(self) -> None:
         self.retokenized += 1
+
+    def compare_quant(self, spec: str | None) -> None:
+        self.compared.append(spec)
 
     def compose(self) -> ComposeResult:
         yield self.transcript

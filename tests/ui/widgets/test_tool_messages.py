@@ -46,7 +46,7 @@ async def test_results_and_calls_are_messages_of_their_own_with_their_ids():
         assert isinstance(result, ToolResult) and result.render().plain == HOSTILE
         assert result.border_title == "tool · t1"
         transcript.select(result)
-        assert transcript.selection().role == "tool" and result.border_subtitle == ""  # no reply actions
+        assert transcript.selection().role == "tool" and result.border_subtitle == "✎ edit result Alt+E"
 
         await transcript.tool_step(HOSTILE, "write (notes) · 12 tok")  # while the loop runs: no id yet
         live = transcript.messages()[-1]
