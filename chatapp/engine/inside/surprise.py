@@ -270,14 +270,16 @@ def compare(ids: Sequence[int], pieces: Sequence[str], ctx: int, decode: DecodeW
     kld, other_nll = np.full(len(ids), np.nan), np.full(len(ids), np.nan)
     same = np.zeros(len(ids), dtype=bool)
     spans = iter(scored_windows(len(ids), ctx, only_scored))
-    other_seconds = [0.0]
+    seconds = [0.0, 0.0]  # each model's decoding alone, so the two speeds compare (not the comparison's work)
 
     def both(window: Sequence[int], first_row: int) -> np.ndarray:
         start, end, _ = next(spans)
+        started = time.perf_counter()
         logits = decode(window, first_row)
+        seconds[0] += time.perf_counter() - started
         started = time.perf_counter()
         other = decode_other(window, first_row)
-        other_seconds[0] += time.perf_counter() - started
+        seconds[1] += time.perf_counter() - started
         targets = window_targets(ids, start, end, first_row, only_scored)
         n, at = len(targets), start + first_row + 1
         log_a = _log_softmax(logits[:n].astype(np.float32))
@@ -290,10 +292,9 @@ def compare(ids: Sequence[int], pieces: Sequence[str], ctx: int, decode: DecodeW
     first = measure(ids, pieces, ctx, both, bos=bos, only_scored=only_scored, should_stop=should_stop)
     if first is None:
         return None
-    first = Surprise(first.ids, first.pieces, first.surprise, ctx, first.llama_ppl, first.llama_scored,
-                     first.seconds - other_seconds[0])
+    first = Surprise(first.ids, first.pieces, first.surprise, ctx, first.llama_ppl, first.llama_scored, seconds[0])
     llama_ppl, scored = llama_estimate(other_nll, ctx)
-    second = Surprise(first.ids, first.pieces, other_nll, ctx, llama_ppl, scored, other_seconds[0])
+    second = Surprise(first.ids, first.pieces, other_nll, ctx, llama_ppl, scored, seconds[1])
     return QuantCost(first, second, kld, same, np.exp(-other_nll) - np.exp(-first.surprise))
 
 
