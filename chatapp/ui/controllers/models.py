@@ -26,8 +26,7 @@ from chatapp.ui.shown import fresh
 if TYPE_CHECKING:
     from chatapp.engine.models.quant import ModelInfo
 
-COMPARE_HINT = ("Type to filter; Enter compares a second quant of the loaded model with it, token by token, on "
-                "the conversation; Esc cancels.")
+COMPARE_HINT = "Type to filter; Enter compares that quant with the loaded model on the conversation; Esc cancels."
 
 Opener = Callable[[Settings, str], Engine]
 """Opens the model a spec names with these settings (chatapp.engine.opening.open_engine)."""
