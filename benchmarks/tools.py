@@ -95,6 +95,7 @@ def chained_calls(engine: Engine, registry: ToolRegistry, tools: list, steps: in
     engine.set_tools(tools)
     names = ["add", "current_time"]
     start = lambda: engine.send("What is 17 plus 25, and what time is it?")  # noqa: E731
+    sent: list[str] = []
     for step in range(1, steps + 1):
         wanted = [t for t in tools if t.name == names[(step - 1) % len(names)]]
         engine.set_generation(grammar=call_grammar(wanted, engine.tool_syntax))
@@ -102,9 +103,12 @@ def chained_calls(engine: Engine, registry: ToolRegistry, tools: list, steps: in
         engine.set_generation(grammar=None)
         calls = parse_calls(record.reply)[0]
         results = [registry.call(call).text for call in calls]
+        appended = sum(len(engine.tokenize(text)) for text in sent)
         print(f"chained step {step}: prompt {record.prompt_tokens}, cached {record.cached_tokens} "
-              f"({record.cached_tokens / record.prompt_tokens:.1%}), prefilled {record.prefill_tokens}; "
-              f"called {[(c.name, c.arguments) for c in calls]} -> {results}")
+              f"({record.cached_tokens / record.prompt_tokens:.1%}), prefilled {record.prefill_tokens}"
+              + (f" (the result's {appended} tokens and {record.prefill_tokens - appended} of glue)" if sent else "")
+              + f"; called {[(c.name, c.arguments) for c in calls]} -> {results}")
+        sent = results
         start = lambda results=results: engine.send_tool_results(results)  # noqa: E731
 
 

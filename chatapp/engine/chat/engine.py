@@ -24,6 +24,7 @@ from pathlib import Path
 
 from chatapp.config import DraftMode, Settings, validate
 from chatapp.engine.chat import prompt_tokens, prompt_view
+from chatapp.engine.chat.decoded import DecodedReplies
 from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable
 from chatapp.engine.inside.views import NextTokenViews
 from chatapp.engine.backend import Backend, CacheState, Drafting, GenerationSettings, ModelSummary
@@ -85,6 +86,8 @@ class Engine:
         self._tool_prompt = ToolPrompt(backend.render)
         self._tools: tuple[ToolSpec, ...] = ()
         """The tools offered to the model (set_tools): their schemas are in every prompt."""
+        self._decoded = DecodedReplies(backend)
+        """Replies whose decoded tokens differ from their text tokenized again (chat.decoded)."""
         self._thinking = thoughts.Thinking(backend, settings)
         """The model's thinking format (found on first use), its budget, the history choice, and
         the running turn's steering ("answer now")."""
@@ -126,6 +129,7 @@ class Engine:
         self._attachments = None
         self._reply_probs = {}
         self._thinking.forget()
+        self._decoded.forget()
         self._forget_branches()
 
     def load_conversation(self, messages: Sequence[Message], window_start: int | None = None,
@@ -135,6 +139,7 @@ class Engine:
         self._conversation.load(messages, window_start, leaf)
         self._reply_probs = {}
         self._thinking.forget()
+        self._decoded.forget()
         self._forget_branches()
 
     def reply_probs(self, message_id: str) -> tuple[TokenProbs, ...]:
@@ -150,6 +155,14 @@ class Engine:
         "reply_as_decoded" where it differs from the thought and answer put back together), so
         that keeping earlier thoughts renders them token for token as the saved cache holds them."""
         self._thinking.remember_decoded({mid: text for mid, text in texts.items() if mid in self._conversation.tree})
+
+    def remember_decoded_ids(self, ids: dict[str, list[int]]) -> None:
+        """Replies' tokens as their turns decoded them, where their text tokenizes otherwise (a
+        saved session's turn records say "reply_ids_as_decoded"), so that the next prompt holds
+        them as the saved cache does (chatapp.engine.chat.decoded)."""
+        tree = self._conversation.tree
+        self._decoded.restore({mid: (tree[mid].content, list(found)) for mid, found in ids.items()
+                               if mid in tree and isinstance(found, list)})
 
     def score_reply(self, message_id: str, n_top: int, stop: threading.Event | None = None) -> Scored:
         """Reply `message_id` of the shown path, written without probabilities, scored after the
@@ -518,8 +531,9 @@ class Engine:
         the template's markers as control tokens, message text always as plain text. Without
         the generation prompt, these are the ids the next turn's prompt starts with."""
         messages = self.context_messages() if messages is None else messages
-        return prompt_tokens.prompt_ids(self._backend, self.render, messages,
-                                        add_generation_prompt=add_generation_prompt)
+        ids = prompt_tokens.prompt_ids(self._backend, self.render, messages,
+                                       add_generation_prompt=add_generation_prompt)
+        return self._decoded.splice(ids, messages)  # replies cut into tokens as the cache holds them
 
     def tokenize(self, text: str) -> list[Token]:
         return self._backend.tokenize(text)
@@ -901,6 +915,9 @@ class Engine:
         reply = self._conversation.add(Message("assistant", answer, stopped=finished.finish_reason == "stopped",
                                                thinking=thinking))
         decoded = self._thinking.remember(reply.id, finished.reply, thinking, answer)
+        held, as_decoded = self._backend.cached_tokens(), []
+        if not thinking and not forced and held[:len(prompt)] == list(prompt):
+            as_decoded = self._decoded.remember(reply.id, answer, held[len(prompt):])
         self._thinking.ended(reply.id, len(self._backend.cached_tokens()))
         self._cache_leaf, self._kept_as_is = reply.id, None
         record = TurnRecord(
@@ -917,6 +934,8 @@ class Engine:
         record.extra.update(message_id=reply.id, parent_id=reply.parent, action=action)
         if decoded:  # a resumed session renders the reply back as it was decoded ("keep")
             record.extra["reply_as_decoded"] = decoded
+        if as_decoded:  # and puts its tokens back as the saved cache holds them (chat.decoded)
+            record.extra["reply_ids_as_decoded"] = as_decoded
         if thinking or expected:  # measured as predicted: prefilled at places the cache held before
             held = self._thinking.reprefill_held(cached_before, history_ids, glue, whole) if cached_before else 0
             record.extra["reprefill_tokens"] = max(0, prefill.prefill_tokens - (len(prompt) + len(forced) - held))

@@ -207,6 +207,8 @@ class SessionManager:
         records = self.store.records_by_message(name)
         engine.remember_reply_probs({mid: probs_from_json(record.get("logprobs")) for mid, record in records.items()})
         engine.remember_decoded({mid: record.get("reply_as_decoded") or "" for mid, record in records.items()})
+        engine.remember_decoded_ids({mid: record["reply_ids_as_decoded"] for mid, record in records.items()
+                                     if record.get("reply_ids_as_decoded")})
         live.seen = frozenset(m.id for m in stored.tree if m.id)
         live.state_key = stored.state_key if valid_state_key(stored.state_key) else None
         live.attach()

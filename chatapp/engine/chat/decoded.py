@@ -1,0 +1,85 @@
+"""Replies in the next prompt as their turns decoded them, token for token.
+
+The next prompt is the conversation rendered and tokenized again, and a reply's text does not
+always tokenize into the tokens the model wrote it with: under a tool call's grammar the default
+model wrote `{`, ` `, `"` where the text tokenizes as `{`, ` "`. The cache and the new prompt then
+part at that token, and everything after it (the rest of the call, the result, the template's
+glue) is prefilled again: 44 tokens a step of a chained tool loop instead of 13
+(benchmarks/tools.py). llama-server re-tokenizes the same way and loses the same cells.
+
+So a reply's decoded ids are kept (only where the cache shows them to spell its text exactly),
+and `splice` puts them back where the prompt's tokens spell that text between token boundaries.
+The text the model reads is the same byte for byte; only its cut into tokens is the one the
+cache holds. Kept for this process's conversation: a saved session resumed in a new process
+tokenizes its replies again (and re-prefills from the first that differs, as before).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from chatapp.engine.events import Message
+from chatapp.engine.tokens import Token
+
+
+class Describer(Protocol):
+    def describe(self, ids: Sequence[int]) -> list[Token]: ...
+
+
+class DecodedReplies:
+    """The decoded ids of this conversation's replies that do not tokenize back the same."""
+
+    def __init__(self, backend: Describer) -> None:
+        self._backend = backend
+        self._ids: dict[str, tuple[int, ...]] = {}
+
+    def remember(self, message_id: str, content: str, generated: Sequence[int]) -> list[int]:
+        """Keep `generated` (the cache's ids after the turn's prompt) for reply `message_id` when
+        they spell its `content` exactly. Returns them where they are not how the content
+        tokenizes on its own (for the turn's record, so that a resumed session puts them back:
+        `restore`), else []."""
+        tokens = self._backend.describe(list(generated))
+        if not content or b"".join(t.raw for t in tokens) != content.encode("utf-8"):
+            return []
+        self._ids[message_id] = ids = tuple(t.id for t in tokens)
+        return [] if list(ids) == [t.id for t in self._backend.tokenize(content)] else list(ids)
+
+    def restore(self, replies: dict[str, tuple[str, list[int]]]) -> None:
+        """Replies' decoded ids from a saved session's turn records ("reply_ids_as_decoded"), each
+        with its content: kept only where they still spell it (a record edited by hand does not)."""
+        for message_id, (content, ids) in replies.items():
+            if ids and all(isinstance(i, int) for i in ids):
+                self.remember(message_id, content, ids)
+
+    def forget(self) -> None:
+        self._ids.clear()
+
+    def splice(self, ids: list[int], messages: Sequence[Message]) -> list[int]:
+        """`ids` (a prompt's, for `messages`) with each kept reply's decoded ids in place of the
+        tokens that spell its content, where those start and end on token boundaries. Each
+        message's content is looked for after the one before it (as prompt_view.content_spans
+        finds them), so a reply's text is not taken for an earlier message that holds the same."""
+        if not any(m.id in self._ids for m in messages):
+            return ids
+        tokens = self._backend.describe(ids)
+        starts, offset = {}, 0
+        for index, token in enumerate(tokens):
+            starts[offset] = index
+            offset += len(token.raw)
+        starts[offset] = len(tokens)
+        blob = b"".join(t.raw for t in tokens)
+        out, done, search = [], 0, 0
+        for message in messages:
+            content = message.as_template_input()["content"].encode("utf-8")
+            at = blob.find(content, search) if content else -1
+            if at < 0:
+                continue  # the template changed it (a tool list added to the system message, say)
+            search = at + len(content)
+            decoded = self._ids.get(message.id) if message.role == "assistant" else None
+            first, end = starts.get(at), starts.get(search)
+            if decoded is None or first is None or end is None or first < done:
+                continue  # not kept, or not cut at its edges here: the prompt's own tokens stay
+            out += ids[done:first] + list(decoded)
+            done = end
+        return out + ids[done:]
