@@ -7,7 +7,9 @@ part at that token, and everything after it (the rest of the call, the result, t
 glue) is prefilled again: 44 tokens a step of a chained tool loop instead of 13
 (benchmarks/tools.py). llama-server re-tokenizes the same way and loses the same cells.
 
-So a reply's decoded ids are kept (only where the cache shows them to spell its text exactly),
+So a reply's decoded ids are kept (only where the cache shows them to spell its text exactly;
+never for a reply holding bytes that were not UTF-8, whose text says U+FFFD where the tokens held
+other bytes, and whose tokens llama-server gives back already replaced),
 and `splice` puts them back where the prompt's tokens spell that text between token boundaries.
 The text the model reads is the same byte for byte; only its cut into tokens is the one the
 cache holds. Kept for this process's conversation: a saved session resumed in a new process
@@ -39,8 +41,10 @@ class DecodedReplies:
         they spell its `content` exactly. Returns them where they are not how the content
         tokenizes on its own (for the turn's record, so that a resumed session puts them back:
         `restore`), else []."""
+        if not content or "\ufffd" in content:  # bytes that were not UTF-8: the text no longer spells them
+            return []
         tokens = self._backend.describe(list(generated))
-        if not content or b"".join(t.raw for t in tokens) != content.encode("utf-8"):
+        if b"".join(t.raw for t in tokens) != content.encode("utf-8"):
             return []
         self._ids[message_id] = ids = tuple(t.id for t in tokens)
         return [] if list(ids) == [t.id for t in self._backend.tokenize(content)] else list(ids)

@@ -35,6 +35,9 @@ def test_a_reply_cut_unlike_its_text_goes_back_in_its_own_tokens_and_nothing_els
     plain = prompt_tokens.prompt_ids(backend, backend.render, messages)
     decoded.remember("r", CALL, ids)
     decoded.remember("q", "not what it says", ids)  # ids that do not spell the text: not kept
+    broken = [t.id for t in backend.tokenize("Mango (\ufffd)")]  # U+FFFD: what undecodable bytes became
+    assert decoded.remember("u", "Mango (\ufffd)", broken) == [] and decoded.splice([1, 2], [Message(
+        "assistant", "Mango (\ufffd)", id="u")]) == [1, 2]
     spliced = decoded.splice(plain, messages)
     assert spliced != plain and len(spliced) == len(plain) + 1
     assert b"".join(t.raw for t in backend.describe(spliced)) == b"".join(t.raw for t in backend.describe(plain))
