@@ -915,9 +915,9 @@ class Engine:
         reply = self._conversation.add(Message("assistant", answer, stopped=finished.finish_reason == "stopped",
                                                thinking=thinking))
         decoded = self._thinking.remember(reply.id, finished.reply, thinking, answer)
-        held, as_decoded = self._backend.cached_tokens(), []
-        if not thinking and not forced and held[:len(prompt)] == list(prompt):
-            as_decoded = self._decoded.remember(reply.id, answer, held[len(prompt):])
+        cache_after, as_decoded = self._backend.cached_tokens(), []
+        if not thinking and not forced and cache_after[:len(prompt)] == list(prompt):
+            as_decoded = self._decoded.remember(reply.id, answer, cache_after[len(prompt):])
         self._thinking.ended(reply.id, len(self._backend.cached_tokens()))
         self._cache_leaf, self._kept_as_is = reply.id, None
         record = TurnRecord(
