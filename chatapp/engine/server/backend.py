@@ -194,7 +194,8 @@ class ServerBackend:
         schema, and the closing marker, which the finished schema leaves no room for, is added to
         the reply's text (the next turn renders the call through the template anyway)."""
         grammar = generation.grammar
-        forced = list(forced) + (self.tokenize_prompt(grammar.prefix) if grammar and grammar.prefix else [])
+        forced = list(forced) + (self._vocab.tokenize(grammar.prefix, special=True, add_bos=False)  # mid-prompt: no BOS
+                                 if grammar and grammar.prefix else [])
         n_prompt = len(prompt)
         prompt = list(prompt) + forced  # forced reply tokens go in as the prompt's tail
         before = self._tokens
