@@ -5,15 +5,16 @@ always tokenize into the tokens the model wrote it with: under a tool call's gra
 model wrote `{`, ` `, `"` where the text tokenizes as `{`, ` "`. The cache and the new prompt then
 part at that token, and everything after it (the rest of the call, the result, the template's
 glue) is prefilled again: 44 tokens a step of a chained tool loop instead of 13
-(benchmarks/tools.py). llama-server re-tokenizes the same way and loses the same cells.
+(benchmarks/tools.py). llama-server's own chat endpoint re-tokenizes the same way and loses the
+same cells.
 
 So a reply's decoded ids are kept (only where the cache shows them to spell its text exactly;
 never for a reply holding bytes that were not UTF-8, whose text says U+FFFD where the tokens held
-other bytes, and whose tokens llama-server gives back already replaced),
-and `splice` puts them back where the prompt's tokens spell that text between token boundaries.
-The text the model reads is the same byte for byte; only its cut into tokens is the one the
-cache holds. Kept for this process's conversation: a saved session resumed in a new process
-tokenizes its replies again (and re-prefills from the first that differs, as before).
+other bytes, and whose tokens llama-server gives back already replaced), and `splice` puts them
+back where the prompt's tokens spell that text between token boundaries. The text the model
+reads is the same byte for byte; only its cut into tokens is the one the cache holds. Those that
+differ from the text's own tokens go in the turn's record ("reply_ids_as_decoded"), so a saved
+session resumed in a new process puts them back too (`restore`).
 """
 
 from __future__ import annotations
@@ -25,14 +26,15 @@ from chatapp.engine.events import Message
 from chatapp.engine.tokens import Token
 
 
-class Describer(Protocol):
+class Tokenizer(Protocol):
     def describe(self, ids: Sequence[int]) -> list[Token]: ...
+    def tokenize(self, text: str) -> list[Token]: ...
 
 
 class DecodedReplies:
-    """The decoded ids of this conversation's replies that do not tokenize back the same."""
+    """The decoded ids of this conversation's replies, by message id."""
 
-    def __init__(self, backend: Describer) -> None:
+    def __init__(self, backend: Tokenizer) -> None:
         self._backend = backend
         self._ids: dict[str, tuple[int, ...]] = {}
 
