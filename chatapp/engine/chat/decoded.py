@@ -12,9 +12,11 @@ So a reply's decoded ids are kept (only where the cache shows them to spell its 
 never for a reply holding bytes that were not UTF-8, whose text says U+FFFD where the tokens held
 other bytes, and whose tokens llama-server gives back already replaced), and `splice` puts them
 back where the prompt's tokens spell that text between token boundaries. The text the model
-reads is the same byte for byte; only its cut into tokens is the one the cache holds. Those that
-differ from the text's own tokens go in the turn's record ("reply_ids_as_decoded"), so a saved
-session resumed in a new process puts them back too (`restore`).
+reads is the same byte for byte; only its cut into tokens is the one the cache holds. Only the
+replies whose decoded ids differ from their text's own tokens are kept, so a conversation without
+one pays nothing in `splice` (every figure's prompt goes through it); they also go in the turn's
+record ("reply_ids_as_decoded"), so a saved session resumed in a new process puts them back
+(`restore`) and keeps the same ones as the process that wrote it.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ class Tokenizer(Protocol):
 
 
 class DecodedReplies:
-    """The decoded ids of this conversation's replies, by message id."""
+    """The decoded ids of this conversation's replies that differ from their text's own tokens,
+    by message id."""
 
     def __init__(self, backend: Tokenizer) -> None:
         self._backend = backend
@@ -40,16 +43,18 @@ class DecodedReplies:
 
     def remember(self, message_id: str, content: str, generated: Sequence[int]) -> list[int]:
         """Keep `generated` (the cache's ids after the turn's prompt) for reply `message_id` when
-        they spell its `content` exactly. Returns them where they are not how the content
-        tokenizes on its own (for the turn's record, so that a resumed session puts them back:
+        they spell its `content` exactly and are not how the content tokenizes on its own.
+        Returns what was kept (for the turn's record, so that a resumed session puts them back:
         `restore`), else []."""
         if not content or "\ufffd" in content:  # bytes that were not UTF-8: the text no longer spells them
             return []
         tokens = self._backend.describe(list(generated))
-        if b"".join(t.raw for t in tokens) != content.encode("utf-8"):
+        ids = [t.id for t in tokens]
+        if b"".join(t.raw for t in tokens) != content.encode("utf-8") or \
+                ids == [t.id for t in self._backend.tokenize(content)]:
             return []
-        self._ids[message_id] = ids = tuple(t.id for t in tokens)
-        return [] if list(ids) == [t.id for t in self._backend.tokenize(content)] else list(ids)
+        self._ids[message_id] = tuple(ids)
+        return ids
 
     def restore(self, replies: dict[str, tuple[str, list[int]]]) -> None:
         """Replies' decoded ids from a saved session's turn records ("reply_ids_as_decoded"), each

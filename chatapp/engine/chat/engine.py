@@ -915,10 +915,10 @@ class Engine:
         reply = self._conversation.add(Message("assistant", answer, stopped=finished.finish_reason == "stopped",
                                                thinking=thinking))
         decoded = self._thinking.remember(reply.id, finished.reply, thinking, answer)
-        cache_after, as_decoded = self._backend.cached_tokens(), []
-        if not thinking and not forced and cache_after[:len(prompt)] == list(prompt):
-            as_decoded = self._decoded.remember(reply.id, answer, cache_after[len(prompt):])
-        self._thinking.ended(reply.id, len(self._backend.cached_tokens()))
+        cache_ids, as_decoded = self._backend.cached_tokens(), []
+        if not thinking and not forced and cache_ids[:len(prompt)] == list(prompt):
+            as_decoded = self._decoded.remember(reply.id, answer, cache_ids[len(prompt):])
+        self._thinking.ended(reply.id, len(cache_ids))
         self._cache_leaf, self._kept_as_is = reply.id, None
         record = TurnRecord(
             reply=answer, prompt_tokens=len(prompt) + len(forced), cached_tokens=prefill.cached_tokens,
@@ -953,7 +953,7 @@ class Engine:
                 "cache" if more[1] is not None else "kept" if finished.forced_prefilled < len(forced) else "text"))
         if question.context is not None or self.attachments:
             record.extra["retrieved"] = question.context.to_json() if question.context else []
-        cache_ids, drafted = self._backend.cached_tokens(), finished.drafted
+        drafted = finished.drafted
         self._last_turn = (cache_ids, len(prompt))
         yield TurnDone(record, lambda: thoughts.label_thoughts(
             self._view(cache_ids, prompt_messages, record, drafted, len(forced)), self._thinking.format))

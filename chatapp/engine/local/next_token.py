@@ -139,8 +139,9 @@ class NextTokenViews:
             rows = []
             for s in range(0, len(tokens), tap.n_batch):
                 chunk = tokens[s:s + tap.n_batch]
-                found = tap.decode(chunk, s, max(0, first_row - s) if first_row < s + len(chunk) else "last")
-                if first_row < s + len(chunk):
+                wanted = first_row < s + len(chunk)  # a chunk before first_row only fills the cache
+                found = tap.decode(chunk, s, max(0, first_row - s) if wanted else "last")
+                if wanted:
                     rows.append(found)
             return np.concatenate(rows)
 
