@@ -415,3 +415,15 @@ def test_only_the_batch_sizes_found_exact_are_verified():
     assert policy.choose(match=40, available=30) == 23  # 31 is no checked size: the largest below it
     assert policy.choose(match=40, available=10) == 8  # 11 drafts would be a batch of 12, checked; 10 not
     assert DraftPolicy(k_max=8, sizes=frozenset()).choose(match=40, available=8) == 0  # nothing found exact
+
+
+def test_a_batch_that_keeps_most_of_its_drafts_leaves_the_copy_trusted_whatever_its_order():
+    """The rejection that ends a batch comes last; folded in one check at a time it weighed most,
+    and a copy whose batch of 32 kept 31 read 0.8 and stopped drafting in the middle of a copy."""
+    policy = on_this_cpu(DraftPolicy(k_max=31), {32: 0.999})
+    policy.observe(40, [True] * 31 + [False])
+    assert policy.accept_rate(40) == pytest.approx(31 / 32, abs=0.01)
+    assert policy.choose(match=40, available=31) == 31  # still verbatim
+    single = on_this_cpu(DraftPolicy(), {1: 0.5})
+    single.observe(1, [True])  # one check moves the mean by `smoothing`, as before
+    assert single.accept_rate(1) == pytest.approx(0.5 + single.smoothing * 0.5)
