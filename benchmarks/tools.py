@@ -77,8 +77,8 @@ def main() -> None:
             reused = record.cached_tokens / record.prompt_tokens
             calls = [(c["name"], c["arguments"], c["result"]) for c in record.extra.get("tool_calls", [])]
             print(f"step {step}: prompt {record.prompt_tokens}, cached {record.cached_tokens} ({reused:.1%}), "
-                  f"prefilled {record.prefill_tokens} in {record.prefill_ms:.0f} ms; calls {calls}"
-                  f"{'; ' + record.extra['tool_loop_end'] if 'tool_loop_end' in record.extra else ''}")
+                  f"prefilled {record.prefill_tokens} in {record.prefill_ms:.0f} ms{least(records, step)}; "
+                  f"calls {calls}{'; ' + record.extra['tool_loop_end'] if 'tool_loop_end' in record.extra else ''}")
         chained_calls(engine, registry, tools, args.steps)
     print("schema costs exact" if exact else "schema costs DIFFER")
 
@@ -96,10 +96,12 @@ def chained_calls(engine: Engine, registry: ToolRegistry, tools: list, steps: in
     names = ["add", "current_time"]
     start = lambda: engine.send("What is 17 plus 25, and what time is it?")  # noqa: E731
     sent: list[str] = []
+    records = []
     for step in range(1, steps + 1):
         wanted = [t for t in tools if t.name == names[(step - 1) % len(names)]]
         engine.set_generation(grammar=call_grammar(wanted, engine.tool_syntax))
         record = next(e.record for e in list(start()) if isinstance(e, TurnDone))
+        records.append(record)
         engine.set_generation(grammar=None)
         calls = parse_calls(record.reply)[0]
         results = [registry.call(call).text for call in calls]
@@ -107,9 +109,19 @@ def chained_calls(engine: Engine, registry: ToolRegistry, tools: list, steps: in
         print(f"chained step {step}: prompt {record.prompt_tokens}, cached {record.cached_tokens} "
               f"({record.cached_tokens / record.prompt_tokens:.1%}), prefilled {record.prefill_tokens}"
               + (f" (the result's {appended} tokens and {record.prefill_tokens - appended} of glue)" if sent else "")
-              + f"; called {[(c.name, c.arguments) for c in calls]} -> {results}")
+              + least(records, step) + f"; called {[(c.name, c.arguments) for c in calls]} -> {results}")
         sent = results
         start = lambda results=results: engine.send_tool_results(results)  # noqa: E731
+
+
+def least(records: list, step: int) -> str:
+    """What no cache could avoid prefilling at this step: the tokens its prompt has past the last
+    step's prompt and reply (the result and the template's glue), and the reuse that leaves."""
+    if step == 1:
+        return ""
+    before, now = records[step - 2], records[step - 1]
+    new = now.prompt_tokens - (before.prompt_tokens + before.generated_tokens)
+    return f"; new since the last step {new}, so at most {1 - new / now.prompt_tokens:.1%} reusable"
 
 
 async def approval_latency(path: Path, questions: int) -> list[float]:
