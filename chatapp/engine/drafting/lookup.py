@@ -29,11 +29,20 @@ class Draft:
     agreement: int = 0
     """How far back the context and the text before the earlier occurrence agree, `match` tokens
     at least, up to AGREEMENT_CAP: 30 tokens in agreement say the reply is copying verbatim, which
-    an n-gram of 4 cannot tell from a common phrase."""
+    an n-gram of 4 cannot tell from a common phrase. A copy that resumed after an edit counts
+    what it agreed before the edit too (`NgramDrafter._across_edits`)."""
 
 
 NO_DRAFT = Draft((), 0)
 AGREEMENT_CAP = 64
+COPY_AGREEMENT = 16
+"""A draft whose context agrees for 16 tokens or more is following a copy (see `_across_edits`)."""
+RESUME_WITHIN = 12
+RESUME_WINDOW = 4
+RESUME_AGREEMENT = 3
+"""A copy that broke is resumed when, within 12 tokens of the break, the context's last 3 tokens
+or more agree with the source again within 4 tokens of where the copy would have got to (an edit
+that changed a word's length shifts it by a token or two)."""
 
 
 class NgramDrafter:
@@ -48,6 +57,9 @@ class NgramDrafter:
         self._indexes: list[tuple[int, dict[tuple[int, ...], int]]] = [
             (n, {}) for n in range(n_max, n_min - 1, -1)]
         self._copied: tuple[int, int] | None = None  # (where it copied from, context length) of the last draft
+        self._copy: tuple[int, int, int, int] | None = None
+        """The copy being followed: where it copies from and the context length then, the agreement it
+        carries from before its edits, and its unbroken agreement then."""
         self.extend(tokens)
 
     def __len__(self) -> int:
@@ -74,6 +86,7 @@ class NgramDrafter:
             return
         self.tokens = []
         self._copied = None
+        self._copy = None
         for _, index in self._indexes:
             index.clear()
         self.extend(tokens)
@@ -110,6 +123,7 @@ class NgramDrafter:
                     reach = self._agreement(moved)
                     if reach > agreement:
                         start, agreement = moved, reach
+            start, agreement = self._across_edits(start, agreement, size)
             self._copied = (start, size)
             out: list[int] = []
             for j in range(k):
@@ -117,6 +131,43 @@ class NgramDrafter:
                 out.append(tokens[i] if i < size else out[i - size])
             return Draft(tuple(out), n, agreement)
         return NO_DRAFT
+
+    def _across_edits(self, start: int, agreement: int, size: int) -> tuple[int, int]:
+        """The draft's start and agreement, counting the agreement a copy had before an edit it
+        resumed after (up to AGREEMENT_CAP).
+
+        A reply that copies with changes (a renamed variable, a changed value, a word the model
+        put differently) breaks its copy for a few tokens and goes on copying where it left off.
+        Counted from the break, its agreement starts again from nothing, and the policy bets
+        little on it for a dozen tokens (AGREEMENT_REACH); the copy it resumed had agreed for
+        dozens. Cold, fresh homes, 4 alternating rounds, with this against without: rename 1.043,
+        list 1.031, quote 1.036 (38 steps against 44-47), paragraph 1.000, config 0.987, chat
+        1.025, where the same variant against itself ran 0.98-1.03."""
+        followed = self._copy
+        if followed is not None:
+            source, then, carried, run = followed
+            since = size - then
+            moved = source + since  # where the copy would be had nothing changed
+            if since <= 0:  # drafted again without a token since
+                return start, min(AGREEMENT_CAP, agreement + carried) if start == source else agreement
+            if since <= RESUME_WITHIN and moved < size:
+                if start == moved and agreement >= min(AGREEMENT_CAP, run + since):  # unbroken
+                    self._copy = (start, size, carried, agreement)
+                    return start, min(AGREEMENT_CAP, agreement + carried)
+                resumed, longest = None, max(RESUME_AGREEMENT, agreement) - 1
+                for place in range(max(1, moved - RESUME_WINDOW), min(size - 1, moved + RESUME_WINDOW) + 1):
+                    agreed = self._agreement(place)
+                    if longest < agreed < since:  # agreeing again since the break, not across it
+                        resumed, longest = place, agreed
+                if resumed is not None:
+                    carried = min(AGREEMENT_CAP, carried + run)
+                    self._copy = (resumed, size, carried, longest)
+                    return resumed, min(AGREEMENT_CAP, longest + carried)
+                return start, agreement  # still inside the edit
+            self._copy = None
+        if agreement >= COPY_AGREEMENT:
+            self._copy = (start, size, 0, agreement)
+        return start, agreement
 
     def _agreement(self, start: int) -> int:
         """How many tokens before `start` equal the context's last ones, up to AGREEMENT_CAP."""

@@ -114,3 +114,32 @@ def test_follow_extends_or_rebuilds():
 def test_rejects_bad_ranges():
     with pytest.raises(ValueError):
         NgramDrafter(n_max=2, n_min=3)
+
+
+def copying(source, reply):
+    """A drafter over `source` that has drafted after each token of `reply`, as the decoder does."""
+    drafter = NgramDrafter([*source, 0])
+    for token in reply:
+        drafter.append(token)
+        drafter.draft(4)
+    return drafter
+
+
+def test_a_copy_resumed_after_an_edit_keeps_the_agreement_it_had_before():
+    """A rename breaks the copy for a word, and the copy goes on where it left off: counted from the
+    break its agreement is 3 tokens, and the policy would bet little on it for a dozen more."""
+    source = list(range(100, 160))
+    renamed = [*source[:30], 900, 901, 902, *source[32:36]]  # two tokens became three, then copying again
+    draft = copying(source, renamed).draft(4)
+    assert draft.tokens == tuple(source[36:40])
+    assert draft.agreement == 30 + 4
+    unchanged = copying(source, source[:36]).draft(4)
+    assert unchanged.tokens == tuple(source[36:40]) and unchanged.agreement == 36
+
+
+def test_a_copy_left_for_long_or_never_followed_carries_nothing():
+    source = list(range(100, 160))
+    wandered = [*source[:30], *range(900, 914), *source[32:36]]  # 14 tokens of its own: a new copy
+    assert copying(source, wandered).draft(4).agreement == 4
+    short = [*source[:10], 900, *source[11:15]]  # 10 tokens of agreement are no copy yet
+    assert copying(source, short).draft(4).agreement == 4
