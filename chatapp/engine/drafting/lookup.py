@@ -148,9 +148,9 @@ class NgramDrafter:
             source, then, carried, run = followed
             since = size - then
             moved = source + since  # where the copy would be had nothing changed
-            if since <= 0:  # drafted again without a token since
-                return start, min(AGREEMENT_CAP, agreement + carried) if start == source else agreement
-            if since <= RESUME_WITHIN and moved < size:
+            if since == 0:  # drafted again without a token since: the same answer
+                return source, min(AGREEMENT_CAP, run + carried)
+            if 0 < since <= RESUME_WITHIN and moved < size:
                 if start == moved and agreement >= min(AGREEMENT_CAP, run + since):  # unbroken
                     self._copy = (start, size, carried, agreement)
                     return start, min(AGREEMENT_CAP, agreement + carried)
