@@ -151,9 +151,12 @@ class NgramDrafter:
             if since == 0:  # drafted again without a token since: the same answer
                 return source, min(AGREEMENT_CAP, run + carried)
             if 0 < since <= RESUME_WITHIN and moved < size:
-                if start == moved and agreement >= min(AGREEMENT_CAP, run + since):  # unbroken
-                    self._copy = (start, size, carried, agreement)
-                    return start, min(AGREEMENT_CAP, agreement + carried)
+                # Unbroken: the copy agrees all the way back, whichever place the lookup found (a
+                # later occurrence of the last n-gram can agree as far since an edit).
+                unbroken = agreement if start == moved else self._agreement(moved)
+                if unbroken >= min(AGREEMENT_CAP, run + since):
+                    self._copy = (moved, size, carried, unbroken)
+                    return moved, min(AGREEMENT_CAP, unbroken + carried)
                 resumed, longest = None, max(RESUME_AGREEMENT, agreement) - 1
                 for place in range(max(1, moved - RESUME_WINDOW), min(size - 1, moved + RESUME_WINDOW) + 1):
                     agreed = self._agreement(place)

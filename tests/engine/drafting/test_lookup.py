@@ -143,3 +143,14 @@ def test_a_copy_left_for_long_or_never_followed_carries_nothing():
     assert copying(source, wandered).draft(4).agreement == 4
     short = [*source[:10], 900, *source[11:15]]  # 10 tokens of agreement are no copy yet
     assert copying(source, short).draft(4).agreement == 4
+
+
+def test_a_resumed_copy_is_kept_when_its_last_n_gram_recurs_later_in_the_source():
+    """Three tokens after an edit the copy agrees no further back than a later occurrence of its last
+    n-gram does; the lookup finds that one, and the copy must not be lost to it."""
+    source = list(range(100, 160))
+    source[50:54] = source[32:36]  # the tokens the copy resumes with stand again further on
+    renamed = [*source[:30], 900, 901, 902, *source[32:36]]
+    draft = copying(source, renamed).draft(3)
+    assert draft.tokens == tuple(source[36:39])
+    assert draft.agreement == 30 + 4
