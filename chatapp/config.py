@@ -84,11 +84,14 @@ class Settings:
     """Speculative decoding in-process: ngram (prompt lookup) or off. Replies are the same
     either way (greedy ones byte for byte); drafting backs off by itself when drafts miss. It
     needs flash attention, and the llama-server backend does not draft."""
-    draft_max: int = 32
+    draft_max: int = 48
     """The most draft tokens one decode step verifies (1 to 64); the engine verifies fewer when
-    its measured costs say more would not pay. 32: a verbatim copy pays most in long batches (a
-    batch of 24 to 33 costs a third of its tokens' single steps here), and llama.cpp's own n-gram
-    drafters propose 48 and more; past 33 the exactness check and each wrong guess cost more."""
+    its measured costs say more would not pay. 48, as llama.cpp's ngram-simple drafts: a verbatim
+    copy pays most in long batches (on two cores here a batch of 49 costs 21.5 single steps, of 33
+    15.3, of 17 8.6), and at 32 a 102-token paragraph copy took 14 steps where llama-server's
+    ngram-simple took 12. Replayed without timing noise (benchmarks/draft_replay.py), 48 against
+    32: paragraph 1.060 (13 steps), list 1.023, rename 1.001, quote 0.999, config 0.990, chat the
+    same; cold paired runs of the paragraph copy, 6 rounds: 1.054."""
     prefill_while_typing: bool = True
     """Prefill the next prompt while its question is typed, so Enter leaves only the last few
     tokens to prefill; replies are the same either way (chatapp.engine.chat.typeahead). Over

@@ -35,7 +35,7 @@ def test_values_from_the_file_override_defaults(tmp_path):
 
 def test_drafting_is_one_closed_set_with_one_default(tmp_path):
     assert DRAFT_MODES == ("ngram", "off") and DEFAULT_DRAFT in DRAFT_MODES
-    assert Settings().draft == DEFAULT_DRAFT and Settings().draft_max == 32
+    assert Settings().draft == DEFAULT_DRAFT and Settings().draft_max == 48
     settings = load_settings(write(tmp_path, 'draft = "ngram"\ndraft_max = 32\n'))
     assert (settings.draft, settings.draft_max) == ("ngram", 32)
     assert Settings().replace(draft="off", draft_max=1).draft_max == 1

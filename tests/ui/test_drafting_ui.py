@@ -45,6 +45,7 @@ async def test_the_app_shows_drafting_live_and_the_palette_turns_it_off_and_on(d
             await notified(pilot, seen, lambda n: n.message == "drafting off")
             await app.run_action("toggle_drafting")
             assert engine.drafting.active
-            await notified(pilot, seen, lambda n: n.message == "drafting on: prompt lookup, up to 32 tokens a step")
+            said = f"drafting on: prompt lookup, up to {SETTINGS.draft_max} tokens a step"
+            await notified(pilot, seen, lambda n: n.message == said)
     finally:
         app.release_engine()
