@@ -73,6 +73,19 @@ without the rule. Not from 16: a small model restating the request ("Rename the 
 the batch of 33 bet on it kept nothing (cold, fresh homes, 4 alternating rounds: 24 against 16,
 rename 1.060, paragraph 1.062). llama.cpp's ngram-mod also waits for 24 tokens of agreement
 before it drafts (its n_match), then drafts 48 to 64."""
+QUOTE_START = 8
+QUOTE_START_ACCEPTANCE = 0.97
+"""A reply that has agreed with one place of the context from its first token for 8 tokens, not
+yet QUOTE_MATCH, has its drafts sized as if 97% of them were taken, at least. Its buckets were
+learned over these same few tokens from PRIOR_ACCEPTANCE (0.87-0.92 after 8-10 right guesses),
+and at that the expected advance chose plain steps and then a batch of 5 and one of 16 before a
+paragraph copy reached 24 tokens (13 steps for 102 tokens, where llama-server's ngram-simple
+takes 12). A small model restating the request instead ("Rename the variable `subtotal` to
+`net_amount` in the function") broke 8 tokens later and lost the rest of a batch of 16.
+Replayed without timing noise (benchmarks/draft_replay.py, 12 repeats): paragraph 1.050 (9
+steps), rename 1.113, quote, config, list and open chat the same steps. Cold, fresh homes, 5
+alternating rounds, with against without: paragraph 1.093 (every round 1.05-1.12), rename 1.008,
+quote 1.025, config 1.008 (list 1.078, its steps unchanged: the machine's spread)."""
 PLAIN_KEPT = 5
 """Plain steps whose median is t1."""
 PRIOR_ACCEPTANCE = 0.4
@@ -225,6 +238,8 @@ class DraftPolicy:
         if reply is not None and not from_start:
             available = min(available, max(2, int(AGREEMENT_REACH * match)))
         a = min(self.accept_rate(match), 0.999)
+        if from_start and match >= QUOTE_START:
+            a = max(a, QUOTE_START_ACCEPTANCE)
         costs = self._costs()
         longest = self._longest(min(available, self.k_max))
         quoting = from_start and match >= QUOTE_MATCH

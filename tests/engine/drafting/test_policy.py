@@ -13,8 +13,8 @@ import json
 import numpy as np
 import pytest
 
-from chatapp.engine.drafting.policy import (AGREEMENT_REACH, PRIOR_EXPONENT, QUOTE_MATCH, RESTORED_ACCEPTANCE,
-                                           DraftPolicy)
+from chatapp.engine.drafting.policy import (AGREEMENT_REACH, PRIOR_EXPONENT, QUOTE_MATCH, QUOTE_START,
+                                           RESTORED_ACCEPTANCE, DraftPolicy)
 from chatapp.engine.drafting.lookup import NgramDrafter
 from chatapp.engine.drafting.speculative import SpeculativeDecoder
 
@@ -249,6 +249,16 @@ def test_a_reply_quoting_from_its_first_token_drafts_the_longest_batch_whatever_
     assert policy.choose(match=25, available=31, reply=60) < 31  # copying since a break: the bucket decides
     assert policy.choose(match=25, available=31) < 31  # reply not known
     assert policy.choose(match=QUOTE_MATCH - 1, available=31, reply=QUOTE_MATCH - 1) < 31
+
+
+def test_a_reply_agreeing_from_its_first_token_drafts_before_its_buckets_have_learned_it():
+    """A fresh process's buckets read 0.87-0.92 after the 8-10 right guesses a paragraph copy had
+    made, and its expected advance chose plain steps, then a batch of 5 and one of 16, before the
+    copy reached QUOTE_MATCH tokens."""
+    policy = on_this_cpu(DraftPolicy(k_max=31), {8: 0.874})
+    assert policy.choose(match=QUOTE_START - 1, available=31, reply=QUOTE_START - 1) == 0  # too short to say
+    assert policy.choose(match=QUOTE_START, available=31, reply=QUOTE_START - 1) >= 8  # from its first token
+    assert policy.choose(match=QUOTE_START, available=31, reply=40) == 0  # copying since a break: the bucket says
 
 
 def test_the_decoder_holds_drafts_after_a_break_in_the_copy_not_before():
