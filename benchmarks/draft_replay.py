@@ -13,7 +13,12 @@ timed cost of its batch, scaled by lognormal noise (`--noise`, one seed per repe
 choices that follow from timings are sampled as a real run's are. Alongside, llama-server's
 ngram-simple (12-token match, 48-token drafts, common/ngram-map.cpp) under the same costs.
 
-    .venv/bin/python benchmarks/draft_replay.py [--draft-max 32,48] [--repeats 20] [--noise 0.08]
+With `--warm`, each task's process starts as a warm home's does: from the acceptance the process
+before it left (`DraftPolicy.learned`, capped on restore) and from the exactness check's batch
+costs; the tasks run twice in a row and the second pass is shown. To replay older code, run the
+script with PYTHONPATH set to a worktree of that commit.
+
+    .venv/bin/python benchmarks/draft_replay.py [--draft-max 32,48] [--repeats 20] [--noise 0.08] [--warm]
 """
 
 from __future__ import annotations
@@ -104,12 +109,16 @@ class Clock:
         return self.now / 1000
 
 
-def chatapp(prompt, reply, ended, end, costs, draft_max, rng, noise) -> tuple[float, int]:
+def chatapp(prompt, reply, ended, end, costs, draft_max, rng, noise, learned=None) -> tuple[float, int, dict]:
+    """One process's turn; `learned`: what the process before it left (None: a fresh home)."""
     sequence = prompt + reply + ([end] if ended else [])
     clock = Clock()
     cost = lambda m: costs[m] * rng.lognormvariate(0, noise)  # noqa: E731
     policy = DraftPolicy(k_max=draft_max)
-    policy.sizes = frozenset(check_sizes(draft_max + 1))  # a fresh home: the check's sizes, no figures
+    policy.sizes = frozenset(check_sizes(draft_max + 1))  # the check's sizes; cold, no figures
+    if learned is not None:  # warm: the file an earlier process wrote, and the check's timings
+        policy.restore(learned)
+        policy.seed({m: costs[m] / costs[1] for m in check_sizes(draft_max + 1)})
     decoder = SpeculativeDecoder(ReplayTarget(sequence, len(prompt), end, cost, clock), lambda t: t == end,
                                  drafter=NgramDrafter(), policy=policy, clock=clock)
     decoder.begin(prompt)
@@ -119,7 +128,7 @@ def chatapp(prompt, reply, ended, end, costs, draft_max, rng, noise) -> tuple[fl
         emitted, steps = emitted + len(step.tokens), steps + 1
         if step.ended:
             break
-    return clock.now, steps
+    return clock.now, steps, policy.learned()
 
 
 def ngram_simple(prompt, reply, ended, end, costs, rng, noise, n=12, m=48) -> tuple[float, int]:
@@ -149,24 +158,35 @@ def main() -> None:
     parser.add_argument("--draft-max", default="32,48", help="draft_max values, comma-separated")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--noise", type=float, default=0.08, help="sigma of each step's lognormal time noise")
+    parser.add_argument("--warm", action="store_true",
+                        help="Each task's process starts from what the one before it learned, and from the "
+                             "check's batch costs: the tasks run twice in a row and the second pass is shown.")
     args = parser.parse_args()
     sizes = [int(x) for x in args.draft_max.split(",")]
     replies, costs, end = record(TOKENS)
     print("batch cost in single steps: " + ", ".join(f"{m}: {costs[m] / costs[1]:.2f}"
                                                      for m in (2, 5, 9, 17, 25, 33, 49, 65)))
-    first = sizes[0]
+    passes = 2 if args.warm else 1
+    runs: dict[str, dict[str, list]] = {task: {} for task in replies}
+    for size in sizes:
+        for seed in range(args.repeats):
+            rng, learned = random.Random(seed), {} if args.warm else None
+            for done in range(passes):
+                for task, (prompt, reply, ended) in replies.items():
+                    ms, steps, left = chatapp(prompt, reply, ended, end, costs, size, rng, args.noise, learned)
+                    learned = left if args.warm else None
+                    if done == passes - 1:
+                        runs[task].setdefault(f"chatapp@{size}", []).append((ms, steps))
+    first = f"chatapp@{sizes[0]}"
     for task, (prompt, reply, ended) in replies.items():
-        runs = {}
-        for size in sizes:
-            rngs = [random.Random(seed) for seed in range(args.repeats)]
-            runs[f"chatapp@{size}"] = [chatapp(prompt, reply, ended, end, costs, size, r, args.noise) for r in rngs]
         rngs = [random.Random(seed) for seed in range(args.repeats)]
-        runs["server-ngram-simple"] = [ngram_simple(prompt, reply, ended, end, costs, r, args.noise) for r in rngs]
-        mean = {name: statistics.mean(ms for ms, _ in r) for name, r in runs.items()}
+        runs[task]["server-ngram-simple"] = [ngram_simple(prompt, reply, ended, end, costs, r, args.noise)
+                                             for r in rngs]
+        mean = {name: statistics.mean(ms for ms, _ in r) for name, r in runs[task].items()}
         tokens = len(reply) + ended
         print(f"{task:10} {tokens:3d} tok: " + "; ".join(
             f"{name} {tokens / mean[name] * 1000:6.1f} tok/s, {statistics.mean(s for _, s in r):5.1f} steps, "
-            f"{mean[f'chatapp@{first}'] / mean[name]:.3f}x" for name, r in runs.items()))
+            f"{mean[first] / mean[name]:.3f}x" for name, r in runs[task].items()))
 
 
 if __name__ == "__main__":

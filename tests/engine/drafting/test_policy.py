@@ -13,8 +13,8 @@ import json
 import numpy as np
 import pytest
 
-from chatapp.engine.drafting.policy import (AGREEMENT_REACH, PRIOR_EXPONENT, QUOTE_MATCH, QUOTE_START,
-                                           RESTORED_ACCEPTANCE, DraftPolicy)
+from chatapp.engine.drafting.policy import (AGREEMENT_REACH, COPY_DRAFTS, PRIOR_EXPONENT, QUOTE_MATCH,
+                                           QUOTE_START, RESTORED_ACCEPTANCE, DraftPolicy)
 from chatapp.engine.drafting.lookup import NgramDrafter
 from chatapp.engine.drafting.speculative import SpeculativeDecoder
 
@@ -261,6 +261,14 @@ def test_a_reply_agreeing_from_its_first_token_drafts_before_its_buckets_have_le
     assert policy.choose(match=QUOTE_START, available=31, reply=40) == 0  # copying since a break: the bucket says
 
 
+def test_only_a_reply_quoting_from_its_first_token_bets_past_32_drafts():
+    """Copies that break every 30-40 tokens lose more at each break with longer bets."""
+    policy = on_this_cpu(DraftPolicy(k_max=48), {32: 0.999})
+    assert policy.choose(match=QUOTE_MATCH, available=48, reply=QUOTE_MATCH) == 48  # quoting
+    assert policy.choose(match=64, available=48, reply=200) == COPY_DRAFTS  # verbatim, since a break
+    assert policy.choose(match=64, available=48) == COPY_DRAFTS
+
+
 def test_the_decoder_holds_drafts_after_a_break_in_the_copy_not_before():
     class Recording(DraftPolicy):
         calls: list
@@ -421,7 +429,8 @@ def test_only_the_batch_sizes_found_exact_are_verified():
     policy.seed({m: 1 + 0.25 * (m - 1) for m in sizes})  # a batch of 49 costs 13 steps
     policy.record_step(1, 1, 10.0)
     policy.observe(40, [True] * 200)  # a reply copying verbatim (agreement 32 and more)
-    assert policy.choose(match=40, available=48) == 48
+    assert policy.choose(match=40, available=48, reply=40) == 48  # a quote from the reply's first token
+    assert policy.choose(match=40, available=48) == 31  # any other copy: COPY_DRAFTS, 33 no checked size
     assert policy.choose(match=40, available=30) == 23  # 31 is no checked size: the largest below it
     assert policy.choose(match=40, available=10) == 8  # 11 drafts would be a batch of 12, checked; 10 not
     assert DraftPolicy(k_max=8, sizes=frozenset()).choose(match=40, available=8) == 0  # nothing found exact
