@@ -91,7 +91,8 @@ class Settings:
     15.3, of 17 8.6), and at 32 a 102-token paragraph copy took 14 steps where llama-server's
     ngram-simple took 12. Replayed without timing noise (benchmarks/draft_replay.py), 48 against
     32: paragraph 1.060 (13 steps), list 1.023, rename 1.001, quote 0.999, config 0.990, chat the
-    same; cold paired runs of the paragraph copy, 6 rounds: 1.054."""
+    same; cold paired runs of the paragraph copy, 6 rounds: 1.054. Past 32, only a reply quoting
+    the prompt from its first token bets so far (chatapp.engine.drafting.policy.COPY_DRAFTS)."""
     prefill_while_typing: bool = True
     """Prefill the next prompt while its question is typed, so Enter leaves only the last few
     tokens to prefill; replies are the same either way (chatapp.engine.chat.typeahead). Over
