@@ -231,7 +231,8 @@ class DraftPolicy:
 
         `reply`: the tokens the reply has so far; when the agreement is shorter, the copy broke or
         began within the reply, and the batch is held to AGREEMENT_REACH times the agreement
-        (None: not known, not held); when it is as long, from QUOTE_MATCH on, the reply is quoting.
+        (None: not known, not held); when it is as long, from QUOTE_MATCH on, the reply is quoting,
+        and only then may the batch pass COPY_DRAFTS.
 
         Runs on every decode step, so it stays cheap (a few µs): the batch costs are tabled once
         per change, and a step whose acceptance could not pay for the cheapest batch even if every
@@ -242,15 +243,15 @@ class DraftPolicy:
         # space ("exactly: The" against "The"): agreeing with all but its first token is still
         # quoting from the start.
         from_start = reply is not None and match + 1 >= reply
+        quoting = from_start and match >= QUOTE_MATCH
         if reply is not None and not from_start:
             available = min(available, max(2, int(AGREEMENT_REACH * match)))
+        if not quoting:
+            available = min(available, COPY_DRAFTS)
         a = min(self.accept_rate(match), 0.999)
         if from_start and match >= QUOTE_START:
             a = max(a, QUOTE_START_ACCEPTANCE)
         costs = self._costs()
-        quoting = from_start and match >= QUOTE_MATCH
-        if not quoting:
-            available = min(available, COPY_DRAFTS)
         longest = self._longest(min(available, self.k_max))
         if ((quoting or (match >= VERBATIM_MATCH and a >= VERBATIM_ACCEPTANCE)) and longest
                 and costs[longest] < (longest + 1) / (1.0 + self.margin)):
