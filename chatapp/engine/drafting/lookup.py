@@ -125,10 +125,10 @@ class NgramDrafter:
                         start, agreement = moved, reach
             start, agreement = self._across_edits(start, agreement, size)
             self._copied = (start, size)
-            out: list[int] = []
-            for j in range(k):
-                i = start + j
-                out.append(tokens[i] if i < size else out[i - size])
+            out = tokens[start:start + k]  # a slice: the decode loop drafts k_max (48) on every step
+            period = size - start
+            while len(out) < k:
+                out.append(out[len(out) - period])
             return Draft(tuple(out), n, agreement)
         return NO_DRAFT
 

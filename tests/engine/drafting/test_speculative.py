@@ -12,6 +12,7 @@ import pytest
 
 from tests.engine.drafting.acceptance import draw
 from chatapp.engine.drafting.lookup import NgramDrafter
+from chatapp.engine.drafting.policy import DraftPolicy
 from chatapp.engine.drafting.speculative import SpeculativeDecoder
 from tests.engine.drafting import chi_square
 from tests.engine.drafting.markov import IDS4, LENGTH, MARKOV, VOCAB, exact_joint
@@ -183,3 +184,38 @@ def test_steps_mark_accepted_drafts_and_can_be_kept_plain():
         plain = decoder.step(10, 1_000, draft=False)
         assert plain.drafted == 0 and plain.batch == 1 and not any(plain.from_draft)
     assert marked > 0
+
+
+def test_a_step_that_verifies_no_drafts_is_looked_up_once_and_still_checked():
+    """Open chat verifies no drafts on most steps. The guess such a step made, from the context the
+    next token is sampled after, is that token's shadow check: the same check as a second lookup."""
+    class Counted(NgramDrafter):
+        def draft(self, k):
+            self.calls += 1
+            return super().draft(k)
+
+    class NeverVerify(DraftPolicy):
+        def choose(self, match, available, reply=None):
+            return 0
+
+        def observe(self, match, outcomes):
+            if outcomes:  # a shadow check (a step's own account observes no outcomes here)
+                self.checks.append((match, tuple(outcomes)))
+            super().observe(match, outcomes)
+
+    runs = []
+    for look_up_again in (False, True):
+        target = MarkovTarget(PROMPT, np.random.default_rng(17))
+        drafter, policy = Counted(n_max=2), NeverVerify()
+        drafter.calls, policy.checks = 0, []
+        decoder = SpeculativeDecoder(target, lambda t: False, drafter=drafter, policy=policy)
+        decoder.begin(PROMPT)
+        for _ in range(100):
+            if look_up_again:
+                decoder._guess = None
+            assert decoder.step(10, 1_000).batch == 1
+        runs.append((drafter.calls, policy.checks, target.cache))
+    (once, checks, cache), (twice, checks_again, cache_again) = runs
+    assert (once, twice) == (101, 200)  # the first step has no earlier guess
+    assert cache == cache_again
+    assert len(checks) == 100 and checks == checks_again
