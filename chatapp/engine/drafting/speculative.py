@@ -197,10 +197,12 @@ class SpeculativeDecoder:
         newline, `<|im_start|>assistant`): the paragraph copy's last step verified 31 drafts and
         could keep 8 (profiled: 23 tokens, about a tenth of that reply's decode time).
 
-        The policy is asked first and the end looked for only in what it took, then asked again
-        with the drafts through that end: what it takes of fewer drafts is what it would have
-        taken of them alone (its choice never grows as drafts are cut), and most steps of open
-        chat take none, so the 48 guesses are not scanned on every step."""
+        The policy is asked first and only the drafts it took are scanned for an end; where one is
+        found it is asked again with the drafts through that end. That is what asking with the
+        guesses cut at their first end gives: the policy's choice from n drafts is also its choice
+        from any m of them with that choice <= m <= n (the best batch among fewer sizes, when it
+        is one of them, is still the best), and most steps of open chat take none, so their 48
+        guesses are not scanned."""
         drafts = tokens[:self.policy.choose(agreement, len(tokens), reply)]
         for i, token in enumerate(drafts):
             if self.is_end(token):

@@ -219,3 +219,26 @@ def test_a_step_that_verifies_no_drafts_is_looked_up_once_and_still_checked():
     assert (once, twice) == (101, 200)  # the first step has no earlier guess
     assert cache == cache_again
     assert len(checks) == 100 and checks == checks_again
+
+
+def test_drafts_are_what_the_policy_takes_of_the_guesses_cut_at_their_first_end():
+    """The decoder asks the policy before it scans the guesses for an end token; what it verifies
+    must be what the policy takes of the guesses cut after their first end, in every branch of
+    the policy (quoting, verbatim, budget, expected advance) and at checked sizes only."""
+    end = 5
+    rng = np.random.default_rng(23)
+    policy = DraftPolicy(k_max=48, sizes=frozenset({2, 3, 4, 5, 6, 8, 9, 12, 16, 17, 24, 32, 33, 48, 49}))
+    policy.seed({m: m ** 0.8 for m in range(2, 50)})
+    policy.record_step(1, 1, 7.0)
+    decoder = SpeculativeDecoder(MarkovTarget(PROMPT, rng), lambda t: t == end, policy=policy)
+    taken = 0
+    for _ in range(3_000):
+        policy.acceptance = {b: float(rng.choice([0.3, 0.7, 0.92, 0.99])) for b in (1, 2, 3, 4, 8, 16, 32)}
+        policy.lost_ms, policy.spent_ms = float(rng.choice([0.0, 5.0])), 100.0
+        guesses = tuple(int(t) for t in rng.integers(0, 40 if rng.random() < 0.5 else 6, size=rng.integers(0, 49)))
+        agreement, reply = int(rng.integers(1, 65)), int(rng.integers(1, 80))
+        cut = guesses[:guesses.index(end) + 1] if end in guesses else guesses
+        expected = cut[:policy.choose(agreement, len(cut), reply)]
+        assert decoder._chosen(guesses, agreement, reply) == expected
+        taken += len(expected) > 0
+    assert taken > 500  # the policy drafted in many trials, not just declined
