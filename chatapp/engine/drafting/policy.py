@@ -143,7 +143,6 @@ class DraftPolicy:
     _plain: list[float] = field(default_factory=list, repr=False, compare=False)
     _table: list[float] = field(default_factory=list, repr=False, compare=False)
     _table_key: tuple | None = field(default=None, repr=False, compare=False)
-    _table_ratios: dict[int, float] | None = field(default=None, repr=False, compare=False)
 
     # --- what is known -------------------------------------------------------------------
     def ratio(self, m: int) -> float:
@@ -303,10 +302,10 @@ class DraftPolicy:
         never tried again, so its figure never mended: a batch of 4 was once chosen on every
         step of a verbatim copy. Held to that shape, acceptance near 1 picks the longest batch
         and a copy that may break picks the size whose expected advance pays best."""
-        # The ratios are compared as they stand, not sorted into a key: choose() runs on every
+        # The ratios are compared as a dict, not sorted into the key: choose() runs on every
         # decode step, and sorting 49 sizes took most of its time (3.0 µs a call against 1.1).
-        key = (self.k_max, self.sizes)
-        if self._table_key != key or self._table_ratios != self.ratios:
+        key = (self.k_max, self.sizes, self.ratios)
+        if self._table_key != key:
             table, dearest, per_token = [], 1.0, 1.0
             for m in range(2, self.k_max + 2):
                 r = min(max(self.ratio(m), dearest), per_token * m)
@@ -314,7 +313,7 @@ class DraftPolicy:
                 dearest, per_token = r, min(per_token, r / m)
             allowed = [c for k, c in enumerate(table, 1) if self.sizes is None or k + 1 in self.sizes]
             self._table = [min(allowed, default=float("inf")), *table]
-            self._table_key, self._table_ratios = key, dict(self.ratios)
+            self._table_key = (self.k_max, self.sizes, dict(self.ratios))  # a copy: the ratios change in place
         return self._table
 
     # --- what happened -------------------------------------------------------------------
