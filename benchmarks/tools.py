@@ -6,11 +6,19 @@ token cost is exact, on the real default model with the tests' MCP server over s
   glue, reusing >= 95% of its prompt from the cache.
 - Each tool's cost (Engine.tool_costs) against the prompt's tokens counted again with and
   without that tool: the difference must be exact.
+- With --llama-server: the same add loop driven as llama.cpp's WebUI drives llama-server --jinja
+  (/v1/chat/completions with `tools`, the call and its result sent back as messages, the
+  server's prompt cache on), each step's prompt, cached and prefilled tokens from its timings:
+  what llama.cpp's own tool loop reuses, beside chatapp's.
 - With --tui N: the TUI (Textual's pilot, headless) asked N questions with the tool choice `add`;
   for each, the time from the call's last token (the step's last TextDelta, on the turn's
   worker) to the approval dialog mounted on screen. Target: within 100 ms.
 
-    .venv/bin/python benchmarks/tools.py [--model PATH] [--steps 3] [--tui N]
+  With --template FILE (a Jinja chat template, e.g. tests/data/templates/Qwen-Qwen2.5-7B-Instruct.jinja),
+  both sides run on a copy of the model with that template (`gguf-new-metadata`, in a temp
+  folder): the default model's own template has no tools, and llama-server then renders none.
+
+    .venv/bin/python benchmarks/tools.py [--model PATH] [--steps 3] [--tui N] [--llama-server [--template FILE]]
 """
 
 from __future__ import annotations
@@ -39,8 +47,14 @@ def main() -> None:
     parser.add_argument("--model", type=Path)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--tui", type=int, default=0, help="questions to time the approval dialog on")
+    parser.add_argument("--llama-server", action="store_true", help="also llama-server's own loop")
+    parser.add_argument("--template", type=Path, help="run on a copy of the model with this chat template")
     args = parser.parse_args()
     path = args.model or resolve_model(load_catalog().default)
+    if args.template:
+        path = with_template(path, args.template)
+    if args.llama_server:
+        server_loop(path, args.steps)
     if args.tui:
         import asyncio
 
@@ -122,6 +136,82 @@ def least(records: list, step: int) -> str:
     before, now = records[step - 2], records[step - 1]
     new = now.prompt_tokens - (before.prompt_tokens + before.generated_tokens)
     return f"; new since the last step {new}, so at most {1 - new / now.prompt_tokens:.1%} reusable"
+
+
+def with_template(path: Path, template: Path) -> Path:
+    """A copy of the model at `path` with `template` as its chat template, in a temp folder."""
+    import subprocess
+    import tempfile
+
+    copy = Path(tempfile.mkdtemp(prefix="tools-bench-")) / f"{path.stem}-{template.stem}.gguf"
+    subprocess.run([str(Path(sys.executable).parent / "gguf-new-metadata"), "--chat-template-file", str(template),
+                    "--force", str(path), str(copy)], check=True, capture_output=True)
+    return copy
+
+
+def server_loop(path: Path, steps: int) -> None:
+    """The add loop through llama-server's own tool calling: step 1 with tool_choice "required"
+    (the one tool offered, as chatapp's named choice), later steps "auto", each call run on the
+    same MCP server and its result sent back as a `tool` message, as the WebUI's agentic loop
+    does. The server's timings say what each step reused (cache_n) and prefilled (prompt_n)."""
+    import json
+    import socket
+    import subprocess
+    import tempfile
+    import time
+    import urllib.request
+
+    from chatapp.engine.tools.spec import ToolCall
+    from chatapp.llama_tools import ensure_tools, tool_path
+
+    ensure_tools()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tempfile.NamedTemporaryFile(prefix="tools-bench-server-", suffix=".log", delete=False)
+    proc = subprocess.Popen([str(tool_path("llama-server")), "-m", str(path), "--host", "127.0.0.1", "--port",
+                             str(port), "-c", "2048", "-np", "1", "--jinja", "-t", "2"],
+                            stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+
+    def post(body: dict) -> dict:
+        request = urllib.request.Request(f"{url}/v1/chat/completions", json.dumps(body).encode(),
+                                         {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=300) as response:
+            return json.loads(response.read())
+
+    try:
+        for _ in range(600):
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        server = McpServer("test", command=sys.executable, args=(str(SERVER),))
+        with ToolRegistry.open(ToolSettings(roots=(str(SERVER.parent),), servers=(server,))) as registry:
+            tools = [t.as_openai() for t in registry.choose(["add"])]
+            messages: list[dict] = [{"role": "system", "content": "You are a helpful assistant."},
+                                    {"role": "user", "content": "What is 17 plus 25?"}]
+            for step in range(1, steps + 1):
+                data = post({"messages": messages, "tools": tools, "tool_choice": "required" if step == 1 else "auto",
+                             "temperature": 0.0, "max_tokens": 60, "cache_prompt": True})
+                t, message = data["timings"], data["choices"][0]["message"]
+                prompt = t["cache_n"] + t["prompt_n"]
+                calls = message.get("tool_calls") or []
+                print(f"llama-server step {step}: prompt {prompt}, cached {t['cache_n']} "
+                      f"({t['cache_n'] / prompt:.1%}), "
+                      f"prefilled {t['prompt_n']} in {t['prompt_ms']:.0f} ms; calls "
+                      f"{[(c['function']['name'], c['function']['arguments']) for c in calls]}")
+                if not calls:
+                    print(f"  (no call; the reply: {message.get('content')!r:.200})")
+                    break
+                messages.append({"role": "assistant", "content": message.get("content") or "", "tool_calls": calls})
+                for c in calls:
+                    result = registry.call(ToolCall(c["function"]["name"], json.loads(c["function"]["arguments"])))
+                    messages.append({"role": "tool", "tool_call_id": c.get("id", ""), "content": result.text})
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 async def approval_latency(path: Path, questions: int) -> list[float]:
