@@ -38,8 +38,8 @@ import numpy as np
 from chatapp.engine.filecache import FileCache
 from chatapp.engine.machine.hardware import cpu_name
 from chatapp.engine.local.llama import LlamaRuntime, VerifyTarget, versions
-from chatapp.engine.models.gguf_header import HeaderError, read_header
-from chatapp.engine.models.quant import ggml_type_name
+from chatapp.engine.models.gguf_header import HeaderError
+from chatapp.engine.models.quant import model_info
 
 PROSE = ("The old lighthouse stood on a rocky point at the edge of the bay. Every evening the keeper "
          "climbed the spiral stairs, trimmed the wick and polished the great glass lens until it shone. "
@@ -110,13 +110,18 @@ def prior_exact(runtime: LlamaRuntime) -> str:
     batch and a step (an f16 cache splits a step's long attention over threads, see the module),
     and weights of no repacked type go through the same matrix kernels, row by row. Measured
     here: SmolLM2-135M Q4_1 with q8_0 was exact at every fill, size and thread count checked.
-    Only the first turn on a thread count drafts on it: the check runs after that turn."""
+    Only the first turn on a thread count drafts on it: the check runs after that turn.
+
+    The types are the model's census (`model_info`, scanned at load and cached), not the header
+    read again: that read put 14-15 ms between a fresh home's first drafted prefill and its first
+    token (`ask --json`, ttft_ms - prefill_ms: 29-31 against 13 without drafting). The census
+    counts 1-D tensors too, but those are never of a repacked type: llama.cpp quantizes only
+    tensors of two or more dimensions, and its converters write the rest as floats."""
     info = runtime.info
     if info.gpu_offload or info.layers_offloaded or not info.flash_attn or info.kv_type not in QUANTIZED_KV:
         return ""
     try:
-        types = {ggml_type_name(t.ggml_type) for t in read_header(runtime.path, check_data=False).tensors
-                 if len(t.shape) >= 2}
+        types = set(model_info(runtime.path).tensor_mix)
     except (HeaderError, OSError):
         return ""
     if types & REPACKED_ON_CPU:
