@@ -137,6 +137,24 @@ def test_long_batches_are_checked_at_a_few_sizes(smollm):
     assert smollm.kv_cells_used() == 0
 
 
+def test_the_prior_reads_the_weight_types_from_the_census_the_load_cached(smollm, monkeypatch):
+    """The prior runs before a fresh home's first drafted token: it takes the types from the scan
+    the load cached (model_info), not from the GGUF header read again (14-15 ms there)."""
+    from chatapp.engine.models import quant
+
+    quant.model_info(smollm.path)  # what LocalBackend's load does
+
+    def no_second_read(*_args, **_kwargs):
+        raise AssertionError("the GGUF header was read again")
+
+    from chatapp.engine.models import gguf_header
+
+    for module in (gguf_header, quant, exact_batches):  # wherever a reader is imported by name
+        monkeypatch.setattr(module, "read_header", no_second_read, raising=False)
+    prior = exact_batches.prior_exact(smollm)
+    assert "Q4_1" in prior and "Q8_0" in prior and "none repacked" in prior
+
+
 def test_a_first_turn_drafts_on_the_prior_where_the_kernels_make_batches_exact(smollm, default_model_path):
     """A fresh home's first process: with a q8_0 cache, flash attention and Q4_1 weights (none
     repacked for batches), the turn drafts at the sizes the check will decode and says so; with an
