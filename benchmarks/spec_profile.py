@@ -121,7 +121,8 @@ def pair(engine, text: str, rounds: int) -> None:
 
     # A verify step of one token goes through decode_one; time it there only.
     llama.LlamaRuntime.decode_one = timed(single)
-    llama.VerifyTarget.decode = lambda self, tokens: (batch if len(tokens) == 1 else timed(batch))(self, tokens)
+    timed_batch = timed(batch)
+    llama.VerifyTarget.decode = lambda self, tokens: (batch if len(tokens) == 1 else timed_batch)(self, tokens)
     speeds: dict[str, list[float]] = {"ngram": [], "off": []}
     outside: dict[str, list[float]] = {"ngram": [], "off": []}
     for r in range(rounds):

@@ -187,6 +187,8 @@ def server_loop(path: Path, steps: int) -> None:
                     break
             except OSError:
                 time.sleep(0.1)
+        else:
+            raise SystemExit(f"llama-server did not become ready in a minute; its log: {log.name}")
         server = McpServer("test", command=sys.executable, args=(str(SERVER),))
         with ToolRegistry.open(ToolSettings(roots=(str(SERVER.parent),), servers=(server,))) as registry:
             tools = [t.as_openai() for t in registry.choose(["add"])]
@@ -203,7 +205,7 @@ def server_loop(path: Path, steps: int) -> None:
                       f"prefilled {t['prompt_n']} in {t['prompt_ms']:.0f} ms; calls "
                       f"{[(c['function']['name'], c['function']['arguments']) for c in calls]}")
                 if not calls:
-                    print(f"  (no call; the reply: {message.get('content')!r:.200})")
+                    print(f"  (no call; the reply: {message.get('content')!r:.200}; the server's log: {log.name})")
                     break
                 messages.append({"role": "assistant", "content": message.get("content") or "", "tool_calls": calls})
                 for c in calls:

@@ -140,14 +140,12 @@ def test_long_batches_are_checked_at_a_few_sizes(smollm):
 def test_the_prior_reads_the_weight_types_from_the_census_the_load_cached(smollm, monkeypatch):
     """The prior runs before a fresh home's first drafted token: it takes the types from the scan
     the load cached (model_info), not from the GGUF header read again (14-15 ms there)."""
-    from chatapp.engine.models import quant
+    from chatapp.engine.models import gguf_header, quant
 
     quant.model_info(smollm.path)  # what LocalBackend's load does
 
     def no_second_read(*_args, **_kwargs):
         raise AssertionError("the GGUF header was read again")
-
-    from chatapp.engine.models import gguf_header
 
     for module in (gguf_header, quant, exact_batches):  # wherever a reader is imported by name
         monkeypatch.setattr(module, "read_header", no_second_read, raising=False)
