@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -190,27 +189,13 @@ def against_server(model: Path, views, prompt: list[int]) -> float:
 
     from chatapp.engine.backend import GenerationSettings
     from chatapp.engine.server.backend import sampling
-    from chatapp.llama_tools import ensure_tools
+    from llama_server import llama_server
 
     generation = GenerationSettings(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=3, max_tokens=24)
     chain = dict(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=3)
     reply = views.generate(prompt, max_tokens=24, **chain)
     replay = views.replay_chain(prompt, reply, **chain)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([str(ensure_tools() / "llama-server"), "-m", str(model), "--port", str(port), "-np", "1",
-                               "-c", "2048", "-fa", "off", "-t", str(views.runtime.threads[0])],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
+    with llama_server(model, "-np", "1", "-c", "2048", "-fa", "off", "-t", str(views.runtime.threads[0])) as url:
         worst = 0.0
         for i, step in enumerate(replay.steps):
             body = {"prompt": prompt + reply[:i], "n_predict": 1, "cache_prompt": True, **sampling(generation),
@@ -219,9 +204,6 @@ def against_server(model: Path, views, prompt: list[int]) -> float:
             mine = {c.id: c.p for c in step.stages[-1].top}
             worst = max([worst] + [abs(c["prob"] - mine.get(c["id"], 0.0)) for c in entry["top_probs"]])
         return worst
-    finally:
-        server.terminate()
-        server.wait()
 
 
 if __name__ == "__main__":

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import socket
 import statistics
-import subprocess
 import time
 from collections.abc import Iterator
 
@@ -30,7 +28,7 @@ from chatapp.engine.events import TextDelta, TurnDone
 from chatapp.engine.machine.hardware import physical_cores
 from chatapp.engine.models.resolve import resolve_model
 from chatapp.errors import ServerError
-from chatapp.llama_tools import ensure_tools
+from llama_server import llama_server
 
 PROMPT = "Write a long, detailed story about a lighthouse keeper who finds a message in a bottle."
 
@@ -38,17 +36,8 @@ PROMPT = "Write a long, detailed story about a lighthouse keeper who finds a mes
 @contextlib.contextmanager
 def local_server(ctx: int) -> Iterator[str]:
     """A llama-server on the default model, as the remote tests start it."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    args = [str(ensure_tools() / "llama-server"), "-m", str(resolve_model(None)), "--host", "127.0.0.1",
-            "--port", str(port), "-np", "1", "-c", str(ctx), "-fa", "on", "-t", str(physical_cores())]
-    process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with llama_server(resolve_model(None), "-np", "1", "-c", str(ctx), "-fa", "on", "-t", str(physical_cores())) as url:
+        yield url
 
 
 def connect(settings: Settings) -> Engine:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -44,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from llama_server import llama_server
 from speculative import FUNCTION, PARAGRAPH, TASKS as OLD_TASKS  # the two existing copy tasks
 
 PASSAGE = ("Bees communicate the location of food through a behaviour called the waggle dance. A forager "
@@ -195,30 +195,16 @@ class Bench:
 
     def server(self, config: Config, task: str, text: str) -> Run:
         a = self.args
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
         log = self.log_dir / f"{task}-{config.name}-{time.monotonic_ns()}.log"
-        command = [str(self.server_bin), "-m", str(self.model), "--host", "127.0.0.1", "--port", str(port),
-                   "-t", str(a.threads), "-tb", str(a.threads), "-fa", "on", "-ctk", a.kv_type, "-ctv", a.kv_type,
-                   "-c", str(a.ctx), "-np", "1", *a.server_arg, *config.args]
-        with open(log, "w") as out:
-            proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-            try:
-                self._wait_ready(port, proc)
-                body = {"prompt": self.prompts[task], "n_predict": a.tokens, "temperature": 0.0, "seed": 1,
-                        "cache_prompt": False, "stream": False}
-                request = urllib.request.Request(f"http://127.0.0.1:{port}/completion", json.dumps(body).encode(),
-                                                 {"Content-Type": "application/json"})
-                with urllib.request.urlopen(request, timeout=600) as response:
-                    data = json.loads(response.read())
-            finally:
-                proc.terminate()
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+        args = ("-t", str(a.threads), "-tb", str(a.threads), "-fa", "on", "-ctk", a.kv_type, "-ctv", a.kv_type,
+                "-c", str(a.ctx), "-np", "1", *a.server_arg, *config.args)
+        with llama_server(self.model, *args, log=log, binary=self.server_bin) as url:
+            body = {"prompt": self.prompts[task], "n_predict": a.tokens, "temperature": 0.0, "seed": 1,
+                    "cache_prompt": False, "stream": False}
+            request = urllib.request.Request(f"{url}/completion", json.dumps(body).encode(),
+                                             {"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=600) as response:
+                data = json.loads(response.read())
         t = data["timings"]
         detail = ""
         if "draft_n" in t:
@@ -226,20 +212,6 @@ class Bench:
             detail = (f"drafted {t['draft_n']}, accepted {t['draft_n_accepted']}"
                       + (f"; log: {steps[-1].split(':', 1)[-1].strip()[:90]}" if steps else ""))
         return Run(t["predicted_per_second"], data["content"], t["predicted_n"], detail, t)
-
-    def _wait_ready(self, port: int, proc: subprocess.Popen) -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise SystemExit(f"llama-server exited ({proc.returncode}); see {self.log_dir}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise SystemExit("llama-server did not become ready in 60 s")
 
     def run(self, config: Config, task: str, text: str) -> Run:
         return (self.chatapp if config.side == "chatapp" else self.server)(config, task, text)

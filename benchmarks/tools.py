@@ -155,48 +155,30 @@ def server_loop(path: Path, steps: int) -> None:
     same MCP server and its result sent back as a `tool` message, as the WebUI's agentic loop
     does. The server's timings say what each step reused (cache_n) and prefilled (prompt_n)."""
     import json
-    import socket
-    import subprocess
     import tempfile
-    import time
     import urllib.request
 
     from chatapp.engine.tools.spec import ToolCall
-    from chatapp.llama_tools import ensure_tools, tool_path
+    from llama_server import llama_server
 
-    ensure_tools()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = tempfile.NamedTemporaryFile(prefix="tools-bench-server-", suffix=".log", delete=False)
-    proc = subprocess.Popen([str(tool_path("llama-server")), "-m", str(path), "--host", "127.0.0.1", "--port",
-                             str(port), "-c", "2048", "-np", "1", "--jinja", "-t", "2"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    log = Path(tempfile.mkdtemp(prefix="tools-bench-server-")) / "llama-server.log"
 
-    def post(body: dict) -> dict:
+    def post(url: str, body: dict) -> dict:
         request = urllib.request.Request(f"{url}/v1/chat/completions", json.dumps(body).encode(),
                                          {"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=300) as response:
             return json.loads(response.read())
 
-    try:
-        for _ in range(600):
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=1):
-                    break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            raise SystemExit(f"llama-server did not become ready in a minute; its log: {log.name}")
+    with llama_server(path, "-c", "2048", "-np", "1", "--jinja", "-t", "2", log=log) as url:
         server = McpServer("test", command=sys.executable, args=(str(SERVER),))
         with ToolRegistry.open(ToolSettings(roots=(str(SERVER.parent),), servers=(server,))) as registry:
             tools = [t.as_openai() for t in registry.choose(["add"])]
             messages: list[dict] = [{"role": "system", "content": "You are a helpful assistant."},
                                     {"role": "user", "content": "What is 17 plus 25?"}]
             for step in range(1, steps + 1):
-                data = post({"messages": messages, "tools": tools, "tool_choice": "required" if step == 1 else "auto",
-                             "temperature": 0.0, "max_tokens": 60, "cache_prompt": True})
+                choice = "required" if step == 1 else "auto"
+                data = post(url, {"messages": messages, "tools": tools, "tool_choice": choice, "temperature": 0.0,
+                                  "max_tokens": 60, "cache_prompt": True})
                 t, message = data["timings"], data["choices"][0]["message"]
                 prompt = t["cache_n"] + t["prompt_n"]
                 calls = message.get("tool_calls") or []
@@ -205,15 +187,12 @@ def server_loop(path: Path, steps: int) -> None:
                       f"prefilled {t['prompt_n']} in {t['prompt_ms']:.0f} ms; calls "
                       f"{[(c['function']['name'], c['function']['arguments']) for c in calls]}")
                 if not calls:
-                    print(f"  (no call; the reply: {message.get('content')!r:.200}; the server's log: {log.name})")
+                    print(f"  (no call; the reply: {message.get('content')!r:.200}; the server's log: {log})")
                     break
                 messages.append({"role": "assistant", "content": message.get("content") or "", "tool_calls": calls})
                 for c in calls:
                     result = registry.call(ToolCall(c["function"]["name"], json.loads(c["function"]["arguments"])))
                     messages.append({"role": "tool", "tool_call_id": c.get("id", ""), "content": result.text})
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 async def approval_latency(path: Path, questions: int) -> list[float]:
