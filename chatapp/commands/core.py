@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from chatapp.commands.opening import open_engine, settings_with
+from chatapp.commands.opening import open_engine, session_to_open, settings_with
 from chatapp.config import DRAFT_MODES, Settings
 from chatapp.engine.sampling import MAX_LOGPROBS, check_logprobs
 from chatapp.errors import InputError
@@ -56,6 +56,9 @@ ServerOpt = Annotated[Optional[str], typer.Option(
 DraftOpt = Annotated[Optional[str], typer.Option(
     "--draft", help=f"Speculative decoding: {' or '.join(DRAFT_MODES)} (ngram drafts by prompt lookup and "
                     "verifies the drafts in one batch; the replies stay the same)." + configured("draft"))]
+ContinueOpt = Annotated[bool, typer.Option(
+    "--continue", metavar=FLAG, help="Continue the session used last (sessions list's first; every TUI chat is "
+                                     "kept as one), as llm -c does. -c is the context size, as in llama-cli.")]
 DraftMaxOpt = Annotated[Optional[int], typer.Option(
     "--draft-max", help="The most draft tokens one decode step verifies (1 to 64)." + configured("draft_max"))]
 ThinkBudgetOpt = Annotated[Optional[int], typer.Option(
@@ -94,7 +97,7 @@ def root(
     """Chat with a local model in the terminal and watch how inference works."""
     if ctx.invoked_subcommand is None:
         chat(model=None, theme=None, n_ctx=None, session=None, system=None, allow_long_ctx=False, server=None,
-             api_key=None, draft=None, draft_max=None)
+             api_key=None, draft=None, draft_max=None, continue_latest=False)
 
 
 def chat(
@@ -103,6 +106,7 @@ def chat(
         "--theme", help="Theme name (see chatapp themes list)." + configured("theme"))] = None,
     n_ctx: CtxOpt = None,
     session: Annotated[Optional[str], typer.Option("--session", help="Open or create a saved session.")] = None,
+    continue_latest: ContinueOpt = False,
     system: SystemOpt = None,
     allow_long_ctx: LongCtxOpt = False,
     server: ServerOpt = None,
@@ -117,6 +121,7 @@ def chat(
     """Open the chat TUI."""
     from chatapp.commands.tui import run_app
 
+    session = session_to_open(session, continue_latest)
     settings = settings_with(theme=theme, n_ctx=n_ctx, system_prompt=system, allow_long_ctx=allow_long_ctx or None,
                              server=server, api_key=api_key, draft=draft, draft_max=draft_max,
                              incognito=incognito or None)
@@ -148,6 +153,7 @@ def ask(
                                      + configured("gpu_layers", "-1 (all)"))] = None,
     as_json: Annotated[bool, typer.Option("--json", metavar=FLAG, help="One JSON object per turn per line.")] = False,
     session: Annotated[Optional[str], typer.Option("--session", help="Create or continue a saved session.")] = None,
+    continue_latest: ContinueOpt = False,
     allow_long_ctx: LongCtxOpt = False,
     server: ServerOpt = None,
     api_key: ApiKeyOpt = None,
@@ -199,10 +205,12 @@ def ask(
     prompts = list(prompts or ())
     if any(not p.strip() for p in prompts):
         raise InputError("the prompt is empty")
+    session = session_to_open(session, continue_latest)
     if branch_from is not None and session is None:
-        raise InputError("--branch-from needs --session: it names a message of a saved session")
+        raise InputError("--branch-from needs --session (or --continue): it names a message of a saved session")
     if edit is not None and (session is None or branch_from is not None):
-        raise InputError("--edit needs --session, and no --branch-from: it names a message of a saved session")
+        raise InputError("--edit needs --session (or --continue), and no --branch-from: it names a message of a "
+                         "saved session")
     if (at_token is None) != (token is None) or (at_token is not None and branch_from is None):
         raise InputError("--at-token and --token go together, with --branch-from REPLY")
     if at_token is None:  # a branch from a token continues a reply: its prompt is only a placeholder

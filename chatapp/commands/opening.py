@@ -22,6 +22,7 @@ from rich.progress import (
 )
 
 from chatapp.config import Settings, adjusted, load_settings
+from chatapp.errors import InputError
 from chatapp.format import display_url
 
 if TYPE_CHECKING:  # the engine is imported once the arguments are checked
@@ -35,6 +36,24 @@ def settings_with(**overrides) -> Settings:
     if notices:
         print(f"chatapp: note: {'; '.join(notices)}", file=sys.stderr)
     return settings
+
+
+def session_to_open(session: str | None, continue_latest: bool) -> str | None:
+    """The session `--session NAME` or `--continue` names: with `--continue`, the one used last
+    (`sessions list`'s first, the TUI's last chat included), as `llm -c` continues its last
+    conversation. InputError when both are given, or there is no session to continue."""
+    if not continue_latest:
+        return session
+    if session is not None:
+        raise InputError("--continue and --session both name a session: give one of them")
+    from chatapp.engine.sessions import SessionManager
+
+    newest = SessionManager.open(load_settings(), create=False).store.summaries()
+    if not newest:
+        raise InputError("--continue: there is no saved session yet (every chat in the TUI is kept as one, "
+                         "and ask --session NAME starts one)")
+    print(f"chatapp: continuing session {newest[0].name!r}", file=sys.stderr)
+    return newest[0].name
 
 
 def open_engine(settings: Settings, model: str | None, console: Console | None = None) -> Engine:

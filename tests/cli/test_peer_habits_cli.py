@@ -90,6 +90,23 @@ def test_piped_text_goes_before_the_first_question_as_llm_puts_it(run):
     assert user_turns(run, "c") == [code.rstrip() + "\n\nWhat does this do?", "And its name?"]
 
 
+def test_continue_goes_on_with_the_session_used_last_as_llm_c_does(run):
+    nothing = run("ask", *LONG, "--continue", "Hello?")
+    assert nothing.returncode == 2 and one_line(nothing) == (
+        "chatapp: Input: --continue: there is no saved session yet (every chat in the TUI is kept as one, and "
+        "ask --session NAME starts one)")
+    record(run("ask", *LONG, "--session", "older", "What is 2 plus 2?"))
+    record(run("ask", *LONG, "--session", "newer", "Name a colour."))
+    went_on = run("ask", *LONG, "--continue", "And another one?")
+    assert record(went_on)["cached_tokens"] > 0  # resumed with the session's KV state, not prefilled again
+    assert "continuing session 'newer'" in went_on.stderr
+    assert user_turns(run, "newer") == ["Name a colour.", "And another one?"]
+    assert user_turns(run, "older") == ["What is 2 plus 2?"]
+    both = run("ask", *LONG, "--continue", "--session", "older", "Hello?")
+    assert both.returncode == 2 and one_line(both) == (
+        "chatapp: Input: --continue and --session both name a session: give one of them")
+
+
 @pytest.mark.parametrize(("data", "expected"), [
     (b"", "chatapp: Input: Missing argument 'prompts': give a question, or pipe one on stdin (it was empty)"),
     (b" \n\t\n", "chatapp: Input: Missing argument 'prompts': give a question, or pipe one on stdin (it was empty)"),
