@@ -26,6 +26,12 @@ their order round by round (pairs), and each ratio is a median over rounds of pe
     .venv/bin/python benchmarks/spec_vs_llama_server.py [--rounds 3] [--tokens 256] [--tasks copy]
     .venv/bin/python benchmarks/spec_vs_llama_server.py --configs chatapp-ngram,server-ngram-mod
     .venv/bin/python benchmarks/spec_vs_llama_server.py --cold [--rounds 3] [--tasks paragraph]
+
+`--again NAME` runs configuration NAME twice in every round, the second time as `NAME~again`,
+and holds that copy to the same figure as chatapp (the best of the *other* server drafters, NAME
+among them): an A/A check of how far one drafter reads from itself, and from "the best of
+several" picked afterwards, on this machine.
+    .venv/bin/python benchmarks/spec_vs_llama_server.py --cold --tasks copy --again server-ngram-mod@48
 """
 
 from __future__ import annotations
@@ -94,6 +100,10 @@ COPY = {
 }
 CHAT = {f"chat{i + 1}": prompt for i, prompt in enumerate(OLD_TASKS["chat"])}
 assert PARAGRAPH in COPY["paragraph"] and FUNCTION in COPY["rename"]
+
+
+AGAIN = "~again"
+"""The suffix of `--again`'s copy of a configuration."""
 
 
 @dataclass
@@ -235,6 +245,9 @@ def main() -> None:
                         help="chatapp with an f16 cache setting (drafting then chooses its own KV type).")
     parser.add_argument("--cold", action="store_true",
                         help="A fresh home (XDG folders) for every chatapp process, and no warm-up run.")
+    parser.add_argument("--again", default=None, metavar="NAME",
+                        help="Run configuration NAME a second time in each round (as NAME~again) and "
+                             "hold it to the best of the others, as chatapp is (an A/A check).")
     args = parser.parse_args()
     if args.draft_max is None:
         from chatapp.config import Settings
@@ -242,6 +255,12 @@ def main() -> None:
         args.draft_max = Settings().draft_max
     all_configs = configs(args.draft_max)
     chosen = all_configs if not args.configs else [c for c in all_configs if c.name in args.configs.split(",")]
+    if args.again:
+        twin = next((c for c in chosen if c.name == args.again), None)
+        if twin is None:
+            names = ", ".join(c.name for c in chosen)
+            raise SystemExit(f"--again {args.again}: not among the configurations run ({names})")
+        chosen.append(Config(f"{twin.name}{AGAIN}", twin.side, twin.args))
     tasks = {}
     for item in args.tasks.split(","):
         tasks |= COPY if item == "copy" else CHAT if item == "chat" else {item: {**COPY, **CHAT}[item]}
@@ -279,14 +298,15 @@ def report(task: str, runs: dict[str, list[Run]]) -> None:
     medians = {name: statistics.median(r.tps for r in rs) for name, rs in runs.items() if rs}
     line = ", ".join(f"{name} {tps:.1f}" for name, tps in medians.items())
     print(f"{task}: median tok/s: {line}")
-    if "chatapp-ngram" not in runs:
-        return
-    for name in runs:
-        if name == "chatapp-ngram":
+    for challenger in ("chatapp-ngram", *(n for n in runs if n.endswith(AGAIN))):
+        if challenger not in runs:
             continue
-        per_round = ratios(runs["chatapp-ngram"], runs[name])
-        print(f"  chatapp-ngram / {name:26} median {statistics.median(per_round):.3f}  rounds "
-              + " ".join(f"{x:.3f}" for x in per_round))
+        for name in runs:
+            if name == challenger:
+                continue
+            per_round = ratios(runs[challenger], runs[name])
+            print(f"  {challenger} / {name:26} median {statistics.median(per_round):.3f}  rounds "
+                  + " ".join(f"{x:.3f}" for x in per_round))
     if "server-plain" in runs:
         for name in runs:
             if name.startswith("server-ngram"):
@@ -298,18 +318,19 @@ def report(task: str, runs: dict[str, list[Run]]) -> None:
 def summary(results: dict, args) -> None:
     print(f"summary ({'cold' if args.cold else 'warm'}; medians of per-round ratios):")
     for task, runs in results.items():
-        if "chatapp-ngram" not in runs:
-            continue
-        servers = [n for n in runs if n.startswith("server-ngram")]
+        servers = [n for n in runs if n.startswith("server-ngram") and not n.endswith(AGAIN)]
         best = max(servers, key=lambda n: statistics.median(r.tps for r in runs[n]), default=None)
-        ours = runs["chatapp-ngram"]
-        parts = []
-        if best:
-            parts.append(f"vs best server drafter ({best}) {statistics.median(ratios(ours, runs[best])):.3f}")
-        for other in ("chatapp-plain", "server-plain"):
-            if other in runs:
-                parts.append(f"vs {other} {statistics.median(ratios(ours, runs[other])):.3f}")
-        print(f"  {task:10} " + "; ".join(parts))
+        for challenger in ("chatapp-ngram", *(n for n in runs if n.endswith(AGAIN))):
+            if challenger not in runs:
+                continue
+            ours = runs[challenger]
+            parts = []
+            if best:
+                parts.append(f"vs best server drafter ({best}) {statistics.median(ratios(ours, runs[best])):.3f}")
+            for other in ("chatapp-plain", "server-plain", challenger.removesuffix(AGAIN)):
+                if other in runs and other != challenger:
+                    parts.append(f"vs {other} {statistics.median(ratios(ours, runs[other])):.3f}")
+            print(f"  {task:10} {challenger}: " + "; ".join(dict.fromkeys(parts)))
     for group, names in (("copy", COPY), ("chat", CHAT)):
         rows = [statistics.median(ratios(runs["chatapp-ngram"], runs["chatapp-plain"]))
                 for task, runs in results.items() if task in names and {"chatapp-ngram", "chatapp-plain"} <= set(runs)]
