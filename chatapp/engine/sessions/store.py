@@ -446,6 +446,14 @@ class SessionStore:
                              row.updated_at, Revision(row.id, row.revision), tuple(attachments), tuple(notices),
                              system + tree.messages(), tree.leaf)
 
+    def has(self, name: str) -> bool:
+        """Whether a session of this name exists (without reading it: naming a new chat asks this
+        for every "name 2", "name 3", ... in use)."""
+        if not self._readable():
+            return False
+        with self._connect(readonly=True) as conn:
+            return conn.execute("SELECT 1 FROM sessions WHERE name = ?", (name,)).fetchone() is not None
+
     def current(self, session_id: int) -> tuple[str, int] | None:
         """The session's name and revision now, or None once it has been removed."""
         if not self._readable():

@@ -400,7 +400,7 @@ class SessionController:
         keeps every chat. None (and said once) when the sessions database cannot be opened."""
         try:
             manager = self.manager or SessionManager.open(self.app.settings)
-            name = name_from(question, lambda taken: manager.store.load(taken) is not None)
+            name = name_from(question, manager.store.has)
             live = manager.resume(name, engine)
         except (ChatappError, OSError) as exc:
             error = exc.one_line() if isinstance(exc, ChatappError) else str(exc)
