@@ -70,9 +70,12 @@ def test_template_in_a_session_predicts_what_it_prefills_again(chatapp_exe, r1_m
     assert second["prefill_tokens"] >= second["reprefill_expected"]
 
 
-def test_think_more_answers_again_beside_the_reply_prefilling_nothing(chatapp_exe, r1_model):
+@pytest.mark.parametrize("keep", [(), ("--session", "s")], ids=["kept nowhere", "kept"])
+def test_think_more_answers_again_beside_the_reply_prefilling_nothing(chatapp_exe, r1_model, keep):
+    """Kept too: the reply's save waits for the think-more turn, as saving cuts the cache back to
+    the path's prompt, which this template renders without the thought."""
     result = chatapp_exe("ask", "--model", str(r1_model), "--json", "--temperature", "0", "--max-tokens", "32",
-                         "--think-budget", "6", "--think-more", "8", "What is the capital of France?")
+                         "--think-budget", "6", "--think-more", "8", *keep, "What is the capital of France?")
     assert result.returncode == 0, result.stderr
     first, more = (json.loads(line) for line in result.stdout.splitlines()[-2:])
     assert more["think_more"] == 8 and more["think_more_from"] == "cache"
@@ -81,6 +84,21 @@ def test_think_more_answers_again_beside_the_reply_prefilling_nothing(chatapp_ex
     assert more["thinking"].startswith(first["thinking"].rstrip("\n")) and more["reply"].strip()
     bad = chatapp_exe("ask", "--model", str(r1_model), "--think-more", "-2", "hi")
     assert bad.returncode != 0 and "--think-more takes a number of tokens" in bad.stderr
+
+
+def test_think_more_on_a_reply_without_a_thought_is_one_line_and_the_reply_is_still_kept(chatapp_exe):
+    """The default model does not think: --think-more is refused after the reply, whose save was
+    held for it (a save cuts the cache the thought would be reused from), and that reply is kept."""
+    result = chatapp_exe("ask", "--json", "--temperature", "0", "--max-tokens", "8", "--think-more", "8",
+                         "--session", "Name a colour.", "Name a colour.")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "chatapp: Input: think more goes on from a reply with a thought: this one has none")
+    [record] = [json.loads(line) for line in result.stdout.splitlines()]
+    listed = json.loads(chatapp_exe("sessions", "list", "--json").stdout)["sessions"]
+    assert [s["name"] for s in listed] == [record["session"]] == ["Name a colour."]
+    exported = json.loads(chatapp_exe("sessions", "export", "Name a colour.", "--format", "json").stdout)
+    assert [m["content"] for m in exported["messages"] if m["role"] == "assistant"] == [record["reply"]]
 
 
 def test_a_session_keeps_the_thinking_mode_it_was_asked_with(chatapp_exe, r1_model):
