@@ -174,9 +174,12 @@ class Bench:
 
     def chatapp(self, config: Config, task: str, text: str, tokens: int | None = None) -> Run:
         a = self.args
-        command = [str(Path(sys.executable).parent / "chatapp"), "ask", "--json", "--model", str(self.model),
-                   "--threads", str(a.threads), "--kv-type", a.kv_type, "--temperature", "0", "--ctx", str(a.ctx),
-                   "--max-tokens", str(tokens or a.tokens), "--draft-max", str(a.draft_max), *config.args, text]
+        # --incognito: every ask is otherwise kept as a session, and warm runs would fill this
+        # account's sessions list with hundreds of copies of the tasks.
+        command = [str(Path(sys.executable).parent / "chatapp"), "ask", "--json", "--incognito", "--model",
+                   str(self.model), "--threads", str(a.threads), "--kv-type", a.kv_type, "--temperature", "0",
+                   "--ctx", str(a.ctx), "--max-tokens", str(tokens or a.tokens), "--draft-max", str(a.draft_max),
+                   *config.args, text]
         if a.chatapp_f16:
             command[command.index("--kv-type") + 1] = "f16"
         with tempfile.TemporaryDirectory(prefix="spec-vs-server-home-") as home:

@@ -111,7 +111,8 @@ class Settings:
     them, usually dropped) or "keep" (as generated, so the cache is reused)."""
     incognito: bool = False
     """Keep no chat: one is saved only when you save it as a session (F6). Off, every chat in
-    the TUI is a session from its first turn, named after its first question (F6 renames it)."""
+    the TUI and every `ask` is a session from its first turn, named after its first question
+    (F6 renames it)."""
     temperature: float = 0.7
     top_p: float = 0.95
     """0 to 1; 1 turns it off."""

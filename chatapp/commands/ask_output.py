@@ -155,13 +155,17 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     out = TurnOutput()
     manager: SessionManager | None = None
+    kept_as = None
     if session is not None:
         from chatapp.engine.sessions import SessionManager, validate_name
 
         validate_name(session)
         manager = SessionManager.open(settings)  # before loading the model: a bad database fails fast
-        for notice in manager.notices:
-            err.print(f"[yellow]sessions: {escape(notice)}[/]")
+    elif not settings.incognito:
+        manager, kept_as = keep_chat(settings, prompts[0], err)
+        session = kept_as
+    for notice in manager.notices if manager is not None else ():
+        err.print(f"[yellow]sessions: {escape(notice)}[/]")
     engine = open_engine(settings, model, err)
     for notice in engine.load_notices:
         err.print(f"[yellow]{escape(notice)}[/]")
@@ -178,7 +182,25 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
         if registry is not None:
             registry.close()
         engine.close()
+    if kept_as is not None and not as_json and manager.store.has(kept_as):  # --json records say "session"
+        err.print(f"[dim]kept as session {escape(repr(kept_as))}: chatapp ask --continue goes on with it[/]")
     out.raise_if_failed()
+
+
+def keep_chat(settings: Settings, question: str, err: Console) -> tuple[SessionManager | None, str | None]:
+    """Every `ask` is kept, as every chat in the TUI is: a new session named after its first
+    question (the config's `incognito`, or --incognito, keeps none). A sessions folder that cannot
+    be used keeps nothing and says so in one line; the question is asked all the same."""
+    from chatapp.engine.sessions import SessionManager
+    from chatapp.engine.sessions.names import name_from
+
+    try:
+        manager = SessionManager.open(settings)
+        return manager, name_from(question[:4096], manager.store.has)  # a name is a line's first words
+    except (ChatappError, OSError) as exc:
+        error = exc.one_line() if isinstance(exc, ChatappError) else str(exc)
+        err.print(f"[yellow]sessions: this chat is not kept: {escape(error)}[/]")
+        return None, None
 
 
 def _session_thinking(engine: Engine, live: LiveSession, given: frozenset[str], err: Console) -> None:

@@ -197,6 +197,10 @@ def ask(
         "--allow-tool", help="Let calls of this tool run without asking; repeatable. Others are refused.")] = None,
     allow_tools: Annotated[bool, typer.Option("--allow-tools", metavar=FLAG,
                                               help="Let every offered tool's calls run.")] = False,
+    incognito: Annotated[bool, typer.Option(
+        "--incognito", help="Keep this chat nowhere. Without it (or --session), every ask is kept as a new "
+                            "session named after its first question, as every TUI chat is."
+                            + configured("incognito"))] = False,
 ) -> None:
     """Ask one or more questions in one conversation; print replies and per-turn stats.
 
@@ -232,7 +236,7 @@ def ask(
                              allow_long_ctx=allow_long_ctx or None, server=server, api_key=api_key,
                              draft=draft, draft_max=draft_max, think_budget=think_budget,
                              think_budget_message=think_budget_message,
-                             thinking_history=thinking_history)
+                             thinking_history=thinking_history, incognito=incognito or None)
     from chatapp.commands.ask_output import run_ask
 
     run_ask(settings, model, prompts, as_json=as_json, session=session, attachments=loaded, system=system,

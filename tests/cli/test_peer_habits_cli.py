@@ -90,21 +90,42 @@ def test_piped_text_goes_before_the_first_question_as_llm_puts_it(run):
     assert user_turns(run, "c") == [code.rstrip() + "\n\nWhat does this do?", "And its name?"]
 
 
-def test_continue_goes_on_with_the_session_used_last_as_llm_c_does(run):
+def session_names(run) -> list[str]:
+    out = run("sessions", "list", "--json")
+    assert out.returncode == 0, out.stderr
+    return sorted(s["name"] for s in json.loads(out.stdout)["sessions"])
+
+
+def test_every_ask_is_kept_and_continue_goes_on_with_the_session_used_last_as_llm_c_does(run):
     nothing = run("ask", *LONG, "--continue", "Hello?")
     assert nothing.returncode == 2 and one_line(nothing) == (
         "chatapp: Input: --continue: there is no saved session yet (every chat in the TUI is kept as one, and "
         "ask --session NAME starts one)")
     record(run("ask", *LONG, "--session", "older", "What is 2 plus 2?"))
-    record(run("ask", *LONG, "--session", "newer", "Name a colour."))
+    assert record(run("ask", *LONG, "Name a colour."))["session"] == "Name a colour."
     went_on = run("ask", *LONG, "--continue", "And another one?")
-    assert record(went_on)["cached_tokens"] > 0  # resumed with the session's KV state, not prefilled again
-    assert "continuing session 'newer'" in went_on.stderr
-    assert user_turns(run, "newer") == ["Name a colour.", "And another one?"]
+    continued = record(went_on)
+    assert continued["session"] == "Name a colour." and "continuing session 'Name a colour.'" in went_on.stderr
+    assert continued["cached_tokens"] > 0  # resumed with the session's KV state, not prefilled again
+    assert user_turns(run, "Name a colour.") == ["Name a colour.", "And another one?"]
     assert user_turns(run, "older") == ["What is 2 plus 2?"]
+    again = run("ask", "-n", "4", "--threads", "1", "Name a colour.")  # a name in use: numbered, as in the TUI
+    assert again.returncode == 0 and "kept as session 'Name a colour. 2'" in again.stderr, again.stderr
+    assert "session" not in record(run("ask", *LONG, "--incognito", "Name a fruit."))
+    assert session_names(run) == ["Name a colour.", "Name a colour. 2", "older"]
     both = run("ask", *LONG, "--continue", "--session", "older", "Hello?")
     assert both.returncode == 2 and one_line(both) == (
         "chatapp: Input: --continue and --session both name a session: give one of them")
+
+
+def test_an_ask_whose_sessions_cannot_be_opened_is_answered_and_says_it_is_not_kept(run, isolated_dirs):
+    database = Path(isolated_dirs["XDG_DATA_HOME"]) / "chatapp" / "sessions" / "sessions.db"
+    database.parent.mkdir(parents=True)
+    database.write_bytes(b"not a database, " * 64)
+    out = run("ask", *LONG, "Name a colour.")
+    assert "session" not in record(out)
+    assert "sessions: this chat is not kept:" in out.stderr and "Traceback" not in out.stderr
+    assert database.read_bytes() == b"not a database, " * 64  # what was there is left as it was
 
 
 @pytest.mark.parametrize(("data", "expected"), [

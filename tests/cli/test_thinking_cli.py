@@ -70,7 +70,7 @@ def test_template_in_a_session_predicts_what_it_prefills_again(chatapp_exe, r1_m
     assert second["prefill_tokens"] >= second["reprefill_expected"]
 
 
-@pytest.mark.parametrize("keep", [(), ("--session", "s")], ids=["kept nowhere", "kept"])
+@pytest.mark.parametrize("keep", [("--incognito",), ("--session", "s")], ids=["kept nowhere", "kept"])
 def test_think_more_answers_again_beside_the_reply_prefilling_nothing(chatapp_exe, r1_model, keep):
     """Kept too: the reply's save waits for the think-more turn, as saving cuts the cache back to
     the path's prompt, which this template renders without the thought."""
