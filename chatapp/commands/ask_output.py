@@ -203,6 +203,15 @@ def keep_chat(settings: Settings, question: str, err: Console) -> tuple[SessionM
         return None, None
 
 
+def _save_turns(live: LiveSession, records: list[TurnRecord], err: Console) -> TurnRecord:
+    """Save each turn's record in order, saying what each save noticed; the last record as saved."""
+    for record in records:
+        saved = live.save_turn(record)
+        for notice in saved.notices:
+            err.print(f"[yellow]session {escape(live.name)}: {escape(notice)}[/]")
+    return saved.record
+
+
 def _session_thinking(engine: Engine, live: LiveSession, given: frozenset[str], err: Console) -> None:
     """A thinking model's mode and earlier thoughts' keeping as the session keeps them (the TUI's
     choices, or earlier flags), where the command line does not say (`given`: "think" for
@@ -325,11 +334,8 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
                         # thinking more goes on from, and it would be prefilled again.
                         record = deferred = live.annotate(record)
                     elif live is not None:
-                        for turn_record in (deferred, record) if deferred is not None else (record,):
-                            saved = live.save_turn(turn_record)
-                            for notice in saved.notices:
-                                err.print(f"[yellow]session {escape(live.name)}: {escape(notice)}[/]")
-                        record, deferred = saved.record, None
+                        record = _save_turns(live, [r for r in (deferred, record) if r is not None], err)
+                        deferred = None
                     if as_json:
                         data = record.to_json()
                         data.update(model=summary.name, quant=summary.quant, backend=summary.backend,
@@ -361,7 +367,6 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
                 break
     finally:
         if deferred is not None:  # --think-more never ran (refused, failed): its reply is saved all the same
-            for notice in live.save_turn(deferred).notices:
-                err.print(f"[yellow]session {escape(live.name)}: {escape(notice)}[/]")
+            _save_turns(live, [deferred], err)
     if live is not None and given:
         _keep_thinking(engine, live, given, err)

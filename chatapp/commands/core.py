@@ -57,8 +57,9 @@ DraftOpt = Annotated[Optional[str], typer.Option(
     "--draft", help=f"Speculative decoding: {' or '.join(DRAFT_MODES)} (ngram drafts by prompt lookup and "
                     "verifies the drafts in one batch; the replies stay the same)." + configured("draft"))]
 ContinueOpt = Annotated[bool, typer.Option(
-    "--continue", metavar=FLAG, help="Continue the session used last (sessions list's first; every TUI chat is "
-                                     "kept as one), as llm -c does. -c is the context size, as in llama-cli.")]
+    "--continue", metavar=FLAG, help="Continue the session used last (sessions list's first; every chat, an "
+                                     "ask's too, is kept as one), as llm -c does. -c is the context size, as in "
+                                     "llama-cli.")]
 DraftMaxOpt = Annotated[Optional[int], typer.Option(
     "--draft-max", help="The most draft tokens one decode step verifies (1 to 64)." + configured("draft_max"))]
 ThinkBudgetOpt = Annotated[Optional[int], typer.Option(

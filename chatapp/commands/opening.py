@@ -50,8 +50,8 @@ def session_to_open(session: str | None, continue_latest: bool) -> str | None:
 
     newest = SessionManager.open(load_settings(), create=False).store.summaries()
     if not newest:
-        raise InputError("--continue: there is no saved session yet (every chat in the TUI is kept as one, "
-                         "and ask --session NAME starts one)")
+        raise InputError("--continue: there is no saved session yet (every chat, in the TUI or by ask, is kept "
+                         "as one unless incognito)")
     print(f"chatapp: continuing session {newest[0].name!r}", file=sys.stderr)
     return newest[0].name
 

@@ -99,8 +99,8 @@ def session_names(run) -> list[str]:
 def test_every_ask_is_kept_and_continue_goes_on_with_the_session_used_last_as_llm_c_does(run):
     nothing = run("ask", *LONG, "--continue", "Hello?")
     assert nothing.returncode == 2 and one_line(nothing) == (
-        "chatapp: Input: --continue: there is no saved session yet (every chat in the TUI is kept as one, and "
-        "ask --session NAME starts one)")
+        "chatapp: Input: --continue: there is no saved session yet (every chat, in the TUI or by ask, is kept as "
+        "one unless incognito)")
     record(run("ask", *LONG, "--session", "older", "What is 2 plus 2?"))
     assert record(run("ask", *LONG, "Name a colour."))["session"] == "Name a colour."
     went_on = run("ask", *LONG, "--continue", "And another one?")
