@@ -385,12 +385,19 @@ class Engine:
 
     def path_cache(self, key: str) -> CacheState:
         """The cache as the shown path's state: the cells past the path's prompt (a question
-        prefilled while typing, never sent) are dropped first, so no saved state holds them:
-        what is saved is no more than `branch_figures().cached`."""
+        prefilled while typing, never sent) are dropped first, so no saved state holds them.
+
+        The last turn's own cells stay, also where the path's prompt parts from them: a template
+        that drops thoughts renders the reply without the thought the cache holds, and think more
+        goes on from that thought (cut there, it was prefilled again after every save of a kept
+        chat). A state is only ever used as far as it agrees with the path it is restored for."""
         cached = self._backend.cached_tokens()
         messages = self.context_messages()
         expected = self.prompt_ids(messages, add_generation_prompt=False) if messages else []
         keep = common_prefix(cached, expected)
+        turn = self._last_turn[0] if self._last_turn is not None and self._cache_leaf == self.leaf else []
+        if len(turn) > keep and cached[:len(turn)] == turn:
+            keep = len(turn)
         if keep < len(cached):
             self._backend.keep_cache_prefix(keep)
             self._typeahead.forget()

@@ -99,6 +99,22 @@ def test_think_more_cuts_the_cache_back_and_prefills_nothing(engine_for, budget)
     assert engine.tree[old].thinking == first.thinking
 
 
+def test_think_more_after_a_save_goes_on_from_the_cache(engine_for, tmp_path):
+    """A kept chat is saved after every turn, and a save cuts the cache to the path's cells: where
+    the template drops the thought, that cut took the thought too, and think more prefilled it again
+    from its text. The last turn's cells now stay, and only text typed ahead is cut."""
+    from chatapp.engine.sessions.manager import SessionManager
+
+    engine = engine_for("template")
+    live = SessionManager.open(engine.settings, tmp_path).resume("kept", engine)
+    first = list(engine.send(QUESTIONS[0]))[-1].record
+    assert first.thinking  # a thought the template will leave out of the next prompt
+    live.save_turn(live.annotate(first))
+    record = list(engine.think_more(8))[-1].record
+    assert record.extra["think_more_from"] == "cache"
+    assert record.prefill_tokens == 0 and record.extra["forced_prefilled"] == 0
+
+
 def test_think_more_on_an_older_reply_in_a_new_process_goes_on_from_a_saved_state(engine_for, tmp_path):
     """The first reply of a saved two-turn session, thought on in a new process: the second turn's
     saved state holds the first thought ("keep"), so only its last token runs again, for its logits,
