@@ -203,15 +203,6 @@ def keep_chat(settings: Settings, question: str, err: Console) -> tuple[SessionM
         return None, None
 
 
-def _save_turns(live: LiveSession, records: list[TurnRecord], err: Console) -> TurnRecord:
-    """Save each turn's record in order, saying what each save noticed; the last record as saved."""
-    for record in records:
-        saved = live.save_turn(record)
-        for notice in saved.notices:
-            err.print(f"[yellow]session {escape(live.name)}: {escape(notice)}[/]")
-    return saved.record
-
-
 def _session_thinking(engine: Engine, live: LiveSession, given: frozenset[str], err: Console) -> None:
     """A thinking model's mode and earlier thoughts' keeping as the session keeps them (the TUI's
     choices, or earlier flags), where the command line does not say (`given`: "think" for
@@ -288,85 +279,77 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
             err.print(f"[yellow]attach {escape(exc.message)}; no prompt was sent[/]")
             return
     said_drafting = ""
-    deferred: TurnRecord | None = None
-    try:
-        for number, prompt in enumerate([*prompts, *([None] if think_more else [])], 1):
-            record = None
-            if live is not None and number > 1 and (changed := live.changed_elsewhere()):
-                # Another process saved between two of our prompts: go on from what it saved.
-                live = manager.resume(live.name, engine, system_prompt=system)
-                err.print(f"[yellow]{escape(changed.message)}; reloaded it before prompt {number}[/]")
-            if prompt is None:  # --think-more: beside the last reply, its thought gone on with
-                turn = engine.think_more(think_more)
-            elif at_token is not None and number == 1:
-                turn = engine.branch_from_token(branch_from, *at_token)
-            elif branch_from is not None and number == 1:
-                turn = engine.send_after(branch_from, prompt)
-            elif edit is not None and number == 1:  # beside the question or tool result it replaces
-                turn = engine.edit(edit, prompt)
-            else:
-                turn = engine.send(prompt)
-            if tool_turns is not None:
-                turn = tool_turns.run(lambda turn=turn: turn)
-                schema_tokens = engine.tool_costs().per_tool if as_json else {}
-            thought = ThoughtEcho(err)
-            for event in turn:
-                if isinstance(event, ThoughtDelta) and not as_json and not hide_thinking:
-                    thought.write(event.text)
-                elif isinstance(event, ContextTrimmed):
-                    err.print(f"[yellow]context full: dropped the oldest {event.dropped_turns} turn(s) "
-                              f"({len(event.dropped)} messages) to fit this one[/]")
-                elif isinstance(event, ContextRetrieved):
-                    err.print(f"[dim]{escape(sources_line(event.context))}[/]")
-                elif isinstance(event, TextDelta) and not as_json:
-                    thought.end()
-                    out.write(event.text)
-                elif isinstance(event, ToolCallDone):
-                    err.print(f"[dim]{escape(call_line(event))}[/]")
-                elif isinstance(event, TurnDone):
-                    record = event.record
-                    thought.end()
-                    if not as_json:
-                        out.write("\n")  # the reply's line ends before anything about its save
-                    if live is not None and prompt is not None and think_more and number == len(prompts):
-                        # Saved after --think-more's turn: a save cuts the cache back to the path's
-                        # prompt, which a template that drops thoughts renders without the thought that
-                        # thinking more goes on from, and it would be prefilled again.
-                        record = deferred = live.annotate(record)
-                    elif live is not None:
-                        record = _save_turns(live, [r for r in (deferred, record) if r is not None], err)
-                        deferred = None
-                    if as_json:
-                        data = record.to_json()
-                        data.update(model=summary.name, quant=summary.quant, backend=summary.backend,
-                                    layers_offloaded=summary.layers_offloaded, server=summary.server)
-                        if summary.kv_bytes_per_token is None:  # the backend cannot tell: not a zero
-                            data["kv_bytes_per_token"] = None
-                        for key in (*DRAFT_KEYS, *ROOFLINE_KEYS):  # a backend without the figure: null
-                            data.setdefault(key, None)
-                        if tool_turns is not None:
-                            data.setdefault("tool_calls", [])
-                            data["tool_schema_tokens"] = schema_tokens
-                        out.write(strict_json(data, ensure_ascii=False) + "\n")
-                    elif not record.extra.get("server_error"):  # a broken turn gets its one line below
-                        if record.probs:
-                            out.write(alternatives_table(record.probs))
-                        err.print(f"[dim]{stats_line(record)}[/]")
-                    why = str(record.extra.get("draft_off_because", ""))
-                    if why and why != said_drafting:  # found out at the first drafted turn: said once
-                        err.print(f"[yellow]drafting off: {escape(why)}[/]")
-                        said_drafting = why
-            if record is not None and record.extra.get("server_error"):
-                raise ServerError(str(record.extra["server_error"]))  # what was said is kept (and saved)
-            if record is not None and engine.generation.logprobs and record.generated_tokens and not record.probs:
-                raise InputError(f"--logprobs: {summary.location} gave no token probabilities for the reply "
-                                 "(a llama-server gives them as n_probs); the turn is kept")
-            if record is not None and record.finish_reason == "stopped":
-                if number < len(prompts):
-                    err.print(f"[yellow]stopped; skipped the remaining {len(prompts) - number} prompt(s)[/]")
-                break
-    finally:
-        if deferred is not None:  # --think-more never ran (refused, failed): its reply is saved all the same
-            _save_turns(live, [deferred], err)
+    for number, prompt in enumerate([*prompts, *([None] if think_more else [])], 1):
+        record = None
+        if live is not None and number > 1 and (changed := live.changed_elsewhere()):
+            # Another process saved between two of our prompts: go on from what it saved.
+            live = manager.resume(live.name, engine, system_prompt=system)
+            err.print(f"[yellow]{escape(changed.message)}; reloaded it before prompt {number}[/]")
+        if prompt is None:  # --think-more: beside the last reply, its thought gone on with
+            turn = engine.think_more(think_more)
+        elif at_token is not None and number == 1:
+            turn = engine.branch_from_token(branch_from, *at_token)
+        elif branch_from is not None and number == 1:
+            turn = engine.send_after(branch_from, prompt)
+        elif edit is not None and number == 1:  # beside the question or tool result it replaces
+            turn = engine.edit(edit, prompt)
+        else:
+            turn = engine.send(prompt)
+        if tool_turns is not None:
+            turn = tool_turns.run(lambda turn=turn: turn)
+            schema_tokens = engine.tool_costs().per_tool if as_json else {}
+        thought = ThoughtEcho(err)
+        for event in turn:
+            if isinstance(event, ThoughtDelta) and not as_json and not hide_thinking:
+                thought.write(event.text)
+            elif isinstance(event, ContextTrimmed):
+                err.print(f"[yellow]context full: dropped the oldest {event.dropped_turns} turn(s) "
+                          f"({len(event.dropped)} messages) to fit this one[/]")
+            elif isinstance(event, ContextRetrieved):
+                err.print(f"[dim]{escape(sources_line(event.context))}[/]")
+            elif isinstance(event, TextDelta) and not as_json:
+                thought.end()
+                out.write(event.text)
+            elif isinstance(event, ToolCallDone):
+                err.print(f"[dim]{escape(call_line(event))}[/]")
+            elif isinstance(event, TurnDone):
+                record = event.record
+                thought.end()
+                if not as_json:
+                    out.write("\n")  # the reply's line ends before anything about its save
+                if live is not None:
+                    saved = live.save_turn(record)
+                    record = saved.record
+                    for notice in saved.notices:
+                        err.print(f"[yellow]session {escape(live.name)}: {escape(notice)}[/]")
+                if as_json:
+                    data = record.to_json()
+                    data.update(model=summary.name, quant=summary.quant, backend=summary.backend,
+                                layers_offloaded=summary.layers_offloaded, server=summary.server)
+                    if summary.kv_bytes_per_token is None:  # the backend cannot tell: not a zero
+                        data["kv_bytes_per_token"] = None
+                    for key in (*DRAFT_KEYS, *ROOFLINE_KEYS):  # a backend without the figure: null
+                        data.setdefault(key, None)
+                    if tool_turns is not None:
+                        data.setdefault("tool_calls", [])
+                        data["tool_schema_tokens"] = schema_tokens
+                    out.write(strict_json(data, ensure_ascii=False) + "\n")
+                elif not record.extra.get("server_error"):  # a broken turn gets its one line below
+                    if record.probs:
+                        out.write(alternatives_table(record.probs))
+                    err.print(f"[dim]{stats_line(record)}[/]")
+                why = str(record.extra.get("draft_off_because", ""))
+                if why and why != said_drafting:  # found out at the first drafted turn: said once
+                    err.print(f"[yellow]drafting off: {escape(why)}[/]")
+                    said_drafting = why
+        if record is not None and record.extra.get("server_error"):
+            raise ServerError(str(record.extra["server_error"]))  # what was said is kept (and saved)
+        if record is not None and engine.generation.logprobs and record.generated_tokens and not record.probs:
+            raise InputError(f"--logprobs: {summary.location} gave no token probabilities for the reply "
+                             "(a llama-server gives them as n_probs); the turn is kept")
+        if record is not None and record.finish_reason == "stopped":
+            if number < len(prompts):
+                err.print(f"[yellow]stopped; skipped the remaining {len(prompts) - number} prompt(s)[/]")
+            break
     if live is not None and given:
         _keep_thinking(engine, live, given, err)

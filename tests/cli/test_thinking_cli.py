@@ -72,8 +72,8 @@ def test_template_in_a_session_predicts_what_it_prefills_again(chatapp_exe, r1_m
 
 @pytest.mark.parametrize("keep", [("--incognito",), ("--session", "s")], ids=["kept nowhere", "kept"])
 def test_think_more_answers_again_beside_the_reply_prefilling_nothing(chatapp_exe, r1_model, keep):
-    """Kept too: the reply's save waits for the think-more turn, as saving cuts the cache back to
-    the path's prompt, which this template renders without the thought."""
+    """Kept too: the save between the two turns keeps the thought in the cache, though this
+    template renders the path's prompt without it."""
     result = chatapp_exe("ask", "--model", str(r1_model), "--json", "--temperature", "0", "--max-tokens", "32",
                          "--think-budget", "6", "--think-more", "8", *keep, "What is the capital of France?")
     assert result.returncode == 0, result.stderr
@@ -87,8 +87,8 @@ def test_think_more_answers_again_beside_the_reply_prefilling_nothing(chatapp_ex
 
 
 def test_think_more_on_a_reply_without_a_thought_is_one_line_and_the_reply_is_still_kept(chatapp_exe):
-    """The default model does not think: --think-more is refused after the reply, whose save was
-    held for it (a save cuts the cache the thought would be reused from), and that reply is kept."""
+    """The default model does not think: --think-more is refused after the reply, in one line, and
+    that reply is kept."""
     result = chatapp_exe("ask", "--json", "--temperature", "0", "--max-tokens", "8", "--think-more", "8",
                          "--session", "Name a colour.", "Name a colour.")
     assert result.returncode == 2 and "Traceback" not in result.stderr
