@@ -90,7 +90,7 @@ def test_think_more_on_a_reply_without_a_thought_is_one_line_and_the_reply_is_st
     """The default model does not think: --think-more is refused after the reply, in one line, and
     that reply is kept."""
     result = chatapp_exe("ask", "--json", "--temperature", "0", "--max-tokens", "8", "--think-more", "8",
-                         "--session", "Name a colour.", "Name a colour.")
+                         "Name a colour.")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
         "chatapp: Input: think more goes on from a reply with a thought: this one has none")
