@@ -175,9 +175,11 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
         if tools is not None:
             tool_turns, registry = open_tool_turns(engine, tools, err)
         with ctrl_c_stops(engine) as stopped:
-            _ask(engine, manager, session, prompts, as_json, err, out, attachments or [], system, stopped,
-                 branch_from, at_token, tool_turns if tools is not None else None, think_more, given,
-                 hide_thinking, edit)
+            kept = _ask(engine, manager, session, prompts, as_json, err, out, attachments or [], system, stopped,
+                        branch_from, at_token, tool_turns if tools is not None else None, think_more, given,
+                        hide_thinking, edit, new=kept_as is not None)
+        if kept_as is not None:  # the name it took: the next free one if another chat took this one meanwhile
+            kept_as = kept
     finally:
         if registry is not None:
             registry.close()
@@ -251,13 +253,16 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
          err: Console, out: TurnOutput, attachments: list[Loaded], system: str | None = None,
          stopped: threading.Event | None = None, branch_from: str | None = None,
          at_token: tuple[int, int] | None = None, tool_turns: ToolTurns | None = None, think_more: int = 0,
-         given: frozenset[str] = frozenset(), hide_thinking: bool = False, edit: str | None = None) -> None:
+         given: frozenset[str] = frozenset(), hide_thinking: bool = False, edit: str | None = None,
+         new: bool = False) -> str | None:
+    """Runs the prompts; returns the name the session is kept under (None: no session). `new`: the
+    session is a new chat named after its question (see SessionManager.resume)."""
     from chatapp.engine.chat.tool_turns import ToolCallDone
     from chatapp.engine.sessions.manager import OpeningStopped
 
     summary = engine.summary
     try:
-        live = manager.resume(session, engine, system_prompt=system, stop=stopped) \
+        live = manager.resume(session, engine, system_prompt=system, stop=stopped, new=new) \
             if manager is not None and session else None
     except OpeningStopped as exc:  # as a stopped turn: said, and nothing more is run
         err.print(f"[yellow]{escape(exc.message)}[/]")
@@ -353,3 +358,4 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
             break
     if live is not None and given:
         _keep_thinking(engine, live, given, err)
+    return live.name if live is not None else None

@@ -176,7 +176,7 @@ class SessionManager:
 
     # --- resume ----------------------------------------------------------------------
     def resume(self, name: str, engine: Engine, *, system_prompt: str | None = None,
-               stop: threading.Event | None = None) -> "LiveSession":
+               stop: threading.Event | None = None, new: bool = False) -> "LiveSession":
         """Load session `name` into the engine's chat, restoring its KV cache when the saved
         state is valid and leaving the cache empty otherwise. An unknown name starts a new
         session from the chat as it stands; it is written on the first save.
@@ -190,11 +190,14 @@ class SessionManager:
         transcript far larger than the context opens in the time its context takes.
         `system_prompt` (the command line's), when it differs from the session's, replaces it
         from this turn on; the state starts with the old one, so it is not used. `stop`, once
-        set (Ctrl+C), makes the opening raise OpeningStopped at its next step."""
+        set (Ctrl+C), makes the opening raise OpeningStopped at its next step. `new`: a chat kept
+        under a name chosen for it (`names.name_from`), which never joins another chat's session:
+        if the name is taken by the first save, that save takes the next free one."""
         validate_name(name)
-        stored = self.store.load(name)
+        stored = None if new else self.store.load(name)
         _check(stop, name)
         live = LiveSession(self, name, engine, stored.revision if stored else None)
+        live.new = new
         if stored is None:  # a new session starts from the chat as it is (and its cache)
             live.report = ResumeReport(name, created=True, messages=len(engine.messages))
             live.state_key = ""
@@ -434,12 +437,15 @@ class LiveSession:
         self._branched: set[str] = set()
         """The first messages of the branches this chat made on purpose (a --branch-from question,
         an edit, a regenerated reply): siblings of what another process adds there, never a conflict."""
+        self.new = False
+        """A chat kept under a name chosen for it: its first save takes the next free name if
+        another chat took this one meanwhile (SessionStore.save's `new`)."""
 
     def moved_to(self, engine: Engine) -> "LiveSession":
         """The same session, continued with another engine (after a model switch)."""
         moved = LiveSession(self.manager, self.name, engine, self.revision)
         moved.seen, moved.state_key, moved._stored_ids = self.seen, self.state_key, dict(self._stored_ids)
-        moved._branched = set(self._branched)
+        moved._branched, moved.new = set(self._branched), self.new
         moved.attach()
         return moved
 
@@ -591,8 +597,9 @@ class LiveSession:
                 turn = TurnRow(last, summary.backend, record.prefill_tokens, record.prefill_ms, data, reply_id)
             snapshot = Snapshot(self.name, identity, self._snapshot_messages(), engine.window_start, engine.kv_used(),
                                 tuple(plan.attachment for plan in engine.attachments), engine.leaf)
+            first = self.revision is None
             saved = self.manager.store.save(snapshot, turn, base=self.revision, seen=self.seen,
-                                            branched=frozenset(self._branched))
+                                            branched=frozenset(self._branched), new=self.new and first)
             self.revision, self.seen = saved.revision, (self.seen or frozenset()) | saved.ids
             self._stored_ids.update(saved.remap)
             self._branched.clear()  # stored now: no longer new, so never in a conflict again
@@ -601,9 +608,13 @@ class LiveSession:
                 self.engine.keep_branches_with(self, saved.state_key)
             notices = []
             if saved.name != self.name:
-                notices.append(f"session {self.name!r} was renamed to {saved.name!r} by another process; "
+                notices.append(f"{self.name!r} was taken by another chat meanwhile; kept as {saved.name!r}"
+                               if self.new and first else
+                               f"session {self.name!r} was renamed to {saved.name!r} by another process; "
                                "saved under the new name")
                 self.name = saved.name
+                if record is not None:
+                    record = replace(record, extra={**record.extra, "session": saved.name})
             state = self.manager.write_state(saved, engine, fingerprint)
             notices += self._write_branches()
             # Only now, with the transcript committed and the active leaf's state in place:

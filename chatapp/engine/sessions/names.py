@@ -42,7 +42,11 @@ def name_from(question: str, taken: Callable[[str], bool]) -> str:
     if len(words) > TITLE_LEN:
         cut = words[:TITLE_LEN + 1].rsplit(" ", 1)[0] if " " in words[:TITLE_LEN + 1] else words[:TITLE_LEN]
         words = cut.rstrip(" .+@=-")
-    base = words if words and _NAME.fullmatch(words) else "chat"
+    return free_name(words if words and _NAME.fullmatch(words) else "chat", taken)
+
+
+def free_name(base: str, taken: Callable[[str], bool]) -> str:
+    """`base`, or the first of "base 2", "base 3"… that `taken` says is not in use."""
     name, number = base, 1
     while taken(name):
         number += 1

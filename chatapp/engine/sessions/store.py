@@ -36,7 +36,7 @@ from chatapp.engine.retrieval.document import Attachment
 from chatapp.engine.sessions.choices import SessionChoices
 from chatapp.engine.sessions.attachment_rows import context_json, read_attachments, read_messages, write_attachments
 from chatapp.engine.sessions.merge import Conflict, SavePlan, plan_save
-from chatapp.engine.sessions.names import new_state_key, valid_state_key
+from chatapp.engine.sessions.names import free_name, new_state_key, valid_state_key
 from chatapp.engine.sessions.records import read_record, record_text
 from chatapp.engine.sessions.rows import SESSION_COLUMNS, RowReader, session_row
 from chatapp.engine.sessions.schema import SCHEMA_VERSION, check_not_newer, migrate, user_version
@@ -270,11 +270,15 @@ class SessionStore:
 
     # --- writes --------------------------------------------------------------------
     def save(self, snap: Snapshot, turn: TurnRow | None = None, *, base: Revision | None = None,
-             seen: frozenset[str] | None = None, branched: frozenset[str] = frozenset()) -> Saved:
+             seen: frozenset[str] | None = None, branched: frozenset[str] = frozenset(), new: bool = False) -> Saved:
         """Write the tree (and this turn's record) in one transaction; see the module's docstring
         and chatapp.engine.sessions.merge for how `base`, `seen` (the ids the writer last read or
         wrote) and `branched` (its messages that start a branch on purpose) decide what is
-        written and when the save is refused."""
+        written and when the save is refused.
+
+        `new`: a chat named after its first question, never meant to join a session of that name:
+        when another chat has taken the name since it was chosen (two asks started at once with the
+        same first line), it takes the next free one, "name 2", and `Saved.name` says which."""
         now = time.time()
         model = snap.model
         system = snap.messages[0].content if snap.messages and snap.messages[0].role == "system" else ""
@@ -287,8 +291,12 @@ class SessionStore:
             else:
                 row = conn.execute("SELECT id, name, state_key, revision FROM sessions WHERE name = ?",
                                    (snap.name,)).fetchone()
+            name = snap.name
+            if row is not None and base is None and new:
+                row, name = None, free_name(snap.name, lambda wanted: conn.execute(
+                    "SELECT 1 FROM sessions WHERE name = ?", (wanted,)).fetchone() is not None)
             if row is None:
-                name, key, revision = snap.name, new_state_key(), 1
+                key, revision = new_state_key(), 1
                 plan = plan_save([], snap.messages, current=True, seen=None)
                 session_id = conn.execute(
                     "INSERT INTO sessions (name, state_key, model, model_path, model_sha256, quant, system_prompt,"

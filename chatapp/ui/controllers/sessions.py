@@ -401,7 +401,7 @@ class SessionController:
         try:
             manager = self.manager or SessionManager.open(self.app.settings)
             name = name_from(question, manager.store.has)
-            live = manager.resume(name, engine)
+            live = manager.resume(name, engine, new=True)
         except (ChatappError, OSError) as exc:
             error = exc.one_line() if isinstance(exc, ChatappError) else str(exc)
             self.app.post_message(SessionSaved("", [], f"this chat is not kept: {error}"))

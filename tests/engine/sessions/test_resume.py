@@ -337,3 +337,24 @@ def test_a_resumed_session_knows_its_replies_probabilities(engine, tmp_path, def
         assert other.reply_probs(reply_id) == ()
     finally:
         other.close()
+
+
+def test_two_chats_named_alike_at_once_are_kept_apart(engine, tmp_path):
+    """Two asks started together with the same first line both chose its name before either was
+    saved. The second save merged into the first one's session and was then refused as "changed by
+    another process": that ask's turn was lost. A chat kept under a name chosen for it now takes the
+    next free one."""
+    manager = SessionManager.open(SETTINGS, tmp_path)
+    engine.new_chat()
+    warm = manager.resume(P1, engine, new=True)
+    cold = manager.resume(P1, engine, new=True)  # chosen too before the first chat was saved
+    warm.save_turn(warm.annotate(run_turn(engine, f"{P1}\nA warm one.")))
+    engine.new_chat()
+    saved = cold.save_turn(cold.annotate(run_turn(engine, f"{P1}\nA cold one.")))
+    assert saved.notices == [f"{P1!r} was taken by another chat meanwhile; kept as '{P1} 2'"]
+    assert cold.name == f"{P1} 2" and saved.record.extra["session"] == f"{P1} 2"
+    questions = {name: [m.content for m in manager.store.get(name).messages if m.role == "user"]
+                 for name in (P1, f"{P1} 2")}
+    assert questions == {P1: [f"{P1}\nA warm one."], f"{P1} 2": [f"{P1}\nA cold one."]}
+    cold.save_turn(cold.annotate(run_turn(engine, P2)))  # later saves go on in the session it took
+    assert [m.content for m in manager.store.get(f"{P1} 2").messages if m.role == "user"][-1] == P2
