@@ -196,8 +196,7 @@ class SessionManager:
         validate_name(name)
         stored = None if new else self.store.load(name)
         _check(stop, name)
-        live = LiveSession(self, name, engine, stored.revision if stored else None)
-        live.new = new
+        live = LiveSession(self, name, engine, stored.revision if stored else None, new=new)
         if stored is None:  # a new session starts from the chat as it is (and its cache)
             live.report = ResumeReport(name, created=True, messages=len(engine.messages))
             live.state_key = ""
@@ -409,7 +408,7 @@ class LiveSession:
     """One open session bound to one engine. Safe to save from a worker thread."""
 
     def __init__(self, manager: SessionManager, name: str, engine: Engine,
-                 revision: Revision | None = None) -> None:
+                 revision: Revision | None = None, *, new: bool = False) -> None:
         self.manager: SessionManager = manager
         self.name: str = name
         self.engine: Engine = engine
@@ -437,15 +436,15 @@ class LiveSession:
         self._branched: set[str] = set()
         """The first messages of the branches this chat made on purpose (a --branch-from question,
         an edit, a regenerated reply): siblings of what another process adds there, never a conflict."""
-        self.new = False
+        self.new = new
         """A chat kept under a name chosen for it: its first save takes the next free name if
         another chat took this one meanwhile (SessionStore.save's `new`)."""
 
     def moved_to(self, engine: Engine) -> "LiveSession":
         """The same session, continued with another engine (after a model switch)."""
-        moved = LiveSession(self.manager, self.name, engine, self.revision)
+        moved = LiveSession(self.manager, self.name, engine, self.revision, new=self.new)
         moved.seen, moved.state_key, moved._stored_ids = self.seen, self.state_key, dict(self._stored_ids)
-        moved._branched, moved.new = set(self._branched), self.new
+        moved._branched = set(self._branched)
         moved.attach()
         return moved
 
