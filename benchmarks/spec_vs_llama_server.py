@@ -297,13 +297,16 @@ def ratios(a: list[Run], b: list[Run]) -> list[float]:
     return [x.tps / y.tps for x, y in zip(a, b) if y.tps]
 
 
+def challengers(runs: dict[str, list[Run]]) -> list[str]:
+    """The configurations held to the best server drafter: chatapp's drafting and `--again`'s copy."""
+    return [name for name in runs if name == "chatapp-ngram" or name.endswith(AGAIN)]
+
+
 def report(task: str, runs: dict[str, list[Run]]) -> None:
     medians = {name: statistics.median(r.tps for r in rs) for name, rs in runs.items() if rs}
     line = ", ".join(f"{name} {tps:.1f}" for name, tps in medians.items())
     print(f"{task}: median tok/s: {line}")
-    for challenger in ("chatapp-ngram", *(n for n in runs if n.endswith(AGAIN))):
-        if challenger not in runs:
-            continue
+    for challenger in challengers(runs):
         for name in runs:
             if name == challenger:
                 continue
@@ -323,9 +326,7 @@ def summary(results: dict, args) -> None:
     for task, runs in results.items():
         servers = [n for n in runs if n.startswith("server-ngram") and not n.endswith(AGAIN)]
         best = max(servers, key=lambda n: statistics.median(r.tps for r in runs[n]), default=None)
-        for challenger in ("chatapp-ngram", *(n for n in runs if n.endswith(AGAIN))):
-            if challenger not in runs:
-                continue
+        for challenger in challengers(runs):
             ours = runs[challenger]
             parts = []
             if best:

@@ -184,7 +184,7 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
         if registry is not None:
             registry.close()
         engine.close()
-    if kept_as is not None and not as_json and manager.store.has(kept_as):  # --json records say "session"
+    if kept_as is not None and not as_json:  # saved by its first turn; --json records say "session"
         err.print(f"[dim]kept as session {escape(repr(kept_as))}: chatapp ask --continue goes on with it[/]")
     out.raise_if_failed()
 
@@ -194,11 +194,10 @@ def keep_chat(settings: Settings, question: str, err: Console) -> tuple[SessionM
     question (the config's `incognito`, or --incognito, keeps none). A sessions folder that cannot
     be used keeps nothing and says so in one line; the question is asked all the same."""
     from chatapp.engine.sessions import SessionManager
-    from chatapp.engine.sessions.names import name_from
 
     try:
         manager = SessionManager.open(settings)
-        return manager, name_from(question[:4096], manager.store.has)  # a name is a line's first words
+        return manager, manager.name_for(question)
     except (ChatappError, OSError) as exc:
         error = exc.one_line() if isinstance(exc, ChatappError) else str(exc)
         err.print(f"[yellow]sessions: this chat is not kept: {escape(error)}[/]")

@@ -47,7 +47,7 @@ from chatapp.engine.sessions.fingerprint import Fingerprint, mismatch, model_id
 from chatapp.engine.sampling import probs_from_json
 from chatapp.engine.sessions.kvcheck import non_finite
 from chatapp.engine.sessions.merge import Conflict, plan_save
-from chatapp.engine.sessions.names import valid_state_key, validate_name
+from chatapp.engine.sessions.names import name_from, valid_state_key, validate_name
 from chatapp.engine.sessions.reports import ResumeReport, SaveReport, reprefill_estimate
 from chatapp.engine.sessions.statefile import SUFFIX, StateFile, StateRejected, encode_state, read_state
 from chatapp.engine.sessions.store import (
@@ -173,6 +173,12 @@ class SessionManager:
         """This machine's measured prefill speed for the engine's model, from saved turns."""
         fingerprint = fingerprint or engine.fingerprint()
         return self.store.prefill_speed(model_id(fingerprint), engine.summary.backend)
+
+    def name_for(self, question: str) -> str:
+        """A free name for a new chat, from its first question (`names.name_from`): how the TUI and
+        `ask` name every chat they keep. Only the question's start is read: a name is its first
+        line's first words, and a pasted question may be megabytes."""
+        return name_from(question[:4096], self.store.has)
 
     # --- resume ----------------------------------------------------------------------
     def resume(self, name: str, engine: Engine, *, system_prompt: str | None = None,

@@ -24,7 +24,6 @@ from chatapp.engine.chat.engine import Engine
 from chatapp.engine.sampling import TokenProbs, probs_from_json
 from chatapp.engine.sessions import LiveSession, SaveReport, SessionManager, validate_name
 from chatapp.engine.sessions.fingerprint import model_id, same_model
-from chatapp.engine.sessions.names import name_from
 from chatapp.engine.sessions.choices import SessionChoices
 from chatapp.engine.sessions.store import ModelIdentity
 from chatapp.engine.stats import TurnRecord
@@ -400,8 +399,7 @@ class SessionController:
         keeps every chat. None (and said once) when the sessions database cannot be opened."""
         try:
             manager = self.manager or SessionManager.open(self.app.settings)
-            name = name_from(question, manager.store.has)
-            live = manager.resume(name, engine, new=True)
+            live = manager.resume(manager.name_for(question), engine, new=True)
         except (ChatappError, OSError) as exc:
             error = exc.one_line() if isinstance(exc, ChatappError) else str(exc)
             self.app.post_message(SessionSaved("", [], f"this chat is not kept: {error}"))
