@@ -335,11 +335,14 @@ class SessionStore:
                 message_id = plan.remap.get(turn.message_id, turn.message_id) or plan.messages[turn.message_idx].id
                 idx = conn.execute("SELECT idx FROM messages WHERE session_id = ? AND id = ?",
                                    (session_id, message_id)).fetchone()
+                record = turn.record  # it names the session it is saved in, which `new` may have moved
+                if record.get("session") not in (None, name):
+                    record = {**record, "session": name}
                 conn.execute(
                     "INSERT OR REPLACE INTO turns (session_id, message_idx, model_sha256, backend, prefill_tokens,"
                     " prefill_ms, record, created_at, message_id) VALUES (?,?,?,?,?,?,?,?,?)",
                     (session_id, idx[0] if idx else -1, model.sha256, turn.backend, turn.prefill_tokens,
-                     turn.prefill_ms, record_text(turn.record), now, message_id))
+                     turn.prefill_ms, record_text(record), now, message_id))
         ids = frozenset(m.id for m in plan.messages if m.id) - plan.deletes
         return Saved(name, key, Revision(session_id, revision), plan.appended, ids, leaf, dict(plan.remap))
 

@@ -356,5 +356,6 @@ def test_two_chats_named_alike_at_once_are_kept_apart(engine, tmp_path):
     questions = {name: [m.content for m in manager.store.get(name).messages if m.role == "user"]
                  for name in (P1, f"{P1} 2")}
     assert questions == {P1: [f"{P1}\nA warm one."], f"{P1} 2": [f"{P1}\nA cold one."]}
+    assert [record["session"] for _, record in manager.store.turn_records(f"{P1} 2")] == [f"{P1} 2"]
     cold.save_turn(cold.annotate(run_turn(engine, P2)))  # later saves go on in the session it took
     assert [m.content for m in manager.store.get(f"{P1} 2").messages if m.role == "user"][-1] == P2
