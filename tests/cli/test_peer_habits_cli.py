@@ -102,17 +102,17 @@ def test_every_ask_is_kept_and_continue_goes_on_with_the_session_used_last_as_ll
         "chatapp: Input: --continue: there is no saved session yet (every chat, in the TUI or by ask, is kept as "
         "one unless incognito)")
     record(run("ask", *LONG, "--session", "older", "What is 2 plus 2?"))
-    assert record(run("ask", *LONG, "Name a colour."))["session"] == "Name a colour."
+    assert record(run("ask", *LONG, "Name a colour."))["session"] == "Name a colour"
     went_on = run("ask", *LONG, "--continue", "And another one?")
     continued = record(went_on)
-    assert continued["session"] == "Name a colour." and "continuing session 'Name a colour.'" in went_on.stderr
+    assert continued["session"] == "Name a colour" and "continuing session 'Name a colour'" in went_on.stderr
     assert continued["cached_tokens"] > 0  # resumed with the session's KV state, not prefilled again
-    assert user_turns(run, "Name a colour.") == ["Name a colour.", "And another one?"]
+    assert user_turns(run, "Name a colour") == ["Name a colour.", "And another one?"]
     assert user_turns(run, "older") == ["What is 2 plus 2?"]
     again = run("ask", "-n", "4", "--threads", "1", "Name a colour.")  # a name in use: numbered, as in the TUI
-    assert again.returncode == 0 and "kept as session 'Name a colour. 2'" in again.stderr, again.stderr
+    assert again.returncode == 0 and "kept as session 'Name a colour 2'" in again.stderr, again.stderr
     assert "session" not in record(run("ask", *LONG, "--incognito", "Name a fruit."))
-    assert session_names(run) == ["Name a colour.", "Name a colour. 2", "older"]
+    assert session_names(run) == ["Name a colour", "Name a colour 2", "older"]
     both = run("ask", *LONG, "--continue", "--session", "older", "Hello?")
     assert both.returncode == 2 and one_line(both) == (
         "chatapp: Input: --continue and --session both name a session: give one of them")

@@ -96,8 +96,8 @@ def test_think_more_on_a_reply_without_a_thought_is_one_line_and_the_reply_is_st
         "chatapp: Input: think more goes on from a reply with a thought: this one has none")
     [record] = [json.loads(line) for line in result.stdout.splitlines()]
     listed = json.loads(chatapp_exe("sessions", "list", "--json").stdout)["sessions"]
-    assert [s["name"] for s in listed] == [record["session"]] == ["Name a colour."]
-    exported = json.loads(chatapp_exe("sessions", "export", "Name a colour.", "--format", "json").stdout)
+    assert [s["name"] for s in listed] == [record["session"]] == ["Name a colour"]
+    exported = json.loads(chatapp_exe("sessions", "export", "Name a colour", "--format", "json").stdout)
     assert [m["content"] for m in exported["messages"] if m["role"] == "assistant"] == [record["reply"]]
 
 

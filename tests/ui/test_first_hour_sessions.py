@@ -34,19 +34,19 @@ async def test_a_plain_chat_is_kept_from_its_first_turn_and_ctrl_n_starts_anothe
         assert "session: new" in header(app)
         await send(pilot, "Name a colour.", seen)
         kept = await next_of(pilot, seen, SessionOpened, 0)
-        assert kept.kept and app.sessions_ui.name == "Name a colour."
-        assert "session: Name a colour." in header(app)
+        assert kept.kept and app.sessions_ui.name == "Name a colour"
+        assert "session: Name a colour" in header(app)
         await send(pilot, "And a fruit?", seen)
-        assert user_texts("Name a colour.") == ["Name a colour.", "And a fruit?"]  # saved after every turn
+        assert user_texts("Name a colour") == ["Name a colour.", "And a fruit?"]  # saved after every turn
 
         await pilot.press("ctrl+n")
         await pilot.pause()
         assert app.sessions_ui.live is None and "session: new" in header(app)
         await send(pilot, "Name a colour.", seen)  # the same first question: a name of its own
         await next_of(pilot, seen, SessionOpened, 1)
-        assert app.sessions_ui.name == "Name a colour. 2"
+        assert app.sessions_ui.name == "Name a colour 2"
         summaries = store().store.summaries()
-        assert [s.name for s in summaries] == ["Name a colour. 2", "Name a colour."]  # newest first
+        assert [s.name for s in summaries] == ["Name a colour 2", "Name a colour"]  # newest first
         assert [s.first_line for s in summaries] == ["Name a colour.", "Name a colour."]
 
         await pilot.press("f6")  # the list shows each chat's first question

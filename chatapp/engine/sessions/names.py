@@ -30,18 +30,27 @@ def validate_name(name: str) -> str:
 TITLE_LEN = 40
 """The most characters of a question a session named after it keeps."""
 _NOT_IN_NAMES = re.compile(r"[^\w .+@=-]+", re.UNICODE)
+_SENTENCE_END = re.compile(r"[.?!]+(?=\s|$)")
 
 
 def name_from(question: str, taken: Callable[[str], bool]) -> str:
-    """A session name for a chat, from its first question: its first line in the characters a
-    name allows, cut at a word within TITLE_LEN, and " 2", " 3"… after it while `taken` says the
-    name is in use. A question with no letter or digit gives "chat"."""
+    """A session name for a chat, from its first question: the first sentence of its first line
+    when that is two words or more (else the whole line), in the characters a name allows, cut at
+    a word within TITLE_LEN, without the sentence's closing stop, and " 2", " 3"… after it while
+    `taken` says the name is in use. A question with no letter or digit gives "chat".
+
+    The first sentence, since it is what a name is typed back as (`--session "What is a KV
+    cache"`): the whole line joined its sentences into one ("What is a KV cache Answer in two")."""
     line = next((part for part in question.splitlines() if part.strip()), "")
+    first = _SENTENCE_END.split(line, maxsplit=1)[0]
+    if len(first.split()) >= 2:
+        line = first
+    line = line.replace("'", "").replace("\u2019", "")  # "What's" as "Whats", not "What s"
     words = " ".join(_NOT_IN_NAMES.sub(" ", line).replace("_", " ").split())
     words = words.lstrip(" .+@=-")
     if len(words) > TITLE_LEN:
-        cut = words[:TITLE_LEN + 1].rsplit(" ", 1)[0] if " " in words[:TITLE_LEN + 1] else words[:TITLE_LEN]
-        words = cut.rstrip(" .+@=-")
+        words = words[:TITLE_LEN + 1].rsplit(" ", 1)[0] if " " in words[:TITLE_LEN + 1] else words[:TITLE_LEN]
+    words = words.rstrip(" .+@=-")
     return free_name(words if words and _NAME.fullmatch(words) else "chat", taken)
 
 
