@@ -18,12 +18,21 @@ token cost is exact, on the real default model with the tests' MCP server over s
   both sides run on a copy of the model with that template (`gguf-new-metadata`, in a temp
   folder): the default model's own template has no tools, and llama-server then renders none.
 
+- With --also-server COMMAND (repeatable), another MCP server's tools are offered too, as a user's
+  real server's would be: the reference filesystem server (`npm install
+  @modelcontextprotocol/server-filesystem`, then `--also-server "node
+  node_modules/@modelcontextprotocol/server-filesystem/dist/index.js DIR"`) brings 14 tools and
+  2,042 tokens of schemas, where the test server's and the built-ins' six bring 379. A step's
+  share reused is 1 - (result + glue) / prompt, so it is read at a prompt of a real size.
+
     .venv/bin/python benchmarks/tools.py [--model PATH] [--steps 3] [--tui N] [--llama-server [--template FILE]]
+                                         [--also-server COMMAND]
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -49,6 +58,9 @@ def main() -> None:
     parser.add_argument("--tui", type=int, default=0, help="questions to time the approval dialog on")
     parser.add_argument("--llama-server", action="store_true", help="also llama-server's own loop")
     parser.add_argument("--template", type=Path, help="run on a copy of the model with this chat template")
+    parser.add_argument("--also-server", action="append", default=[], metavar="COMMAND",
+                        help="another MCP server over stdio (a command line, e.g. the reference filesystem "
+                             "server's), its tools offered beside the test server's: a real server's schemas")
     args = parser.parse_args()
     path = args.model or resolve_model(load_catalog().default)
     if args.template:
@@ -62,11 +74,15 @@ def main() -> None:
         print("approval dialog after the call's last token: " + ", ".join(f"{ms:.1f}" for ms in latencies)
               + f" ms (max {max(latencies):.1f}; target 100)")
         return
-    runtime = LlamaRuntime(path, LoadOptions(n_ctx=2048))
-    engine = Engine(LocalBackend(runtime), Settings(n_ctx=2048, system_prompt="You are a helpful assistant."))
+    n_ctx = 8192 if args.also_server else 2048  # a real server's schemas run to thousands of tokens
+    runtime = LlamaRuntime(path, LoadOptions(n_ctx=n_ctx))
+    engine = Engine(LocalBackend(runtime), Settings(n_ctx=n_ctx, system_prompt="You are a helpful assistant."))
     engine.generation = GenerationSettings(temperature=0.0, max_tokens=60)
-    server = McpServer("test", command=sys.executable, args=(str(SERVER),))
-    with ToolRegistry.open(ToolSettings(roots=(str(SERVER.parent),), servers=(server,))) as registry:
+    servers = [McpServer("test", command=sys.executable, args=(str(SERVER),))]
+    for number, line in enumerate(args.also_server, 1):
+        command, *rest = shlex.split(line)
+        servers.append(McpServer(f"also{number}", command=command, args=tuple(rest)))
+    with ToolRegistry.open(ToolSettings(roots=(str(SERVER.parent),), servers=tuple(servers))) as registry:
         tools = registry.enabled()
         costs = engine.tool_costs(tools)
         engine.set_tools(tools)

@@ -34,7 +34,7 @@ and is labelled so.
 
 --against-itself runs llama-cli against llama-cli instead, pair by pair as above (an A/A check):
 how far one program reads from itself on this machine, so that a pair of chatapp's below 0.92 can
-be read against what llama-cli's own pairs do.
+be read against what llama-cli's own pairs do; --against-itself chatapp does the same with the TUI.
 
 --busy runs one CPU-bound process (a python busy loop) through each pair, so both sides face
 the same load (the machine shared with other work). llama-cli's two spinning threads then share
@@ -335,19 +335,25 @@ def run_case(case: str, model: Path, runs: int, busy: bool = False, cli_limit: f
           f"of a core while the turn ran", flush=True)
 
 
-def cli_against_itself(case: str, model: Path, runs: int, setup: Setup) -> None:
-    """llama-cli's pairs with itself, as `run_case` pairs chatapp with it: the method's own spread."""
-    _, cli_prompt, _, _ = case_inputs(case)
-    key = "prompt_tps" if case == "prefill" else "gen_tps"
-    print(f"{case}, llama-cli against itself: {setup.label}", flush=True)
+def against_itself(case: str, model: Path, runs: int, setup: Setup, side: str = "llama-cli") -> None:
+    """One side's pairs with itself (`side`: llama-cli or chatapp), as `run_case` pairs chatapp
+    with llama-cli: the method's own spread, to read the "no pair below 0.92" target against."""
+    typed, cli_prompt, seed, paste = case_inputs(case)
+    if side == "chatapp":
+        key = "prefill_tps" if case == "prefill" else "decode_tps"
+        turn = lambda: chatapp_turn(model, typed, paste=paste, seed=seed, setup=setup)  # noqa: E731
+    else:
+        key = "prompt_tps" if case == "prefill" else "gen_tps"
+        turn = lambda: llama_cli_turn(model, cli_prompt, setup=setup)  # noqa: E731
+    print(f"{case}, {side} against itself: {setup.label}", flush=True)
     ratios = []
     for run in range(runs):
-        first, second = (llama_cli_turn(model, cli_prompt, setup=setup) for _ in range(2))
+        first, second = turn(), turn()
         ratios.append(first[key] / second[key])
-        print(f"  pair {run + 1}: llama-cli {first[key]:7.1f} t/s, then {second[key]:7.1f} t/s  ratio "
+        print(f"  pair {run + 1}: {side} {first[key]:7.1f} tok/s, then {second[key]:7.1f} tok/s  ratio "
               f"{ratios[-1]:.3f}", flush=True)
     low = sum(r < 0.92 for r in ratios)
-    print(f"{case}: llama-cli/llama-cli = {statistics.median(ratios):.3f} (median of {runs} pairs; "
+    print(f"{case}: {side}/{side} = {statistics.median(ratios):.3f} (median of {runs} pairs; "
           f"{min(ratios):.3f}-{max(ratios):.3f}; {low} pair(s) below 0.92; {setup.label})", flush=True)
 
 
@@ -465,8 +471,9 @@ def main() -> None:
                         help="with --busy: seconds llama-cli may take before it counts at 512 tokens over them")
     parser.add_argument("--settings", choices=("matched", "defaults"), default="matched")
     parser.add_argument("--threads", type=int, default=2, help="with --settings matched: each side's threads")
-    parser.add_argument("--against-itself", action="store_true",
-                        help="llama-cli against llama-cli, pair by pair (an A/A check of the method's spread)")
+    parser.add_argument("--against-itself", nargs="?", const="llama-cli", choices=("llama-cli", "chatapp"),
+                        help="one side against itself, pair by pair (an A/A check of the method's spread; "
+                             "llama-cli when no side is named)")
     args = parser.parse_args()
     setup = matched(args.threads) if args.settings == "matched" else DEFAULTS
     model = resolve_model()
@@ -481,7 +488,7 @@ def main() -> None:
         elif args.profile:
             profile(model, case)
         elif args.against_itself:
-            cli_against_itself(case, model, args.runs, setup)
+            against_itself(case, model, args.runs, setup, args.against_itself)
         else:
             run_case(case, model, args.runs, args.busy, args.cli_limit, setup)
 
