@@ -15,6 +15,7 @@ from typing import Literal
 from chatapp.engine import kv
 from chatapp.engine.chat.branch_states import BranchFigures
 from chatapp.engine.chat.engine import Engine
+from chatapp.engine.chat.prompt_view import written_once
 from chatapp.engine.chat.tree import MessageTree
 from chatapp.engine.events import Message as ChatMessage, PromptToken
 from chatapp.engine.sampling import TokenProbs
@@ -61,7 +62,8 @@ class ShownBranch:
     def after_turn(self, record: TurnRecord, view: list[PromptToken], figures: BranchFigures,
                    note: str = "") -> ShownBranch:
         """The branch a turn just wrote: its figures, its record, the forecast one turn longer."""
-        growths = (*self.growths, kv.turn_growth(record.kv_used, record.cached_tokens))[-FORECAST_WINDOW:]
+        grew = kv.turn_growth(record.kv_used, record.cached_tokens, written_once(view, record.cached_tokens))
+        growths = (*self.growths, grew)[-FORECAST_WINDOW:]
         return ShownBranch(figures, ShownTurn(record, tuple(view)), note, "", growths)
 
     def moved(self, figures: BranchFigures, note: str = "", restored: str = "") -> ShownBranch:

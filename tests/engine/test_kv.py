@@ -23,6 +23,7 @@ def test_turn_growth_is_what_the_turn_wrote_past_the_reused_prefix():
     assert turn_growth(kv_used=69, cached_tokens=43) == 26
     assert turn_growth(kv_used=43, cached_tokens=0) == 43
     assert turn_growth(kv_used=3, cached_tokens=5) == 0
+    assert turn_growth(kv_used=2444, cached_tokens=0, once=2159) == 285  # a first turn's system prompt and tools
 
 
 def test_forecast_divides_free_cells_by_the_average_growth():

@@ -122,6 +122,16 @@ def build(tokens: list[Token], render: Render, prompt_messages: list[Message], p
     return view
 
 
+WRITTEN_ONCE = ("system", "tools")
+"""The roles a conversation's cache holds once, whatever its length: the system prompt and the
+tool schemas, at its start. A next turn writes none of them again."""
+
+
+def written_once(view: list[PromptToken], start: int = 0) -> int:
+    """The tokens of `view` from `start` on whose role is written once a conversation (WRITTEN_ONCE)."""
+    return sum(1 for item in view[start:] if item.role in WRITTEN_ONCE)
+
+
 def role_counts(view: list[PromptToken]) -> dict[str, int]:
     counts = dict.fromkeys(ROLES, 0)
     for item in view:

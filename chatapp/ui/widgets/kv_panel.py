@@ -128,8 +128,8 @@ class KVPanel(ThemedPanel):
             lines.extend(self._retrieved_lines(width))
             lines.extend(self._tool_lines(width))
             lines.append(Text(f"reused from cache: {count(self.record.cached_tokens)} tok"))
-            if self.branch.growths:
-                lines.append(Text(f"this turn wrote: {count(self.branch.growths[-1])} cells"))
+            wrote = kv.turn_growth(self.record.kv_used, self.record.cached_tokens)
+            lines.append(Text(f"this turn wrote: {count(wrote)} cells"))
             lines.append(self._forecast_line(width))
             lines.extend(self._reprefill_lines())
         elif (figures := self.branch.figures) is not None and figures.tokens:

@@ -114,6 +114,7 @@ async def test_kv_panel_grows_by_each_turns_tokens(session, themes):
         used_after_first = panel.kv_used
         assert_height_fits(panel)
         assert f"{first.record.kv_used} / 1,024 cells" in panel.plain
+        assert f"this turn wrote: {first.record.kv_used} cells" in panel.plain  # the system prompt too
         assert f"{human_bytes(first.record.kv_used * summary.kv_bytes_per_token)} of " \
                f"{human_bytes(1024 * summary.kv_bytes_per_token)} (f16, " in panel.plain
 
@@ -133,7 +134,9 @@ async def test_kv_panel_grows_by_each_turns_tokens(session, themes):
             else:
                 assert f"{role} {counts[role]}" in text
         free = 1024 - second.record.kv_used
-        average = (first.record.kv_used + grew) / 2
+        once = prompt_view.written_once(first.view)  # the system prompt: the second turn wrote it no more
+        assert once == prompt_view.role_counts(first.view)["system"] > 0
+        average = (first.record.kv_used - once + grew) / 2
         assert panel.forecast == int(free // average)
         assert f"room for ~{panel.forecast} more turns (~{round(average)} tok each)" in text
         assert not panel.has_class("-warn") and not panel.has_class("-critical")
