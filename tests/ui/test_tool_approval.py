@@ -18,8 +18,8 @@ class Host(App):
         super().__init__()
         self.results: list[object] = []
 
-    def ask(self, call: ToolCall) -> ToolApprovalScreen:
-        screen = ToolApprovalScreen(call, SPEC)
+    def ask(self, call: ToolCall, spec: ToolSpec = SPEC) -> ToolApprovalScreen:
+        screen = ToolApprovalScreen(call, spec)
         self.push_screen(screen, self.results.append)
         return screen
 
@@ -47,3 +47,17 @@ async def test_keys_answer_once_always_and_escape_denies():
             await pilot.press(key)
             await pilot.pause()
             assert app.results[-1] == answer
+
+
+async def test_a_long_description_is_cut_at_a_word_and_says_so():
+    """The reference filesystem server's descriptions run to several sentences; cut mid-word, the
+    dialog read "(... This tool is essential for understand)"."""
+    words = "Get a detailed listing of all files and directories in a specified path. " * 6
+    app = Host()
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = app.ask(ToolCall("list_directory", {"path": "/tmp"}), ToolSpec("list_directory", words, {}, "files"))
+        await pilot.pause()
+        label = str(screen.query_one("Label").render())
+        about = label.split(" (", 1)[1].rsplit(") with these arguments:", 1)[0]
+        assert about.endswith(" …") and words.startswith(about.removesuffix(" …"))
+        assert about.removesuffix(" …").split()[-1] in words.split()  # a whole word before the cut

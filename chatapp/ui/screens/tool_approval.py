@@ -5,6 +5,8 @@ chat (a), or deny (d, or Esc): a denial goes back to the model as the tool's res
 
 from __future__ import annotations
 
+from textwrap import shorten
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
@@ -15,6 +17,7 @@ from chatapp.format import one_line_text
 from chatapp.ui.screens.dialog import Dialog
 
 ONCE, ALWAYS, DENY = "once", "always", "deny"
+DESCRIPTION_CHARS = 200
 
 
 class ToolApprovalScreen(Dialog[str | None]):
@@ -43,8 +46,10 @@ class ToolApprovalScreen(Dialog[str | None]):
         return self.call.pretty_arguments()
 
     def compose_body(self) -> ComposeResult:
+        # A server's description can run to pages: its start, cut at a word, says what the tool is for.
+        about = shorten(one_line_text(self.spec.description), DESCRIPTION_CHARS, placeholder=" …")
         yield Label(f"The model asks to run {one_line_text(self.spec.name)} from {one_line_text(self.spec.server)}"
-                    f" ({one_line_text(self.spec.description)[:200]}) with these arguments:", markup=False)
+                    f" ({about}) with these arguments:", markup=False)
         with VerticalScroll(id="arguments"):
             yield Static(self.arguments, markup=False, id="arguments-text")
         with Horizontal():
