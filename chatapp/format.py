@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from textwrap import shorten
 from urllib.parse import urlsplit, urlunsplit
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
@@ -64,6 +65,15 @@ def display_url(url: str) -> str:
 
 _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
 _CONTROLS.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
+
+
+def text_start(text: str, chars: int) -> str:
+    """The start of a text from outside (a tool's description, which can run to pages) on one line:
+    whitespace runs as one space, other control characters escaped (one_line_text), cut at a word
+    within `chars` with " …" where anything was cut (a first word longer than that is cut inside)."""
+    line = one_line_text(" ".join(text.split()))
+    start = shorten(line, chars, placeholder=" …")
+    return start if start.strip("… ") or not line else line[:max(chars - 2, 1)] + " …"
 
 
 def one_line_text(text: str) -> str:

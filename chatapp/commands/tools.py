@@ -15,7 +15,7 @@ from rich.table import Table
 from chatapp.commands.ask_tools import open_registry
 from chatapp.commands.core import ModelOpt, ServerOpt
 from chatapp.errors import InputError
-from chatapp.format import one_line_text, strict_json
+from chatapp.format import one_line_text, strict_json, text_start
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="The tools the model may call: built-in and MCP servers'.")
@@ -64,7 +64,7 @@ def list_tools(
         for row in rows:
             tokens = "" if row["tokens"] is None else f"{row['tokens']:,}"
             table.add_row(escape(one_line_text(row["name"])), escape(row["server"]), "yes" if row["enabled"] else "no",
-                          tokens, escape(one_line_text(" ".join(row["description"].split()))[:120]))
+                          tokens, escape(text_start(row["description"], 120)))
         Console().print(table)
         for notice in registry.notices:
             typer.echo(f"chatapp: {one_line_text(notice)}", err=True)

@@ -61,3 +61,8 @@ async def test_a_long_description_is_cut_at_a_word_and_says_so():
         about = label.split(" (", 1)[1].rsplit(") with these arguments:", 1)[0]
         assert about.endswith(" …") and words.startswith(about.removesuffix(" …"))
         assert about.removesuffix(" …").split()[-1] in words.split()  # a whole word before the cut
+        await pilot.press("d")
+        screen = app.ask(ToolCall("x", {}), ToolSpec("x", "x" * 5000 + "\n\x1b[2J", {}, "hostile"))
+        await pilot.pause()
+        label = str(screen.query_one("Label").render())  # one word of 5,000: cut inside it, not dropped
+        assert f"x from hostile ({'x' * 198} …) with these arguments:" in label and "\x1b" not in label

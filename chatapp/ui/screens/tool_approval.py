@@ -5,15 +5,13 @@ chat (a), or deny (d, or Esc): a denial goes back to the model as the tool's res
 
 from __future__ import annotations
 
-from textwrap import shorten
-
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Label, Static
 
 from chatapp.engine.tools.spec import ToolCall, ToolSpec
-from chatapp.format import one_line_text
+from chatapp.format import one_line_text, text_start
 from chatapp.ui.screens.dialog import Dialog
 
 ONCE, ALWAYS, DENY = "once", "always", "deny"
@@ -47,7 +45,7 @@ class ToolApprovalScreen(Dialog[str | None]):
 
     def compose_body(self) -> ComposeResult:
         # A server's description can run to pages: its start, cut at a word, says what the tool is for.
-        about = shorten(one_line_text(self.spec.description), DESCRIPTION_CHARS, placeholder=" …")
+        about = text_start(self.spec.description, DESCRIPTION_CHARS)
         yield Label(f"The model asks to run {one_line_text(self.spec.name)} from {one_line_text(self.spec.server)}"
                     f" ({about}) with these arguments:", markup=False)
         with VerticalScroll(id="arguments"):
