@@ -137,7 +137,8 @@ def chained_calls(engine: Engine, registry: ToolRegistry, tools: list, steps: in
         results = [registry.call(call).text for call in calls]
         appended = sum(len(engine.tokenize(text)) for text in sent)
         print(f"chained step {step}: prompt {record.prompt_tokens}, cached {record.cached_tokens} "
-              f"({record.cached_tokens / record.prompt_tokens:.1%}), prefilled {record.prefill_tokens}"
+              f"({record.cached_tokens / record.prompt_tokens:.1%}), prefilled {record.prefill_tokens} in "
+              f"{record.prefill_ms:.0f} ms"
               + (f" (the result's {appended} tokens and {record.prefill_tokens - appended} of glue)" if sent else "")
               + least(records, step) + f"; called {[(c.name, c.arguments) for c in calls]} -> {results}")
         sent = results
