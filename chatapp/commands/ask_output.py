@@ -342,6 +342,8 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
                     if record.probs:
                         out.write(alternatives_table(record.probs))
                     err.print(f"[dim]{stats_line(record)}[/]")
+                    if end := record.extra.get("tool_loop_end"):  # why the tool loop went no further
+                        err.print(f"[yellow]tool loop: {escape(str(end))}[/]")
                 why = str(record.extra.get("draft_off_because", ""))
                 if why and why != said_drafting:  # found out at the first drafted turn: said once
                     err.print(f"[yellow]drafting off: {escape(why)}[/]")

@@ -390,6 +390,8 @@ class ChatApp(KeyBurstApp[None]):
         if message.more:  # the worker runs the calls, then the loop's next step (ToolStep)
             self.status = "running a tool…"
             return
+        if end := record.extra.get("tool_loop_end"):  # why the tool loop went no further
+            self.notify(str(end), title="Tools", severity="warning", timeout=8, markup=False)
         if error := record.extra.get("server_error"):  # the reply so far is kept, marked stopped
             self.notify(str(error), title="Server", severity="error", timeout=10, markup=False)
         self.attachments_ui.show()  # sized again for this turn (max_tokens may have changed)

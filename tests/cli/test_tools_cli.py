@@ -70,6 +70,15 @@ def test_ask_runs_only_allowed_calls_and_records_them(chatapp_exe, isolated_dirs
     assert all("prefill_tokens" in r and "cached_tokens" in r for r in records)
 
 
+def test_ask_says_why_a_tool_loop_went_no_further(chatapp_exe, isolated_dirs):
+    write_config(isolated_dirs, f'[mcp_servers.test]\ncommand = "{sys.executable}"\nargs = ["{SERVER_SCRIPT}"]\n')
+    out = chatapp_exe("ask", "--tool", "add", "--tool-choice", "add", "--allow-tool", "add", "--temperature", "0",
+                      "-n", "6", "--incognito", "What is 17 plus 25?")
+    assert out.returncode == 0, out.stderr
+    assert "tool loop: the call was cut at the reply's token limit (max_tokens) before it was whole; it was " \
+           "not run" in " ".join(out.stderr.split())
+
+
 def test_tool_flags_without_a_tool_are_refused(chatapp_exe):
     out = chatapp_exe("ask", "--allow-tools", "hi")
     assert out.returncode == 2 and "go with --tool NAME or --tools" in out.stderr

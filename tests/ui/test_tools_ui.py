@@ -19,7 +19,8 @@ from chatapp.ui.screens.tool_approval import ToolApprovalScreen
 from chatapp.ui.widgets.reply import Reply
 from chatapp.ui.widgets.tool_messages import ToolResult
 from chatapp.ui.widgets.transcript import Transcript, UserMessage
-from tests.ui._helpers import TURN_TIMEOUT, WIDE, Messages, opened, store, turn_worker_done, wait_until
+from tests.ui._helpers import (TURN_TIMEOUT, WIDE, Messages, notified, opened, store, turn_worker_done,
+                              wait_until)
 
 SERVER_SCRIPT = Path(__file__).parents[1] / "data" / "mcp_test_server.py"
 
@@ -134,6 +135,17 @@ async def test_a_denial_is_the_result_and_always_asks_no_more(make_app):
         assert all(screen.call.name != "add" for screen in asked)  # add runs unasked now
         ran = results(seen)[before]
         assert ran.note.startswith("add (test) · ") and ran.result != DENIED
+
+
+async def test_a_loop_that_goes_no_further_says_why(make_app):
+    configure()
+    app, seen = make_app(max_tokens=6)  # too few for the whole call the tool choice asks for
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        await tools_on(pilot, app, "add")
+        assert await ask(pilot, app, seen, "What is 17 plus 25?", "o") == []  # nothing to approve
+        said = await notified(pilot, seen, lambda n: n.title == "Tools" and n.severity == "warning")
+        assert said.message == ("the call was cut at the reply's token limit (max_tokens) before it was whole; "
+                                "it was not run")
 
 
 async def test_tools_off_takes_the_schemas_out_of_the_prompt(make_app):

@@ -33,6 +33,8 @@ Approval = Literal["once", "always", "deny"]
 CHOICES = ("auto", "none", "required")
 DENIED = "The user denied this call; it did not run."
 MAX_STEPS = 4
+CUT = {"length": "at the reply's token limit (max_tokens)", "context": "by the full context"}
+"""How a reply that had to be a call can end before the call does, in words: its finish_reason."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,10 @@ class ToolTurns:
                 done.record.extra.update(tool_schema_tokens=dict(costs.per_tool), tool_glue_tokens=costs.glue)
             calls = parse_calls(done.record.reply)[0] if self.choice != "none" else []
             if not calls or done.record.finish_reason == "stopped":
+                if not calls and grammar is not None and done.record.finish_reason in CUT:
+                    # The grammar made the reply a call, and the limit came before its end.
+                    done.record.extra["tool_loop_end"] = (f"the call was cut {CUT[done.record.finish_reason]} "
+                                                          "before it was whole; it was not run")
                 yield done
                 return
             asked = {(c.name, json.dumps(c.arguments, sort_keys=True)) for c in calls}

@@ -110,3 +110,14 @@ def test_the_tools_are_in_the_prompt_the_model_reads(engine, registry):
     ToolTurns(engine, registry, registry.choose(["add", "big"]), lambda c, s: "deny")
     text = engine.render()
     assert json.dumps(registry.get("add").as_openai()["function"]) in text
+
+
+def test_a_call_cut_by_max_tokens_is_not_run_and_says_why(engine, registry):
+    """A named choice's grammar makes the reply a call; with too few tokens for the whole call it
+    ended unparsed, and the loop stopped without a word on why."""
+    engine.set_generation(max_tokens=6)
+    turns = ToolTurns(engine, registry, registry.choose(["add"]), lambda call, spec: "once", choice="add")
+    records, calls = run(turns, engine, "What is 17 plus 25?")
+    assert [r.finish_reason for r in records] == ["length"] and calls == []
+    assert records[0].extra["tool_loop_end"] == ("the call was cut at the reply's token limit (max_tokens) "
+                                                 "before it was whole; it was not run")
