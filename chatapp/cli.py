@@ -13,7 +13,7 @@ from typer.core import TyperGroup
 
 from chatapp.config import exposed_key_warning
 from chatapp.errors import ChatappError, InputError, OutputError
-from chatapp.format import one_line_text
+from chatapp.format import one_line
 from chatapp.private import tighten_install
 
 
@@ -25,12 +25,6 @@ def reject_undecodable(args: Sequence[str]) -> None:
         if bad is not None:
             raise InputError(f"argument {number} is not valid UTF-8 (it holds the byte 0x{ord(bad) - 0xDC00:02x}); "
                              "pass text in UTF-8")
-
-
-def one_line(text: str) -> str:
-    """One line of text for the terminal: whitespace runs as one space, and every other control
-    character escaped (a message can quote a file name holding an escape sequence)."""
-    return one_line_text(" ".join(text.split()))
 
 
 INTERRUPTED = 130

@@ -67,11 +67,17 @@ _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
 _CONTROLS.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
 
 
+def one_line(text: str) -> str:
+    """One line of text for the terminal: whitespace runs as one space, and every other control
+    character escaped (one_line_text; a message can quote a file name holding an escape sequence)."""
+    return one_line_text(" ".join(text.split()))
+
+
 def text_start(text: str, chars: int) -> str:
-    """The start of a text from outside (a tool's description, which can run to pages) on one line:
-    whitespace runs as one space, other control characters escaped (one_line_text), cut at a word
-    within `chars` with " …" where anything was cut (a first word longer than that is cut inside)."""
-    line = one_line_text(" ".join(text.split()))
+    """The start of a text from outside (a tool's description, which can run to pages, or its
+    result) on one line (one_line), cut at a word within `chars` with " …" where anything was cut
+    (a first word longer than that is cut inside)."""
+    line = one_line(text)
     start = shorten(line, chars, placeholder=" …")
     return start if start.strip("… ") or not line else line[:max(chars - 2, 1)] + " …"
 

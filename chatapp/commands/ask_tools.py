@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from chatapp.errors import InputError
-from chatapp.format import one_line_text
+from chatapp.format import text_start
 
 if TYPE_CHECKING:
     from chatapp.engine.chat.engine import Engine
@@ -76,6 +76,6 @@ def call_line(done: ToolCallDone) -> str:
     """One line on stderr for a call that ran: the tool, its result's size, the start of the result."""
     if not done.approved:
         return f"tool {done.call.name}: {done.why}"
-    head = one_line_text(" ".join(done.result.text.split()))[:80]
+    head = text_start(done.result.text, 80)
     error = " (error)" if done.result.error else ""
     return f"tool {done.call.name} ({done.server}) -> {done.result_tokens} tok{error}: {head}"
