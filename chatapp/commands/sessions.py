@@ -68,11 +68,13 @@ def list_sessions(
         console.print(f"No saved sessions yet ([dim]{escape(str(manager.store.directory))}[/dim]). "
                       "Every chat in the TUI becomes one at its first turn; or: chatapp ask --session NAME PROMPT")
         return
-    table = Table(title="Sessions", title_justify="left", box=box.SIMPLE_HEAD,
-                  caption=f"{manager.store.directory}", caption_justify="left")
     # A long name (up to 64 characters) folds within its share; the first question is cut to one
-    # line, and below 100 columns the date leaves out its year.
+    # line, and below 100 columns the date leaves out its year and the columns share their padding
+    # (with a cell's padding on each side, 80 columns cut "12-05 10:24" to "12-05 10:").
     short = console.width < 100
+    table = Table(title="Sessions", title_justify="left", box=box.SIMPLE_HEAD,
+                  caption=f"{manager.store.directory}", caption_justify="left",
+                  collapse_padding=short, show_edge=not short, pad_edge=not short)
     table.add_column("name", overflow="fold", min_width=8, max_width=max(16, console.width // 5))
     table.add_column("first question", overflow="ellipsis", no_wrap=True, min_width=12,
                      max_width=max(12, console.width // 4 - 8))

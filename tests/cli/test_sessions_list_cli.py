@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -53,3 +54,4 @@ def test_sessions_list_shows_each_first_question_newest_first(chatapp_exe, isola
     newer = next(i for i, line in enumerate(lines) if "Name a fru" in line)  # cut with … at 80 columns
     older = next(i for i, line in enumerate(lines) if "Name a col" in line)
     assert newer < older and "first quest" in table  # the heading is cut at 80 columns too
+    assert re.search(r"\b\d\d-\d\d \d\d:\d\d$", lines[newer].rstrip())  # when, to the minute
