@@ -5,6 +5,8 @@ import sys
 from pathlib import Path
 
 SERVER_SCRIPT = Path(__file__).parents[1] / "data" / "mcp_test_server.py"
+TEST_SERVER = f'[mcp_servers.test]\ncommand = "{sys.executable}"\nargs = ["{SERVER_SCRIPT}"]\n'
+"""The tests' MCP server as a config table."""
 
 
 def write_config(isolated_dirs, text: str) -> Path:
@@ -16,7 +18,7 @@ def write_config(isolated_dirs, text: str) -> Path:
 
 def test_tools_list_shows_every_tool_with_its_server_and_token_cost(chatapp_exe, isolated_dirs, tmp_path):
     write_config(isolated_dirs, f'[tools]\nroots = ["{tmp_path}"]\ndisabled = ["list_folder"]\n\n'
-                                f'[mcp_servers.test]\ncommand = "{sys.executable}"\nargs = ["{SERVER_SCRIPT}"]\n')
+                                + TEST_SERVER)
     out = chatapp_exe("tools", "list", "--json")
     assert out.returncode == 0, out.stderr
     listed = json.loads(out.stdout)
@@ -55,7 +57,7 @@ def test_tools_import_adds_another_apps_servers(chatapp_exe, isolated_dirs, tmp_
 
 
 def test_ask_runs_only_allowed_calls_and_records_them(chatapp_exe, isolated_dirs):
-    write_config(isolated_dirs, f'[mcp_servers.test]\ncommand = "{sys.executable}"\nargs = ["{SERVER_SCRIPT}"]\n')
+    write_config(isolated_dirs, TEST_SERVER)
     out = chatapp_exe("ask", "--tool", "add", "--tool", "big", "--tool-choice", "add", "--allow-tool", "big",
                       "--temperature", "0", "-n", "60", "--json", "What is 17 plus 25?")
     assert out.returncode == 0, out.stderr
@@ -71,7 +73,7 @@ def test_ask_runs_only_allowed_calls_and_records_them(chatapp_exe, isolated_dirs
 
 
 def test_ask_says_why_a_tool_loop_went_no_further(chatapp_exe, isolated_dirs):
-    write_config(isolated_dirs, f'[mcp_servers.test]\ncommand = "{sys.executable}"\nargs = ["{SERVER_SCRIPT}"]\n')
+    write_config(isolated_dirs, TEST_SERVER)
     out = chatapp_exe("ask", "--tool", "add", "--tool-choice", "add", "--allow-tool", "add", "--temperature", "0",
                       "-n", "6", "--incognito", "What is 17 plus 25?")
     assert out.returncode == 0, out.stderr
@@ -85,7 +87,7 @@ def test_tool_flags_without_a_tool_are_refused(chatapp_exe):
 
 
 def test_calls_and_results_are_kept_in_the_session_and_its_export(chatapp_exe, isolated_dirs):
-    write_config(isolated_dirs, f'[mcp_servers.test]\ncommand = "{sys.executable}"\nargs = ["{SERVER_SCRIPT}"]\n')
+    write_config(isolated_dirs, TEST_SERVER)
     out = chatapp_exe("ask", "--session", "calls", "--tool", "add", "--tool-choice", "add", "--allow-tool", "add",
                       "--temperature", "0", "-n", "40", "What is 17 plus 25?")
     assert out.returncode == 0, out.stderr
