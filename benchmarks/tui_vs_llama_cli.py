@@ -4,8 +4,15 @@ Both run in tmux windows of 160x50 (chatapp's four panels visible), on the same 
 same system prompt and user prompt, greedy, the same reply length; each pair is one fresh
 process of each, in alternating order, and the figure is the median of the pairs' ratios
 (absolute speeds on a 2-core machine swing 2x from minute to minute; paired ratios do not).
-Each side's own figures are read: chatapp's turn record from its session journal (llama.cpp's
-counters), llama-cli's "[ Prompt: X t/s | Generation: Y t/s ]" line. That line has no token
+Each side's own figures are read: chatapp's turn record from its session journal, llama-cli's
+"[ Prompt: X t/s | Generation: Y t/s ]" line. Decode is compared by wall time on both sides:
+llama-cli's Generation is its server's decode steps over the time from the first token to the
+last (`n_gen_tps`, sampling and all), so chatapp's figure is its decode steps over its decode
+loop's wall time (`decode_wall_ms`). llama.cpp's counters, which the Speed panel and
+`decode_tps` show, count only the time inside llama_decode; until 2026-12-05 this script
+compared those, which read the TUI about 4% ahead of what it was. Prefill is chatapp's
+counters against llama-cli's wall time from the task's start to the prompt's end, a few batches
+whose gaps are small beside their time. That line has no token
 counts, so llama-cli also runs with `-lv 3` and its stderr in a file (the screen is unchanged:
 at its default verbosity it writes nothing there): its server's "prompt eval time = ... / N
 tokens" and "eval time = ... / N tokens" lines give the prompt and reply lengths. Each pair
@@ -230,6 +237,10 @@ def chatapp_turn(model: Path, text: str, *, paste: bool, seed: list[Message] | N
             term.close()
     ui = term.pid  # the main thread runs Textual's loop
     record["ui_cpu_share"] = (cpu1.get(ui, 0) - cpu0.get(ui, 0)) / (wall1 - wall0)
+    # Decode steps over the decode loop's wall time, as llama-cli's Generation figure is (its
+    # server's steps from the first token to the last, sampling and all): llama.cpp's own
+    # counters (decode_tps) leave out what runs between two llama_decode calls.
+    record["decode_wall_tps"] = record["decode_tokens"] / record["decode_wall_ms"] * 1000
     record["process_cpu"] = (sum(cpu1.values()) - sum(cpu0.values())) / (wall1 - wall0)
     return record
 
@@ -301,7 +312,7 @@ def run_case(case: str, model: Path, runs: int, busy: bool = False, cli_limit: f
              setup: Setup = DEFAULTS) -> None:
     typed, cli_prompt, seed, paste = case_inputs(case)
     bounded = busy and case != "prefill"  # a bound on a prefill rate would need its prompt count
-    key = "prefill_tps" if case == "prefill" else "decode_tps"
+    key = "prefill_tps" if case == "prefill" else "decode_wall_tps"
     label = f"{case} (busy: 1 CPU-bound process)" if busy else case
     print(f"{case}: {setup.label}", flush=True)
     ratios, ui, bounds = [], [], []
@@ -321,9 +332,9 @@ def run_case(case: str, model: Path, runs: int, busy: bool = False, cli_limit: f
             print(f"  {label} pair {run + 1}: llama-cli had not finished its {REPLY_TOKENS} tokens after "
                   f"{cli_limit:g} s: < {theirs:.2f} t/s; the ratio below is a lower bound", flush=True)
         print(f"  {label} pair {run + 1}: chatapp {ours[key]:7.1f} tok/s (prefill {ours['prefill_tps']:.0f}, "
-              f"decode {ours['decode_tps']:.1f}; prompt {ours['prompt_tokens']} tok, {ours['prefill_tokens']} "
-              f"prefilled; reply {ours['generated_tokens']} tok, {ours['finish_reason']}; threads "
-              f"{ours.get('threads', '?')}/{ours.get('threads_batch', '?')})  llama-cli {theirs:7.1f} t/s "
+              f"decode {ours['decode_tps']:.1f} by llama.cpp's counters; prompt {ours['prompt_tokens']} tok, "
+              f"{ours['prefill_tokens']} prefilled; reply {ours['generated_tokens']} tok, {ours['finish_reason']}; "
+              f"threads {ours.get('threads', '?')}/{ours.get('threads_batch', '?')})  llama-cli {theirs:7.1f} t/s "
               f"(prompt {cli['prompt_n']} tok, reply {cli['gen_n']} tok)  ratio {'>' if cli.get('bound') else ''}"
               f"{ratios[-1]:.3f}  "
               f"UI thread {ui[-1]:.1%} of a core", flush=True)
@@ -340,7 +351,7 @@ def against_itself(case: str, model: Path, runs: int, setup: Setup, side: str = 
     with llama-cli: the method's own spread, to read the "no pair below 0.92" target against."""
     typed, cli_prompt, seed, paste = case_inputs(case)
     if side == "chatapp":
-        key = "prefill_tps" if case == "prefill" else "decode_tps"
+        key = "prefill_tps" if case == "prefill" else "decode_wall_tps"
         turn = lambda: chatapp_turn(model, typed, paste=paste, seed=seed, setup=setup)  # noqa: E731
     else:
         key = "prompt_tps" if case == "prefill" else "gen_tps"
