@@ -111,7 +111,9 @@ class Sampler:
         """`grammar`: (the vocabulary, GBNF text with a `root` rule) the reply must follow."""
         self._ctx = ctx
         self.greedy = temperature <= 0
-        """The chain is llama.cpp's greedy sampler alone: the first largest logit, no state."""
+        """The chain is llama.cpp's greedy sampler (after the grammar, if any): the first largest
+        logit, no state."""
+        self._argmax = self.greedy and grammar is None
         self.top_k = top_k
         self.n_vocab = n_vocab
         self._data = np.zeros(0, dtype=_TOKEN_DATA)
@@ -136,6 +138,11 @@ class Sampler:
             add(llama_cpp.llama_sampler_init_dist(llama_cpp.LLAMA_DEFAULT_SEED if seed < 0 else seed))
 
     def sample(self, row: int = -1) -> int:
+        if self._argmax:
+            # What the greedy chain picks (np.argmax also takes the first largest), read in place:
+            # llama_sampler_sample first copies all 49k logits of the default model into a
+            # candidate array, 70 µs a token here against 15-20 µs, on every plain decode step.
+            return int(np.argmax(self.logits(row)))
         return llama_cpp.llama_sampler_sample(self._chain, self._ctx, row)
 
     def logits(self, row: int = -1) -> np.ndarray:

@@ -33,7 +33,8 @@ def test_at_temperature_0_the_chosen_token_is_the_raw_top_1_at_every_step(runtim
 
 @pytest.mark.parametrize("temperature", [0.0, 0.8])
 def test_asking_for_probabilities_changes_no_reply(runtime, temperature):
-    """The probing draw is llama_sampler_sample's: the same tokens for the same seed."""
+    """The probing draw is llama_sampler_sample's: the same tokens for the same seed. At
+    temperature 0 the plain turns take the argmax in place and the probing one applies the chain."""
     replies = []
     for logprobs in (0, 3, 0):
         engine = make_engine(runtime, "You are a concise assistant.",
