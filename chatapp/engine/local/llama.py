@@ -113,7 +113,7 @@ class Sampler:
         self.greedy = temperature <= 0
         """The chain is llama.cpp's greedy sampler (after the grammar, if any): the first largest
         logit, no state."""
-        self._argmax = self.greedy and grammar is None
+        self._argmax = self.greedy and grammar is None and n_vocab > 0  # a row's view needs n_vocab
         self.top_k = top_k
         self.n_vocab = n_vocab
         self._data = np.zeros(0, dtype=_TOKEN_DATA)
@@ -141,7 +141,8 @@ class Sampler:
         if self._argmax:
             # What the greedy chain picks (np.argmax also takes the first largest), read in place:
             # llama_sampler_sample first copies all 49k logits of the default model into a
-            # candidate array, 70 µs a token here against 15-20 µs, on every plain decode step.
+            # candidate array, 70 µs a row here against 15-20 µs, on every decode step and on
+            # every row of a verify batch.
             return int(np.argmax(self.logits(row)))
         return llama_cpp.llama_sampler_sample(self._chain, self._ctx, row)
 
@@ -614,25 +615,16 @@ class VerifyTarget:
         llama_cpp.llama_synchronize(rt._llm.ctx)
 
     def sample(self, row: int) -> int:
-        ctx = self._runtime._llm.ctx
-        if isinstance(self._sampler, Sampler) and self._sampler.greedy:
-            # What the greedy chain picks (np.argmax also takes the first largest), without the
-            # chain's copy of every logit into a candidate array: a verify step samples up to
-            # draft_max + 1 rows, and with the default model's 49k vocabulary that copy took ~100 µs
-            # a row here against ~20 µs for the argmax (greedy replies are what they were).
-            logits = llama_cpp.llama_get_logits_ith(ctx, row)
-            if not logits:
-                raise ModelError(f"llama.cpp has no logits at row {row}")
-            return int(np.argmax(np.ctypeslib.as_array(logits, shape=(self._n_vocab,))))
-        return self._sampler.sample(row)  # the turn's sampler: a probing one reports each row's step
+        # The turn's sampler: a greedy one takes the argmax in place (a verify step samples up to
+        # draft_max + 1 rows), a probing one reports each row's step.
+        return self._sampler.sample(row)
 
     def row_logits(self, row: int) -> np.ndarray:
         """A copy of logits row `row` of the last decode (-1: its last), before any sampler."""
         logits = llama_cpp.llama_get_logits_ith(self._runtime._llm.ctx, row)
         if not logits:
             raise ModelError(f"llama.cpp has no logits at row {row}")
-        n_vocab = llama_cpp.llama_vocab_n_tokens(self._runtime._vocab)
-        return np.ctypeslib.as_array(logits, shape=(n_vocab,)).copy()
+        return np.ctypeslib.as_array(logits, shape=(self._n_vocab,)).copy()
 
     def truncate(self, n: int) -> None:
         self._runtime.keep_kv_prefix(n)

@@ -175,8 +175,9 @@ class NextTokenViews:
     # --- the sampler chain -------------------------------------------------------------------------------
     def generate(self, prompt: Sequence[int], *, temperature: float, top_k: int, top_p: float, min_p: float,
                  seed: int, max_tokens: int) -> list[int]:
-        """A reply drawn by llama.cpp's own chain (llama_sampler_sample, as a turn draws) in the
-        runtime's context, prompt prefilled in batches and the reply decoded a token a step."""
+        """A reply drawn by llama.cpp's own chain (llama_sampler_sample, or at temperature 0 the
+        argmax it takes, as a turn draws) in the runtime's context, prompt prefilled in batches
+        and the reply decoded a token a step."""
         rt = self.runtime
         rt.clear_kv()
         rt.eval(list(prompt))
