@@ -57,14 +57,31 @@ class TurnOutput:
 
     def __init__(self) -> None:
         self.failed: OutputError | None = None
+        self._mid_line = False  # the last text written did not end its line
+        self._broken = False  # end_line ended the reply's line: end_reply adds nothing
 
     def write(self, text: str) -> None:
+        if text:
+            self._mid_line, self._broken = not text.endswith("\n"), False
         if self.failed is None:
             try:
                 sys.stdout.write(text)
                 sys.stdout.flush()
             except OutputError as exc:
                 self.failed = exc
+
+    def end_line(self) -> None:
+        """End the reply's line before a notice on stderr comes in the middle of a turn (a refused
+        tool call): in a terminal the notice would otherwise go on after the reply's text."""
+        if self._mid_line:
+            self.write("\n")
+            self._broken = True
+
+    def end_reply(self) -> None:
+        """The newline after a reply, unless end_line has just written it."""
+        if not self._broken:
+            self.write("\n")
+        self._broken = False
 
     def raise_if_failed(self) -> None:
         if self.failed is not None:
@@ -173,7 +190,7 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
     registry = None
     try:
         if tools is not None:
-            tool_turns, registry = open_tool_turns(engine, tools, err)
+            tool_turns, registry = open_tool_turns(engine, tools, err, out.end_line)
         with ctrl_c_stops(engine) as stopped:
             kept = _ask(engine, manager, session, prompts, as_json, err, out, attachments or [], system, stopped,
                         branch_from, at_token, tool_turns if tools is not None else None, think_more, given,
@@ -320,7 +337,7 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
                 record = event.record
                 thought.end()
                 if not as_json:
-                    out.write("\n")  # the reply's line ends before anything about its save
+                    out.end_reply()  # the reply's line ends before anything about its save
                 if live is not None:
                     saved = live.save_turn(record)
                     record = saved.record

@@ -4,6 +4,7 @@ and the model reads the refusal as the tool's result."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -45,8 +46,10 @@ def open_registry(only: list[str] | None = None) -> ToolRegistry:
     return ToolRegistry.open(load_tool_settings(), log_dir=paths.cache_dir() / "mcp-logs", only=only)
 
 
-def open_tool_turns(engine: Engine, options: ToolOptions, err: Console) -> tuple[ToolTurns, ToolRegistry]:
-    """The registry (MCP servers started) and the conversation's tool turns, for `ask`."""
+def open_tool_turns(engine: Engine, options: ToolOptions, err: Console,
+                    end_reply_line: Callable[[], None]) -> tuple[ToolTurns, ToolRegistry]:
+    """The registry (MCP servers started) and the conversation's tool turns, for `ask`;
+    `end_reply_line` ends the reply's line on stdout before a refusal is said on stderr."""
     from chatapp.engine.chat.tool_turns import ToolTurns
 
     registry = open_registry()
@@ -61,6 +64,7 @@ def open_tool_turns(engine: Engine, options: ToolOptions, err: Console) -> tuple
         def approve(call, spec):
             if options.allow_all or call.name in options.allow:
                 return "once"
+            end_reply_line()
             err.print(f"[yellow]refused a call of {escape(call.name)} ({escape(spec.server)}): not allowed; "
                       f"--allow-tool {escape(call.name)} lets it run. Its arguments:[/]")
             err.print(escape(call.pretty_arguments()), markup=True)
