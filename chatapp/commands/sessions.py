@@ -66,7 +66,8 @@ def list_sessions(
     console = Console()
     if not summaries:
         console.print(f"No saved sessions yet ([dim]{escape(str(manager.store.directory))}[/dim]). "
-                      "Every chat in the TUI becomes one at its first turn; or: chatapp ask --session NAME PROMPT")
+                      "Every chat becomes one at its first turn, in the TUI and with chatapp ask (--incognito keeps "
+                      "none); chatapp ask --session NAME PROMPT names it")
         return
     # A long name (up to 64 characters) folds within its share; the first question is cut to one
     # line, and below 100 columns the date leaves out its year and the columns share their padding
