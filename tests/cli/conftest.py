@@ -48,9 +48,12 @@ def chatapp_exe(isolated_dirs):
     if not exe.exists():
         pytest.fail(f"{exe} is missing: install the package with `make install`")
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
+    def run(*args: str, one_stream: bool = False) -> subprocess.CompletedProcess[str]:
+        """`one_stream`: stderr into stdout, in the order written, as a terminal shows them."""
         env = {**os.environ, **isolated_dirs, "COLUMNS": "200"}
-        return subprocess.run([str(exe), *args], check=False, capture_output=True, text=True, env=env, timeout=300)
+        return subprocess.run([str(exe), *args], check=False, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT if one_stream else subprocess.PIPE, text=True, env=env,
+                              timeout=300)
 
     return run
 

@@ -1,8 +1,6 @@
 """`chatapp tools list` and `chatapp tools import`, end to end with a real MCP server."""
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -74,14 +72,12 @@ def test_ask_runs_only_allowed_calls_and_records_them(chatapp_exe, isolated_dirs
     assert all("prefill_tokens" in r and "cached_tokens" in r for r in records)
 
 
-def test_a_refusal_starts_its_own_line_in_a_terminal(isolated_dirs):
+def test_a_refusal_starts_its_own_line_in_a_terminal(chatapp_exe, isolated_dirs):
     """stdout and stderr on one terminal: the refusal comes while the call's text has no newline
     yet (the turn ends after its calls are approved or refused)."""
     write_config(isolated_dirs, TEST_SERVER)
-    exe = Path(sys.executable).with_name("chatapp")
-    done = subprocess.run([str(exe), "ask", "--tool", "add", "--tool-choice", "add", "--temperature", "0", "-n", "60",
-                           "--incognito", "What is 17 plus 25?"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, env={**os.environ, **isolated_dirs, "COLUMNS": "200"}, timeout=300)
+    done = chatapp_exe("ask", "--tool", "add", "--tool-choice", "add", "--temperature", "0", "-n", "60",
+                       "--incognito", "What is 17 plus 25?", one_stream=True)
     assert done.returncode == 0, done.stdout
     lines = done.stdout.splitlines()
     refusal = next(i for i, line in enumerate(lines) if "refused a call of add" in line)
