@@ -70,7 +70,7 @@ def test_import_linter_contract_holds():
     from pathlib import Path
 
     names = contract_names()
-    assert len(names) >= 5
+    assert len(names) >= 12
     out = lint_imports(Path(__file__).parent.parent)
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"{len(names)} kept, 0 broken" in out.stdout
@@ -152,3 +152,21 @@ def test_each_ui_contract_catches_its_breach(tmp_path, breach):
     assert out.returncode != 0, out.stdout
     broken = [line for line in out.stdout.splitlines() if line.endswith("BROKEN")]
     assert f"{breach} BROKEN" in broken, out.stdout
+
+
+def test_no_command_or_widget_reaches_into_a_runtime():
+    """Commands and the UI go through the engine's faces (Engine, the inside views): none of them
+    reads a runtime or a backend as an attribute, which no import contract would see."""
+    import ast
+    from pathlib import Path
+
+    root = Path(chatapp.__file__).parent
+    reached = sorted(
+        f"{path.relative_to(root)}:{node.lineno} .{node.attr}"
+        for folder in ("commands", "ui") for path in (root / folder).rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr in ("runtime", "_runtime", "_backend", "_llm"))
+    reached += sorted(
+        f"cli.py:{node.lineno} .{node.attr}" for node in ast.walk(ast.parse((root / "cli.py").read_text()))
+        if isinstance(node, ast.Attribute) and node.attr in ("runtime", "_runtime", "_backend", "_llm"))
+    assert reached == []

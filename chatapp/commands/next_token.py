@@ -79,7 +79,7 @@ def perplexity(
             other, _ = _open(compare)
             try:
                 cost = views.compare(ids, ctx, other, only_scored=estimate,
-                                     names=(model or views.runtime.path.name, compare))
+                                     names=(model or views.name, compare))
             finally:
                 other.close()
             found = cost.base
@@ -132,7 +132,7 @@ def lens(
     views, _settings = _open(model)
     try:
         ids = views.text_ids(text)
-        shift = 1 if views.runtime.adds_bos else 0  # token N counts the text's tokens, not a BOS
+        shift = views.text_start  # token N counts the text's tokens, not a BOS
         position, given = positions_for(len(ids) - shift, token)
         found = views.lens(ids, position + shift, ids[position + shift + 1] if given else None, k)
     finally:
@@ -191,11 +191,8 @@ def sampler(
              "seed": seed}
     views, _settings = _open(model, n_ctx=1024)
     try:
-        rt = views.runtime
-        rendered = rt.render_chat([{"role": "system", "content": base.system_prompt},
-                                   {"role": "user", "content": prompt}], add_generation_prompt=True)
-        ids = rt.tokenize(rendered, special=True, add_bos=rt.adds_bos)
-        if len(ids) + max_tokens > rt.n_ctx:
+        ids = views.chat_prompt_ids(base.system_prompt, prompt)
+        if len(ids) + max_tokens > views.n_ctx:
             raise InputError(f"the prompt is {len(ids):,} tokens: too long to look at here")
         reply = views.generate(ids, max_tokens=max_tokens, **chain)
         found = views.replay_chain(ids, reply, **chain)

@@ -52,6 +52,29 @@ class NextTokenViews:
         tokens' text as plain text."""
         return self.runtime.tokenize(text, special=False, add_bos=self.runtime.adds_bos)
 
+    @property
+    def name(self) -> str:
+        """The model's file name, as a comparison names it."""
+        return self.runtime.path.name
+
+    @property
+    def text_start(self) -> int:
+        """Where the text begins in `text_ids`: 1 after the BOS the model adds, else 0."""
+        return 1 if self.runtime.adds_bos else 0
+
+    def chat_prompt_ids(self, system: str, prompt: str) -> list[int]:
+        """The first turn's prompt for `prompt` under `system`, as the model's template renders it
+        (generation prompt included)."""
+        rt = self.runtime
+        rendered = rt.render_chat([{"role": "system", "content": system}, {"role": "user", "content": prompt}],
+                                  add_generation_prompt=True)
+        return rt.tokenize(rendered, special=True, add_bos=rt.adds_bos)
+
+    @property
+    def n_ctx(self) -> int:
+        """Cells of the context `generate` writes in."""
+        return self.runtime.n_ctx
+
     def pieces(self, ids: Sequence[int]) -> list[str]:
         return [t.piece for t in token_views.describe(self.runtime, list(ids))]
 
