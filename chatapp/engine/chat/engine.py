@@ -19,78 +19,69 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 
 from chatapp.config import DraftMode, Settings, validate
-from chatapp.engine.chat import prompt_tokens, prompt_view
+from chatapp.engine.backend import Backend, CacheState, Drafting, GenerationSettings, ModelSummary
+from chatapp.engine.chat import thoughts
+from chatapp.engine.chat.attached import Attached
+from chatapp.engine.chat.branch_states import BranchFigures, BranchKeeper, BranchSwitch
+from chatapp.engine.chat.cache_track import CacheTrack
+from chatapp.engine.chat.conversation import Conversation
 from chatapp.engine.chat.decoded import DecodedReplies
+from chatapp.engine.chat.kept_branches import KeptBranches
+from chatapp.engine.chat.rendering import Rendering
+from chatapp.engine.chat.tool_prompt import ToolCosts
+from chatapp.engine.chat.tree import ROOT, MessageTree
+from chatapp.engine.chat.turn import TurnRunner
+from chatapp.engine.chat.typeahead import TypeAhead, TypeAheadState, next_question
+from chatapp.engine.events import Event, Message
 from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable
 from chatapp.engine.inside.views import NextTokenViews
-from chatapp.engine.backend import Backend, CacheState, Drafting, GenerationSettings, ModelSummary
-from chatapp.engine.chat.branch_states import BranchFigures, BranchKeeper, BranchStates, BranchSwitch
-from chatapp.engine.chat.conversation import Conversation
-from chatapp.engine.chat.tree import ROOT, MessageTree, new_id
-from chatapp.engine.chat.tool_prompt import ToolCosts, ToolPrompt, tool_costs
-from chatapp.engine.chat.typeahead import TypeAhead, TypeAheadState, next_question
-from chatapp.engine.chat import thoughts
-from chatapp.engine.events import (
-    ContextRetrieved, ContextTrimmed, Event, Generated, Message, PrefillDone, TextDelta, TurnDone)
-from chatapp.engine.retrieval.attachments import AttachmentSet, AttachReport, Planned
-from chatapp.engine.retrieval.context import RetrievedContext, placed_keys
-from chatapp.engine.sampling import Scored, TokenProbs
+from chatapp.engine.retrieval.attachments import AttachReport, Planned
 from chatapp.engine.retrieval.document import Attachment
-from chatapp.engine.stats import TurnRecord
+from chatapp.engine.sampling import Scored, TokenProbs
 from chatapp.engine.thinking import ThoughtEnd
-from chatapp.engine.tools.spec import ToolSpec
 from chatapp.engine.tokens import Token, common_prefix
-from chatapp.errors import ContextFullError, InputError, ServerError
+from chatapp.engine.tools.spec import ToolSpec
+from chatapp.errors import InputError
 from chatapp.format import one_line_text
 
 __all__ = ["Engine", "GenerationSettings", "ModelSummary"]
 
 
 class Engine:
+    """The one face of a conversation for the UI and the commands. It keeps the conversation and
+    delegates by concern: the template's rendering (Rendering), the branches' kept states
+    (KeptBranches), the attachments (Attached), thinking (thoughts.Thinking), and the turn
+    itself (TurnRunner), all sharing one record of what the cache holds (CacheTrack)."""
+
     def __init__(self, backend: Backend, settings: Settings) -> None:
         self._backend = backend
         self.settings = settings
         self.generation = GenerationSettings.from_settings(settings)
         self._conversation = Conversation(settings.system_prompt)
-        self._stop = threading.Event()
-        self._last_reuse: int | None = None
-        """How much cached prefix the last turn reused: regenerate reuses no more, so that it
-        prefills the same tokens as one batch again and a greedy reply comes out the same."""
         self.load_notices: list[str] = []
         """Warnings from loading (an n_ctx above the model's training context), one line each."""
         self.next_token_views: Callable[[], NextTokenViews] | None = None
         """Opens the views inside the next token on the loaded model (chatapp.engine.inside.views):
         set by the opener for an in-process model; None where the backend has no such views."""
-        self._attachments: AttachmentSet | None = None
-        """Created on the first attach; sized again for n_ctx and max_tokens before each use."""
-        self._last_turn: tuple[list[int], int] | None = None
-        """The last turn's cache ids and where its reply starts in them, for `attention`; None when
-        the conversation or the cache changed since (a new chat, a session opened, cleared)."""
-        self._branch_states = BranchStates(settings.branch_state_mb * 1024 * 1024)
-        self._keeper: BranchKeeper | None = None
-        self._cache_leaf: str | None = None
-        """The leaf whose path the cache holds, when it holds one (after its turn or a restore)."""
-        self._kept_as_is: str | None = None
-        """The leaf whose kept state in memory is the cache as it is now (no turn since)."""
-        self._prefill_tps: float | None = None
-        """The last long prefill's speed, for what re-prefilling a branch would cost."""
-        self.state_namespace = new_id(())
-        """Names this conversation's branch states on a server (a saved session sets its state key)."""
+        self._track = CacheTrack()
         self._typeahead = TypeAheadState()
         self._reply_probs: dict[str, tuple[TokenProbs, ...]] = {}
         """Each reply's tokens with their probabilities, by message id, where its turn computed them."""
-        self._tool_prompt = ToolPrompt(backend.render)
-        self._tools: tuple[ToolSpec, ...] = ()
-        """The tools offered to the model (set_tools): their schemas are in every prompt."""
         self._decoded = DecodedReplies(backend)
         """Replies whose decoded tokens differ from their text tokenized again (chat.decoded)."""
         self._thinking = thoughts.Thinking(backend, settings)
         """The model's thinking format (found on first use), its budget, the history choice, and
         the running turn's steering ("answer now")."""
+        self._rendering = Rendering(backend, self._conversation, self._thinking, self._decoded)
+        self._kept = KeptBranches(backend, self._conversation, self._rendering.prompt_ids, self._track,
+                                  self._typeahead, settings.branch_state_mb * 1024 * 1024)
+        self._attached = Attached(lambda text: len(backend.tokenize(text)), lambda: self.n_ctx, self._reserve)
+        self._turns = TurnRunner(backend, self._conversation, self._rendering, self._thinking, self._decoded,
+                                 self._typeahead, self._track, self._attached, self._reply_probs,
+                                 lambda: self.generation, self._reserve)
         drafting = backend.set_drafting(settings.draft, settings.draft_max)
         if drafting.off_because:
             self.load_notices.append(drafting.describe())
@@ -126,8 +117,8 @@ class Engine:
         """A new conversation with the same system prompt and no attachments; the cached prefix
         stays reusable."""
         self._conversation.reset()
-        self._attachments = None
-        self._reply_probs = {}
+        self._attached.forget()
+        self._reply_probs.clear()
         self._thinking.forget()
         self._decoded.forget()
         self._forget_branches()
@@ -137,7 +128,7 @@ class Engine:
         """A saved conversation: messages in the order written (with ids and parents: a tree;
         without: one path), the active path ending at `leaf` (the last message by default)."""
         self._conversation.load(messages, window_start, leaf)
-        self._reply_probs = {}
+        self._reply_probs.clear()
         self._thinking.forget()
         self._decoded.forget()
         self._forget_branches()
@@ -183,28 +174,27 @@ class Engine:
         ids = self.reply_ids(reply)
         leaf = tree.leaf
         if leaf != reply:  # the shown leaf's cache is kept aside, to be put back after
-            self._stash()
+            self._kept.stash()
         scored = self._backend.score(prompt, ids, self.generation, n_top, stop or threading.Event())
         self._typeahead.forget()
-        self._cache_leaf = self._kept_as_is = self._last_reuse = None
+        self._track.leaf = self._track.kept_as_is = self._track.last_reuse = None
         if leaf is not None and leaf != reply:
-            self._restore_leaf(leaf)
+            self._kept.restore(leaf)
         self._reply_probs[reply] = scored.probs
         return scored
 
     def _forget_branches(self) -> None:
-        self._last_reuse = None
-        self._last_turn = None
-        self._cache_leaf = self._kept_as_is = None
-        self._branch_states.clear()
-        self._keeper = None
-        self.state_namespace = new_id(())
+        self._track.forget()
+        self._kept.clear()
+
+    @property
+    def state_namespace(self) -> str:
+        """Names this conversation's branch states on a server (a saved session sets its state key)."""
+        return self._kept.namespace
 
     def keep_branches_with(self, keeper: BranchKeeper | None, namespace: str | None = None) -> None:
         """Where branch states go beyond memory (a saved session), and the name its states take."""
-        self._keeper = keeper
-        if namespace:
-            self.state_namespace = namespace
+        self._kept.keep_with(keeper, namespace)
 
     # --- the tree ----------------------------------------------------------------------------
     @property
@@ -233,7 +223,7 @@ class Engine:
         started = time.perf_counter()
         tree = self._conversation.tree
         message_id = tree.resolve(message_id)
-        self._stash()
+        self._kept.stash()
         tree.switch(message_id, descend=descend)
         self._conversation.place_window(self._conversation.window_start)
         self.refit_window()
@@ -266,23 +256,21 @@ class Engine:
     def branch_figures(self) -> BranchFigures:
         """The shown branch's figures: its tokens, how many the cache holds, the cells in use."""
         messages = self.context_messages()
-        expected, glue = self._history_ids(messages)
+        expected, glue = self._rendering.history_ids(messages)
         cached = self._backend.cached_tokens()
         held = common_prefix(cached, expected)
         leaf = self._conversation.tree.leaf
-        whole = leaf is not None and leaf == self._cache_leaf  # the cache: the one this path's last turn left
+        whole = leaf is not None and leaf == self._track.leaf  # the cache: the one this path's last turn left
         again = self._thinking.reprefill_expected(cached, expected, glue, whole) if cached else 0
+        reason = self._rendering.reprefill_reason(messages) if again else ""
         return BranchFigures(self._conversation.tree.leaf, len(expected), held, len(cached), self.n_ctx,
-                             again, held if again else None, self._reprefill_reason(messages) if again else "")
+                             again, held if again else None, reason)
 
     def kept_leaves(self) -> dict[str, str]:
         """The leaves a switch would restore instead of prefilling, and where their cache is:
         "cache" (the one the cache holds now) or "memory" (a stashed state). A saved session may
         keep more as state files (its BranchKeeper)."""
-        kept = dict.fromkeys(self._branch_states.leaves(), "memory")
-        if self._cache_leaf is not None:
-            kept[self._cache_leaf] = "cache"
-        return kept
+        return self._kept.leaves()
 
     def delete_branch(self, message_id: str) -> list[Message]:
         """Remove a message and everything after it (and their kept states); the shown path
@@ -291,128 +279,35 @@ class Engine:
         message_id = tree.resolve(message_id)
         on_path = tree.on_path(message_id)
         if on_path:
-            self._stash()
+            self._kept.stash()
         removed = tree.remove(message_id)
-        gone = {m.id for m in removed}
-        self._branch_states.discard(gone)
-        if self._keeper is not None:  # nothing of a deleted branch stays on disk either
-            self._keeper.drop_branches(gone)
-        if self._cache_leaf in gone:
-            self._cache_leaf = None
+        self._kept.discard({m.id for m in removed})
         if on_path:
             self._conversation.place_window(self._conversation.window_start)
             self.refit_window()
-            self._last_turn = self._last_reuse = None
+            self._track.last_turn = self._track.last_reuse = None
             if tree.leaf is not None:
-                self._restore_leaf(tree.leaf)
+                self._kept.restore(tree.leaf)
         return removed
 
-    def _stash(self, trim: bool = True) -> None:
-        """Keep the cache of the leaf it holds before the shown path changes (unless what is
-        kept for that leaf is this very cache: a leaf restored and left without a turn). `trim`:
-        cut the shown leaf's cache to its path first (`path_cache`), as a save does."""
-        leaf = self._cache_leaf
-        if leaf is None or leaf not in self._conversation.tree or not self._backend.cached_tokens():
-            return
-        if leaf == self._kept_as_is and leaf in self._branch_states:
-            return
-        try:
-            state = self.path_cache(f"{self.state_namespace}-{leaf}") if trim and leaf == self.leaf else \
-                self._backend.save_cache(f"{self.state_namespace}-{leaf}")
-        except (ServerError, OSError):  # a server without slot files: the switch prefills instead
-            return
-        self._branch_states.put(leaf, state)
-        self._kept_as_is = leaf
-        if self._keeper is not None:
-            self._keeper.keep_branch(leaf, state)
-
-    def _nearest_kept(self, leaf: str) -> list[tuple[str, str]]:
-        """The kept states (leaf, "memory" or "disk") worth trying for the path to `leaf`, the
-        ones whose path shares the most messages with it first (`leaf`'s own first among
-        equals): a branch continued anywhere starts from the state nearest to it."""
-        tree = self._conversation.tree
-        target = [m.id for m in tree.path_to(leaf)]
-        kept = [(held, "memory") for held in reversed(self._branch_states.leaves())]
-        if self._keeper is not None:
-            kept += [(held, "disk") for held in self._keeper.kept_branches()]
-        ranked = []
-        for order, (held, source) in enumerate(kept):
-            if held not in tree:
-                continue
-            shared = 0
-            for a, b in zip(target, (m.id for m in tree.path_to(held))):
-                if a != b:
-                    break
-                shared += 1
-            if shared:
-                ranked.append((-shared, held != leaf, order, held, source))
-        return [(held, source) for *_, held, source in sorted(ranked)[:4]]
-
-    def _restore_leaf(self, leaf: str, *, reply: tuple[str, Sequence[int]] | None = None) -> tuple[int, str]:
-        """Load the kept state that shares the longest prefix with the path to `leaf` (its own,
-        or a branch's near it) when that is more than the cache holds; (tokens kept, where from).
-
-        `reply`: (a reply to `leaf`, the ids it starts with): the states through that reply come
-        first, and the prefix kept runs on through the generation prompt into those ids (think
-        more on an older reply: a later turn's state holds its thought, so it is not prefilled)."""
-        if leaf == self._cache_leaf and reply is None:
-            return 0, ""
-        if reply is None:
-            expected = self.prompt_ids(add_generation_prompt=False)
-        else:
-            expected = self.prompt_ids() + list(reply[1])
-        for held, source in self._nearest_kept(leaf if reply is None else reply[0]):
-            found = (self._branch_states.get(held) if source == "memory"
-                     else self._keeper.load_branch(held) if self._keeper else None)
-            if found is None:
-                continue
-            keep = common_prefix(found.tokens, expected)
-            current = common_prefix(self._backend.cached_tokens(), expected)
-            if keep <= current or not self._backend.restore_cache(found, keep):
-                continue
-            self._typeahead.forget()
-            own = held == leaf
-            self._cache_leaf = leaf if (own or keep == len(expected)) and reply is None else None
-            self._last_reuse, self._last_turn = None, None
-            self._kept_as_is = leaf if own and source == "memory" and keep == len(found.tokens) else None
-            return keep, source
-        return 0, ""
-
     def restore_nearest(self) -> tuple[int, str]:
-        """Restore, for the shown path, the kept state nearest to it (see `_restore_leaf`)."""
+        """Restore, for the shown path, the kept state nearest to it (KeptBranches.restore)."""
         leaf = self._conversation.tree.leaf
-        return self._restore_leaf(leaf) if leaf is not None else (0, "")
+        return self._kept.restore(leaf) if leaf is not None else (0, "")
 
     def path_cache(self, key: str) -> CacheState:
-        """The cache as the shown path's state: the cells past the path's prompt (a question
-        prefilled while typing, never sent) are dropped first, so no saved state holds them.
-
-        The last turn's own cells stay, also where the path's prompt parts from them: a template
-        that drops thoughts renders the reply without the thought the cache holds, and think more
-        goes on from that thought (cut there, it was prefilled again after every save of a kept
-        chat). A state is only ever used as far as it agrees with the path it is restored for."""
-        cached = self._backend.cached_tokens()
-        messages = self.context_messages()
-        expected = self.prompt_ids(messages, add_generation_prompt=False) if messages else []
-        keep = common_prefix(cached, expected)
-        turn = self._last_turn[0] if self._last_turn is not None and self._cache_leaf == self.leaf else []
-        if len(turn) > keep and cached[:len(turn)] == turn:
-            keep = len(turn)
-        if keep < len(cached):
-            self._backend.keep_cache_prefix(keep)
-            self._typeahead.forget()
-            if self._last_reuse is not None:  # the last turn's prompt is still there to regenerate from as it ran
-                self._last_reuse = min(self._last_reuse, keep)
-        return self._backend.save_cache(key)
+        """The cache as the shown path's state, for a save (KeptBranches.path_cache)."""
+        return self._kept.path_cache(key)
 
     def _arrive(self, started: float, position: int, siblings: int) -> BranchSwitch:
         leaf = self._conversation.tree.leaf
-        restored, source = self._restore_leaf(leaf) if leaf is not None else (0, "")
+        restored, source = self._kept.restore(leaf) if leaf is not None else (0, "")
         figures = self.branch_figures()
         if not restored:
-            self._cache_leaf = leaf if leaf is not None and figures.cached == figures.tokens else None
-            self._last_turn = self._last_reuse = None
-        estimate = figures.tokens / self._prefill_tps if self._prefill_tps else None
+            self._track.leaf = leaf if leaf is not None and figures.cached == figures.tokens else None
+            self._track.last_turn = self._track.last_reuse = None
+        tps = self._track.prefill_tps
+        estimate = figures.tokens / tps if tps else None
         how = "restored" if restored else ("kept" if figures.cached else "empty")
         return BranchSwitch(leaf, position, siblings, how, figures, (time.perf_counter() - started) * 1000,
                             source, estimate)
@@ -428,7 +323,7 @@ class Engine:
         came back (negative: how many left)."""
         moved = self._conversation.refit(self.prompt_ids, self.n_ctx, self._reserve(), floor)
         if moved:
-            self._last_reuse = None
+            self._track.last_reuse = None
         return moved
 
     def set_generation(self, **changes) -> None:
@@ -453,46 +348,32 @@ class Engine:
 
     # --- tokens ------------------------------------------------------------------------------
     def render(self, messages: Sequence[Message] | None = None, *, add_generation_prompt: bool = True) -> str:
-        """The messages through the template; a thinking model's earlier thoughts as the
-        `thinking_history` setting says (chatapp.engine.thinking.render_history)."""
-        messages = self.context_messages() if messages is None else messages
-        if self._tools:  # a thinking model's history choice does not apply with tools yet
-            return self._tool_prompt.render(messages, add_generation_prompt=add_generation_prompt, tools=self._tools)
-        return self._thinking.render(messages, add_generation_prompt)
+        """The messages through the template (the window's, by default; Rendering.render)."""
+        return self._rendering.render(messages, add_generation_prompt=add_generation_prompt)
 
     # --- tools (chatapp.engine.tools) ----------------------------------------------------------
     @property
     def tools(self) -> tuple[ToolSpec, ...]:
-        return self._tools
+        return self._rendering.tools
 
     def set_tools(self, tools: Sequence[ToolSpec]) -> None:
         """Offer these tools from the next turn on; their schemas join every prompt (the first
         turn after a change prefills from where the prompt changed)."""
-        self._tools = tuple(tools)
+        self._rendering.tools = tuple(tools)
 
     @property
     def tool_format(self) -> str:
-        """"template" when the model's own template renders tools, "generic" when chatapp lists
-        them in the system message (chatapp.engine.chat.tool_prompt)."""
-        return self._tool_prompt.format
+        """"template" or "generic" (Rendering.tool_format)."""
+        return self._rendering.tool_format
 
     @property
     def tool_syntax(self) -> str:
         """How the model writes a call: hermes, mistral, llama3 or generic (chatapp.engine.tools.calls)."""
-        return self._tool_prompt.syntax
+        return self._rendering.tool_syntax
 
     def tool_costs(self, tools: Sequence[ToolSpec] | None = None) -> ToolCosts:
-        """What tools (the offered ones by default) cost in prompt tokens, each and together:
-        the system prompt rendered and tokenized with and without them, the difference."""
-        tools = self._tools if tools is None else tools
-        system = self._conversation.messages[:self._conversation.n_system]
-
-        def count(offered: Sequence[ToolSpec]) -> int:
-            def render(messages, *, add_generation_prompt):
-                return self._tool_prompt.render(messages, add_generation_prompt=add_generation_prompt, tools=offered)
-            return len(prompt_tokens.prompt_ids(self._backend, render, system, add_generation_prompt=False))
-
-        return tool_costs(count, tools, self.tool_format)
+        """What tools (the offered ones by default) cost in prompt tokens (Rendering.tool_costs)."""
+        return self._rendering.tool_costs(tools)
 
     # --- thinking models (chatapp.engine.thinking) --------------------------------------------
     @property
@@ -508,25 +389,6 @@ class Engine:
         `reprefill_tokens`."""
         return self.branch_figures().reprefill
 
-    def _reprefill_reason(self, messages: Sequence[Message]) -> str:
-        fmt = self._thinking.format
-        if fmt.active and fmt.drops_history and self._thinking.history == "template" \
-                and any(m.thinking for m in messages):
-            return "the template drops earlier thoughts"
-        return "the template rewrites the history"
-
-    def _history_ids(self, messages: Sequence[Message]) -> tuple[list[int], int]:
-        """The prompt of `messages` without the generation prompt, and how many of its last
-        tokens are the template's end of turn (a control token, and only whitespace after it)."""
-        if not messages:
-            return [], 0
-        ids = self.prompt_ids(messages, add_generation_prompt=False)
-        tail = self.describe(ids[-4:])
-        ends = [i for i, t in enumerate(tail) if t.special]
-        if ends and not "".join(t.piece for t in tail[ends[-1] + 1:]).strip():
-            return ids, len(tail) - ends[-1]
-        return ids, 0
-
     def answer_now(self) -> bool:
         """Stop thinking and answer: from any thread, the running turn forces its thought's
         closing marker before its next token and goes on to the answer. False when no thought
@@ -534,13 +396,9 @@ class Engine:
         return self._thinking.answer_now()
 
     def prompt_ids(self, messages: Sequence[Message] | None = None, *, add_generation_prompt: bool = True) -> list[int]:
-        """The templated prompt's token ids for these messages (the window's, by default):
-        the template's markers as control tokens, message text always as plain text. Without
-        the generation prompt, these are the ids the next turn's prompt starts with."""
-        messages = self.context_messages() if messages is None else messages
-        ids = prompt_tokens.prompt_ids(self._backend, self.render, messages,
-                                       add_generation_prompt=add_generation_prompt)
-        return self._decoded.splice(ids, messages)  # replies cut into tokens as the cache holds them
+        """The templated prompt's token ids for these messages (the window's, by default;
+        Rendering.prompt_ids): without the generation prompt, what the next turn starts with."""
+        return self._rendering.prompt_ids(messages, add_generation_prompt=add_generation_prompt)
 
     def tokenize(self, text: str) -> list[Token]:
         return self._backend.tokenize(text)
@@ -549,52 +407,30 @@ class Engine:
         """Token ids as the model's vocabulary spells them, special ones marked."""
         return self._backend.describe(ids)
 
-    # --- attachments ---------------------------------------------------------------------------
+    # --- attachments (chatapp.engine.chat.attached) -------------------------------------------
     @property
     def attachments(self) -> tuple[Planned, ...]:
         """What is attached: each file with its token count, whole or as chunks, as last sized
         (a new max_tokens is taken into account at the next attach or turn)."""
-        return self._attachments.plans if self._attachments is not None else ()
+        return self._attached.plans
 
     def attach(self, path: str | Path) -> AttachReport:
         """Read a file or a folder (text, Markdown, code, PDF) and attach it. All or nothing:
         an AttachmentError says why in one line and leaves the attachments as they were.
         Sizing tokenizes the whole text, so call it off the UI thread."""
-        return self._attachment_set().attach(path)
+        return self._attached.attach(path)
 
     def add_attachments(self, attachments: Iterable[Attachment], notices: Iterable[str] = ()) -> AttachReport:
         """Attach files already read (`retrieval.loading.load_path`); all or nothing, as `attach`."""
-        return self._attachment_set().add(attachments, notices)
+        return self._attached.add(attachments, notices)
 
     def detach(self, name: str) -> Attachment:
         """Remove an attachment by name; what earlier turns placed stays in their messages."""
-        if self._attachments is None:
-            return AttachmentSet(self._count_tokens, self.n_ctx, self._reserve()).remove(name)  # says "nothing named"
-        return self._attachments.remove(name)
+        return self._attached.detach(name)
 
     def set_attachments(self, attachments: Iterable[Attachment]) -> None:
         """Replace every attachment (a resumed session's; the last model's after a switch)."""
-        attachments = list(attachments)
-        self._attachments = AttachmentSet(self._count_tokens, self.n_ctx, self._reserve(), attachments) \
-            if attachments else None
-
-    def _count_tokens(self, text: str) -> int:
-        return len(self._backend.tokenize(text))
-
-    def _attachment_set(self) -> AttachmentSet:
-        reserve, current = self._reserve(), self._attachments
-        if current is None:
-            self._attachments = AttachmentSet(self._count_tokens, self.n_ctx, reserve)
-        elif (current.sizing.n_ctx, current.sizing.reserve) != (self.n_ctx, reserve):
-            self._attachments = current.resized(self.n_ctx, reserve)
-        return self._attachments
-
-    def _retrieve(self, question: str, earlier: Sequence[Message]) -> RetrievedContext | None:
-        """The block for this question from the attachments, leaving out what `earlier` (the
-        messages still in the window) already placed."""
-        if self._attachments is None or not self._attachments.plans:
-            return None
-        return self._attachment_set().retrieve(question, placed_keys(earlier))
+        self._attached.replace(attachments)
 
     # --- prefill while typing (chatapp.engine.chat.typeahead) ----------------------------------
     def type_ahead(self, text: str, stop: threading.Event) -> Iterator[TypeAhead]:
@@ -617,9 +453,9 @@ class Engine:
             raise InputError("the prompt is empty")
         tree = self._conversation.tree
         undo_leaf = tree.leaf
-        context = self._retrieve(text, self.context_messages())
+        context = self._attached.retrieve(text, self.context_messages())
         question = self._conversation.add(Message("user", text, context=context))
-        return self._turn(lambda: self._undo(undo_leaf, question.id), "send", since=since)
+        return self._turns.run(lambda: self._undo(undo_leaf, question.id), "send", since=since)
 
     def send_after(self, message_id: str, text: str) -> Iterator[Event]:
         """A new question branching after reply `message_id` (tree.ROOT: a new first question);
@@ -663,7 +499,7 @@ class Engine:
             raise InputError("think more goes on from a reply with a thought: this one has none")
         if extra < 1:
             raise InputError(f"think more needs at least 1 more token, not {extra}")
-        end = self._thinking.end_of(reply) if reply == self._cache_leaf else None
+        end = self._thinking.end_of(reply) if reply == self._track.leaf else None
         forced: list[int] = []
         if end is not None:
             system = self._conversation.messages[:self._conversation.n_system]
@@ -695,7 +531,7 @@ class Engine:
             reply = tree.resolve(message_id)
             if tree[reply].role != "assistant":
                 raise InputError(f"message {reply} is a {tree[reply].role} message: only a reply can be regenerated")
-        self._stash(trim=more is None)  # think more goes on from the cache as the reply's turn left it
+        self._kept.stash(trim=more is None)  # think more goes on from the cache as the reply's turn left it
         if message_id is None:
             self._conversation.drop_last_reply()
         else:
@@ -703,25 +539,25 @@ class Engine:
             self._conversation.place_window(self._conversation.window_start)
             # the kept state nearest to the question (a new process too); for think more, nearest
             # to the reply, through as much of its thought as that state holds
-            self._restore_leaf(tree[reply].parent, reply=(reply, forced) if more is not None else None)
+            self._kept.restore(tree[reply].parent, reply=(reply, forced) if more is not None else None)
         # The last turn's own reply answered again: prefill as that turn did, so a greedy reply
         # repeats; a branch from a token reuses all it can.
-        reuse_limit = self._last_reuse if reply == self._cache_leaf and not forced else None
-        return self._turn(lambda: self._undo(undo_leaf, None), "regenerate", reuse_limit, forced=tuple(forced),
+        reuse_limit = self._track.last_reuse if reply == self._track.leaf and not forced else None
+        return self._turns.run(lambda: self._undo(undo_leaf, None), "regenerate", reuse_limit, forced=tuple(forced),
                           more=more)
 
     def _branch_turn(self, parent: str | None, question, action: str, *, retrieve: bool = True) -> Iterator[Event]:
         tree = self._conversation.tree
         undo_leaf = tree.leaf
-        self._stash()
+        self._kept.stash()
         tree.switch(parent, descend=False)
         self._conversation.place_window(self._conversation.window_start)
         if parent is not None:  # start from the kept state nearest to the new path (a new process too)
-            self._restore_leaf(parent)
+            self._kept.restore(parent)
         asked = question()
-        context = self._retrieve(asked.content, self.context_messages()) if retrieve else None
+        context = self._attached.retrieve(asked.content, self.context_messages()) if retrieve else None
         added = self._conversation.add(replace(asked, context=context))
-        return self._turn(lambda: self._undo(undo_leaf, added.id), action)
+        return self._turns.run(lambda: self._undo(undo_leaf, added.id), action)
 
     def _undo(self, leaf: str | None, added: str | None) -> None:
         """A turn that never started leaves the conversation as it was: the new question (whose
@@ -743,24 +579,11 @@ class Engine:
         first = self._conversation.add(Message("tool", texts[0]))
         for text in texts[1:]:
             self._conversation.add(Message("tool", text))
-        return self._turn(lambda: self._undo(undo_leaf, first.id), "tool")
+        return self._turns.run(lambda: self._undo(undo_leaf, first.id), "tool")
 
     def reply_ids(self, message_id: str) -> list[int]:
-        """A reply's token ids as the model reads it back: its templated path's tokens after
-        the prompt that asked for it, without the end-of-turn marker."""
-        tree = self._conversation.tree
-        reply = tree[tree.resolve(message_id)]
-        system = self._conversation.messages[:self._conversation.n_system]
-        head = self.prompt_ids(system + tree.path_to(reply.parent))
-        full = self.prompt_ids(system + tree.path_to(reply.id), add_generation_prompt=False)
-        body = full[common_prefix(head, full):]
-        described = self.describe(body)
-        ends = [i for i, t in enumerate(described) if t.special]
-        if ends and not "".join(t.piece for t in described[ends[-1] + 1:]).strip():
-            described = described[:ends[-1]]  # the end-of-turn marker and the line break after it
-        while described and described[-1].special:
-            described.pop()
-        return [t.id for t in described]
+        """A reply's token ids as the model reads it back (Rendering.reply_ids)."""
+        return self._rendering.reply_ids(message_id)
 
     def branch_from_token(self, message_id: str, at: int, token: int) -> Iterator[Event]:
         """A new sibling of reply `message_id` that starts with its first `at` tokens
@@ -797,24 +620,8 @@ class Engine:
         if not 0 <= step < len(steps):
             raise InputError(f"reply {reply} has no token {step} with probabilities (it has {len(steps)})")
         self._check_text_token(token)
-        return self.regenerate(reply, forced=[*self._unscored_start(reply, steps), *(s.id for s in steps[:step]),
-                                              token])
-
-    def _unscored_start(self, reply: str, steps: Sequence[TokenProbs]) -> list[int]:
-        """The ids of a reply's start that its probabilities leave out (a start forced by a branch
-        from a token): the tokens of `reply_ids` that spell it, or InputError if none cut there."""
-        content = self._conversation.tree[reply].content
-        pieces = "".join(s.token for s in steps)
-        start = content[:len(content) - len(pieces)] if content.endswith(pieces) else None
-        if start == "":
-            return []
-        if start is not None:
-            tokens, spelled = self.describe(self.reply_ids(reply)), ""
-            for i, found in enumerate(tokens):
-                if spelled == start:
-                    return [t.id for t in tokens[:i]]
-                spelled += "" if found.special else found.piece
-        raise InputError(f"reply {reply}'s probabilities do not match its text: score it again (Alt+P)")
+        start = self._rendering.unscored_start(reply, steps)
+        return self.regenerate(reply, forced=[*start, *(s.id for s in steps[:step]), token])
 
     def _vocab_size(self) -> int:
         from chatapp.engine.models.quant import model_info
@@ -828,157 +635,25 @@ class Engine:
     def last_reply_ids(self) -> list[int]:
         """The token ids of the last turn's reply as the cache holds them ([] when the
         conversation or the cache changed since)."""
-        if self._last_turn is None:
+        if self._track.last_turn is None:
             return []
-        tokens, reply_start = self._last_turn
+        tokens, reply_start = self._track.last_turn
         return list(tokens[reply_start:])
 
     def stop(self) -> None:
-        self._stop.set()
+        self._turns.stop.set()
         self._backend.interrupt()
 
     def _reserve(self) -> int:
         """Room kept free for the reply when deciding whether a turn fits."""
         return max(1, min(self.generation.max_tokens, self.n_ctx // 4))
 
-    def _fit(self, undo):
-        try:
-            return self._conversation.fit(self.prompt_ids, self.n_ctx, self._reserve())
-        except (ContextFullError, ServerError):
-            undo()
-            raise
-
-    def _fit_turn(self, undo, regenerating: bool) -> tuple[list[int], ContextTrimmed | None]:
-        """`_fit`; and when the turns it dropped had placed attachment text, the new question's
-        block is chosen again (what they held is gone from the context) and fitted once more."""
-        prompt, trimmed = self._fit(undo)
-        if regenerating or trimmed is None or not any(m.context for m in trimmed.dropped):
-            return prompt, trimmed
-        question = self._conversation.messages[-1]
-        context = self._retrieve(question.content, self._conversation.context_messages()[:-1])
-        if context == question.context:
-            return prompt, trimmed
-        self._conversation.update_last(replace(question, context=context))
-        prompt, more = self._fit(undo)
-        if more is None:
-            return prompt, replace(trimmed, prompt_tokens_after=len(prompt))
-        return prompt, ContextTrimmed(trimmed.dropped + more.dropped, trimmed.dropped_turns + more.dropped_turns,
-                                      trimmed.prompt_tokens_before, more.prompt_tokens_after)
-
-    def _turn(self, undo, action: str, reuse_limit: int | None = None,
-              since: float | None = None, forced: tuple[int, ...] = (),
-              more: tuple[int, ThoughtEnd | None] | None = None) -> Iterator[Event]:
-        started = time.perf_counter() if since is None else since
-        self._stop.clear()
-        regenerating = action == "regenerate"
-        prompt, trimmed = self._fit_turn(undo, regenerating)
-        if trimmed:
-            yield trimmed
-        prompt_messages = self._conversation.context_messages()
-        question = prompt_messages[-1]
-        if question.context is not None and not regenerating:
-            yield ContextRetrieved(question.context)
-        if self.summary.kind == "in-process":  # a server batches as it will: nothing to keep to
-            typed = self._typeahead.reuse_limit(self._backend.cached_tokens(), prompt)
-            if typed is not None:
-                reuse_limit = typed if reuse_limit is None else min(reuse_limit, typed)
-        generation, ttft_ms, finished = self.generation, None, None
-        steer = self._thinking.steering(more)
-        split = thoughts.TurnSplit(steer.fmt if steer is not None else None)
-        cached_before = self._backend.cached_tokens()
-        history_ids, glue = self._history_ids(prompt_messages[:-1])
-        whole = question.parent is not None and question.parent == self._cache_leaf  # the cache: its path's
-        expected = self._thinking.reprefill_expected(cached_before, history_ids, glue, whole) if cached_before else 0
-        try:
-            stream = self._backend.stream(prompt, generation, self._stop, reuse_limit=reuse_limit, forced=forced,
-                                          **({"steer": steer} if steer is not None else {}))
-            for event in stream:
-                if isinstance(event, Generated):
-                    finished = event
-                    continue
-                if isinstance(event, TextDelta):
-                    if ttft_ms is None:
-                        ttft_ms = (time.perf_counter() - started) * 1000
-                    yield from split.feed(event)
-                    continue
-                yield event
-        except ContextFullError:  # the backend's own count said no (a server with a smaller context)
-            undo()
-            raise
-        except BaseException:  # stopped or failed mid-turn: the cache holds no finished path
-            self._cache_leaf = self._kept_as_is = None
-            raise
-        assert finished is not None, "a backend's stream ends with Generated"
-        if ttft_ms is None:
-            ttft_ms = (time.perf_counter() - started) * 1000
-        prefill = finished.prefill or PrefillDone(len(prompt), 0, 0, 0.0, None)
-        self._last_reuse = prefill.cached_tokens
-        typed = self._typeahead.prefilled(prefill.cached_tokens)
-        self._typeahead.forget()
-        if prefill.prefill_tokens >= 64 and prefill.prefill_ms > 0:
-            self._prefill_tps = prefill.prefill_tps
-        yield from split.finish()
-        answer, thinking = split.parts(finished.reply)
-        reply = self._conversation.add(Message("assistant", answer, stopped=finished.finish_reason == "stopped",
-                                               thinking=thinking))
-        decoded = self._thinking.remember(reply.id, finished.reply, thinking, answer)
-        cache_ids, as_decoded = self._backend.cached_tokens(), []
-        if not thinking and not forced and cache_ids[:len(prompt)] == list(prompt):
-            as_decoded = self._decoded.remember(reply.id, answer, cache_ids[len(prompt):])
-        self._thinking.ended(reply.id, len(cache_ids))
-        self._cache_leaf, self._kept_as_is = reply.id, None
-        record = TurnRecord(
-            reply=answer, prompt_tokens=len(prompt) + len(forced), cached_tokens=prefill.cached_tokens,
-            prefill_tokens=prefill.prefill_tokens, prefill_ms=prefill.prefill_ms, ttft_ms=ttft_ms,
-            decode_tokens=finished.decode_tokens, decode_ms=finished.decode_ms,
-            generated_tokens=finished.generated_tokens, kv_used=finished.kv_used, n_ctx=self.n_ctx,
-            kv_bytes_per_token=self.summary.kv_bytes_per_token or 0,
-            dropped_turns=trimmed.dropped_turns if trimmed else 0, finish_reason=finished.finish_reason,
-            reuse_broken_at=prefill.reuse_broken_at, prefilled_while_typing=typed, extra=dict(finished.extra),
-            probs=finished.probs, thinking=thinking, thinking_tokens=split.thinking_tokens,
-            thinking_ms=split.thinking_ms, reprefill_expected=expected,
-        )
-        record.extra.update(message_id=reply.id, parent_id=reply.parent, action=action)
-        if decoded:  # a resumed session renders the reply back as it was decoded ("keep")
-            record.extra["reply_as_decoded"] = decoded
-        if as_decoded:  # and puts its tokens back as the saved cache holds them (chat.decoded)
-            record.extra["reply_ids_as_decoded"] = as_decoded
-        if thinking or expected:  # measured as predicted: prefilled at places the cache held before
-            held = self._thinking.reprefill_held(cached_before, history_ids, glue, whole) if cached_before else 0
-            record.extra["reprefill_tokens"] = max(0, prefill.prefill_tokens - (len(prompt) + len(forced) - held))
-        if finished.probs:
-            self._reply_probs[reply.id] = finished.probs
-        if action != "send":
-            family, index = self._conversation.tree.siblings(reply.id if regenerating else reply.parent)
-            record.extra["branch"] = f"{index + 1}/{len(family)}"
-        if forced:
-            record.extra.update(forced_tokens=finished.forced, forced_prefilled=finished.forced_prefilled)
-        if steer is not None:  # a thinking model: the mode the turn ran in ("on", "off" or a budget)
-            record.extra["think"] = self._thinking.mode
-        if more is not None:  # think more: how much more, and whether the cache was cut, not prefilled
-            record.extra.update(think_more=more[0], think_more_from=(
-                "cache" if more[1] is not None else "kept" if finished.forced_prefilled < len(forced) else "text"))
-        if question.context is not None or self.attachments:
-            record.extra["retrieved"] = question.context.to_json() if question.context else []
-        drafted = finished.drafted
-        self._last_turn = (cache_ids, len(prompt))
-        yield TurnDone(record, lambda: thoughts.label_thoughts(
-            self._view(cache_ids, prompt_messages, record, drafted, len(forced)), self._thinking.format))
-
-    def _view(self, cache_ids: list[int], prompt_messages: list[Message], record: TurnRecord,
-              drafted: tuple[int, ...] = (), forced: int = 0):
-        try:
-            bare = partial(self._tool_prompt.render, tools=()) if self._tools else None
-            return prompt_view.build(self._backend.describe(cache_ids), self.render, prompt_messages,
-                                     record.prompt_tokens, record.cached_tokens, drafted, forced, bare)
-        except ServerError:  # the server went away after the turn: the turn stands, without its view
-            return []
-
     # --- looking inside ---------------------------------------------------------------------------
     def last_turn(self) -> tuple[list[int], int] | None:
         """The last turn's cache ids and where its reply starts in them (None: no turn since the
         conversation or the cache changed), for the views inside the next token."""
-        return None if self._last_turn is None else (list(self._last_turn[0]), self._last_turn[1])
+        turn = self._track.last_turn
+        return None if turn is None else (list(turn[0]), turn[1])
 
     def attention(self, head_layer: int | None = None,
                   stop: threading.Event | None = None) -> AttentionMap | AttentionUnavailable:
@@ -986,9 +661,9 @@ class Engine:
         per layer (heads averaged, and one by one for `head_layer`), as llama.cpp computes them in
         a replay of the turn's tokens (chatapp.engine.inside.attention). Takes about as long as
         prefilling the turn's tokens, so call it from a worker thread; `stop` cuts it short."""
-        if self._last_turn is None:
+        if self._track.last_turn is None:
             return AttentionUnavailable("no turn to look at yet: send a message first")
-        tokens, reply_start = self._last_turn
+        tokens, reply_start = self._track.last_turn
         return self._backend.attention(tokens, reply_start, head_layer, stop or threading.Event())
 
     # --- the cache, for sessions ---------------------------------------------------------------
@@ -1001,9 +676,7 @@ class Engine:
     def clear_cache(self) -> None:
         self._backend.clear_cache()
         self._typeahead.forget()
-        self._last_reuse = None
-        self._last_turn = None
-        self._cache_leaf = self._kept_as_is = None
+        self._track.forget()
 
     def fingerprint(self) -> dict[str, str | int | bool]:
         return self._backend.fingerprint()
@@ -1013,12 +686,10 @@ class Engine:
 
     def restore_cache(self, state: CacheState, keep: int) -> bool:
         """Load a saved cache for the shown path (its tokens already checked against it)."""
-        self._last_reuse = None
-        self._last_turn = None
+        self._track.forget()
         restored = self._backend.restore_cache(state, keep)
         self._typeahead.forget()
-        self._cache_leaf = self._conversation.tree.leaf if restored else None
-        self._kept_as_is = None
+        self._track.leaf = self._conversation.tree.leaf if restored else None
         return restored
 
     def close(self) -> None:

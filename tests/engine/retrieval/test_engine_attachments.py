@@ -109,7 +109,7 @@ def test_max_tokens_resizes_detach_stops_and_a_new_chat_starts_without(runtime, 
     engine.attach(DOCS)
     engine.set_generation(max_tokens=200)
     engine.attach(notes)  # the next use sizes the set for the new reserve
-    assert engine._attachments.sizing.reserve == 200
+    assert engine._attached.current.sizing.reserve == 200
     engine.detach("docs/typer.md")
     assert "docs/typer.md" not in [p.attachment.name for p in engine.attachments]
     engine.new_chat()
