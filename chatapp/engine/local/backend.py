@@ -28,6 +28,7 @@ from chatapp.engine.drafting.policy import DraftPolicy
 from chatapp.engine.local.drafting import LocalDrafting, kv_for_drafting
 from chatapp.engine.local import scoring
 from chatapp.engine.local.probing import ProbingSampler
+from chatapp.engine.local.prompt_end import PromptEnd
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
 from chatapp.engine.machine.bandwidth import DecodeBandwidth
 from chatapp.engine.machine.hardware import cpu_name, physical_cores
@@ -88,6 +89,7 @@ class LocalBackend:
         self._bandwidth = DecodeBandwidth(info.backend, self.threads.fixed or physical_cores())
         self._drafting = LocalDrafting(runtime, draft_policy, threads=self.threads.decode_threads,
                                        chosen=draft_config)
+        self._prompt_end = PromptEnd()  # a regenerate of the last turn prefills nothing
 
     @classmethod
     def load(cls, path: Path, settings: Settings, name: str | None = None) -> "LocalBackend":
@@ -155,6 +157,7 @@ class LocalBackend:
         rt, tokens = self.runtime, list(tokens)
         self._bandwidth.wait()
         rt.keep_kv_prefix(common_prefix(rt.kv_tokens, tokens))
+        self._prompt_end.cut_to(rt.n_cached)
         before = rt.threads
         try:
             for size in split_evenly(len(tokens) - rt.n_cached, min(batch, rt.n_batch)):
@@ -179,6 +182,8 @@ class LocalBackend:
         prompt = list(prompt) + forced  # forced reply tokens go in as the prompt's tail
         if steer is not None and steer.resume is not None:  # think more: the cache cut where the thought ended
             self._resume_thought(prompt, steer.resume)
+        elif self._prompt_end.restore(rt, prompt):  # its rows and logits are that turn's own: reuse them all
+            reuse_limit = None
         cached_before = rt.kv_tokens
         shared = common_prefix(cached_before, prompt)
         reuse_broken_at = shared if shared < len(cached_before) and shared < len(prompt) - 1 else None
@@ -191,6 +196,7 @@ class LocalBackend:
             if 0 < len(prompt) - cached < SMALL_MIN:  # the end typed ahead, but its logits are gone
                 cached = max(0, len(prompt) - SMALL_MIN)
         rt.keep_kv_prefix(cached)
+        self._prompt_end.cut_to(cached)
         drafting = self._drafting.for_turn()
         rt.reset_perf()
         todo = prompt[cached:]
@@ -209,6 +215,8 @@ class LocalBackend:
             if not finished:
                 break
             self.threads.look()
+        if done == len(todo):
+            self._prompt_end.remember(prompt, rt.last_logits())
         after_prefill = rt.perf()
         prefill = PrefillDone(len(prompt), cached, done, after_prefill.prompt_ms + after_prefill.eval_ms,
                               reuse_broken_at, prefill_flops_per_token(self._facts))
@@ -252,6 +260,7 @@ class LocalBackend:
         if end.closing_token is not None:
             logits[end.closing_token] = -np.inf
         rt.keep_kv_prefix(end.position)
+        self._prompt_end.cut_to(end.position)
         rt.put_logits(logits)
 
     def _forced_text(self, forced: list[int], utf8: Utf8Stream) -> str:
@@ -460,10 +469,12 @@ class LocalBackend:
               stop: threading.Event) -> Scored:
         """One prefill pass over the reply with logits at every row (chatapp.engine.local.scoring)."""
         self._use_threads(self.runtime.threads[0], self.threads.prefill_threads())
+        self._prompt_end.forget()  # it prefills the prompt's rows again, in another split
         return scoring.score(self.runtime, prompt, reply, generation, n_top, stop)
 
     # --- the cache ---------------------------------------------------------------------------
     def clear_cache(self) -> None:
+        self._prompt_end.forget()
         self.runtime.clear_kv()
 
     def fingerprint(self) -> dict[str, str | int | bool]:
@@ -486,10 +497,12 @@ class LocalBackend:
         return CacheState(self.runtime.kv_tokens, self.runtime.seq_state())
 
     def keep_cache_prefix(self, n: int) -> None:
+        self._prompt_end.cut_to(n)
         self.runtime.keep_kv_prefix(n)
 
     def restore_cache(self, state: CacheState, keep: int) -> bool:
         rt = self.runtime
+        self._prompt_end.forget()  # the restored rows may come from another computation of the same tokens
         try:
             loaded = rt.restore_seq_state(state.payload, state.tokens)
         except Exception:  # noqa: BLE001 - any failure inside the binding means: not restored
