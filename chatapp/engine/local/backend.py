@@ -29,6 +29,9 @@ from chatapp.engine.local.drafting import LocalDrafting, kv_for_drafting
 from chatapp.engine.local import scoring
 from chatapp.engine.local.probing import ProbingSampler
 from chatapp.engine.local.prompt_end import PromptEnd
+from chatapp.engine.local.stop_text import StopText
+from chatapp.engine.models.base_model import FALLBACK_STOPS
+from chatapp.engine.models.template import TEMPLATE_KEY
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
 from chatapp.engine.machine.bandwidth import DecodeBandwidth
 from chatapp.engine.machine.hardware import cpu_name, physical_cores
@@ -90,6 +93,7 @@ class LocalBackend:
         self._drafting = LocalDrafting(runtime, draft_policy, threads=self.threads.decode_threads,
                                        chosen=draft_config)
         self._prompt_end = PromptEnd()  # a regenerate of the last turn prefills nothing
+        self._stop_text = StopText(())
 
     @classmethod
     def load(cls, path: Path, settings: Settings, name: str | None = None) -> "LocalBackend":
@@ -230,6 +234,7 @@ class LocalBackend:
             yield TextDelta(forced_text, self._live(after_prefill, rt.n_cached))
         if steer is not None:
             steer.started(forced_text)
+        self._stop_text = StopText(() if rt.metadata.get(TEMPLATE_KEY) else FALLBACK_STOPS)  # a base model's turn ends
         if drafting.active and steer is None and generation.grammar is None:  # a grammar samples one at a time
             finished = self._decode_drafting(generation, stop, prefill, drafting, utf8)
         else:
@@ -304,6 +309,11 @@ class LocalBackend:
                     sampled += 1
                 generated += 1
                 text = "" if rt.is_special(token) and not markers else stream.feed(rt.token_bytes(token))
+                text = self._stop_text.feed(text)
+                if self._stop_text.stopped:
+                    parts.append(text)
+                    finish = "stop"
+                    break
                 if steer is not None and not forcing and steer.may_close(text):
                     steer.mark_end(rt.n_cached, rt.last_logits(), token)
                 if rt.n_cached >= rt.n_ctx:
@@ -327,7 +337,7 @@ class LocalBackend:
             finish = "stopped"
         finally:
             sampler.close()
-        parts.append(stream.flush())
+        parts.append(self._stop_text.feed(stream.flush()) + self._stop_text.flush())
         live = self._live(after_prefill, rt.kv_cells_used())
         plain = {"draft": "off", "draft_tokens": 0, "draft_accepted": 0, "decode_steps": live.decode_tokens,
                  "decode_wall_ms": round((time.perf_counter() - began) * 1000, 3)}
@@ -375,14 +385,16 @@ class LocalBackend:
                     if from_draft:
                         drafted.append(generated)
                     generated += 1
-                    if not rt.is_special(token) and (text := stream.feed(rt.token_bytes(token))):
+                    if not rt.is_special(token) and (text := self._stop_text.feed(stream.feed(rt.token_bytes(token)))):
                         texts.append(text)
+                    if self._stop_text.stopped:
+                        break
                 if texts:  # one event a step: a step that accepted 40 drafts is one update, not 40
                     text = "".join(texts)
                     parts.append(text)
                     yield TextDelta(text, live)
-                if step.ended or step.full:
-                    finish = "stop" if step.ended else "context"
+                if step.ended or step.full or self._stop_text.stopped:
+                    finish = "context" if step.full and not step.ended and not self._stop_text.stopped else "stop"
                     break
             decoder.settle(rt.n_ctx - rt.n_cached)
         except KeyboardInterrupt:
@@ -390,7 +402,7 @@ class LocalBackend:
         finally:
             target.close()
             sampler.close()
-        parts.append(stream.flush())
+        parts.append(self._stop_text.feed(stream.flush()) + self._stop_text.flush())
         figures = decoder.stats.figures()
         live = self._live_drafting(figures, rt.kv_cells_used())
         drafting_figures = {**figures.record(), **self._drafting.record(rt.threads[0]),
