@@ -34,6 +34,7 @@ def info(
     """Architecture, size, quantization mix and KV-cache cost of a model, from its GGUF header."""
     from chatapp.commands.opening import model_path
     from chatapp.config import load_settings
+    from chatapp.engine.models.base_model import base_model_reason
     from chatapp.engine.models.quant import kv_bytes_per_token, model_info
 
     settings = load_settings().replace(kv_type=kv_type)  # validated there, as for every command
@@ -45,22 +46,25 @@ def info(
         raise ModelError(f"cannot inspect {path}: {exc}") from None
     kv = {name: kv_bytes_per_token(facts, name) for name in KV_TYPES}
     decode = _decode_facts(facts, kv_type, settings)
+    base = base_model_reason(path)
     if as_json:
-        typer.echo(strict_json({**asdict(facts), "kv_bytes_per_token": kv, "decode": decode}, indent=2))
+        typer.echo(strict_json({**asdict(facts), "base": base, "kv_bytes_per_token": kv, "decode": decode},
+                               indent=2))
         return
     console = Console()
-    console.print(_facts_table(facts))
+    console.print(_facts_table(facts, base))
     console.print(_mix_table(facts))
     console.print(_kv_table(kv, kv_type))
     console.print(_decode_table(facts, decode))
 
 
-def _facts_table(facts) -> Table:
+def _facts_table(facts, base: str | None) -> Table:
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold")
     table.add_column()
     rows = [
         ("model", facts.name),
+        ("kind", base or "a chat model (its GGUF has a chat template)"),
         ("file", facts.path),
         ("architecture", facts.architecture),
         ("parameters", f"{human_count(facts.n_params)} ({facts.n_params:,})"),

@@ -18,8 +18,10 @@ from pathlib import Path
 ROLES = ("user", "assistant", "system", "tool")
 FALLBACK_STOPS = tuple(f"\n{role}:" for role in ROLES)
 """A new line opening a turn of the fallback format ends the reply (`\n\nuser:` holds `\nuser:`)."""
-NOT_CHAT_TUNED = "a base model, not tuned for chat: it continues text and may not answer as an assistant"
-NO_TEMPLATE = "no chat template in its GGUF: it is treated as a base model and asked in plain text"
+NOT_CHAT_TUNED = "a base model, not tuned for chat: it continues the text it is given rather than answering"
+NO_TEMPLATE = ("a base model as far as chatapp can tell: its GGUF has no chat template, so it is asked in plain "
+               "'user:' / 'assistant:' text")
+"""Both read after "<model> is ", in a notice, or alone as the reason in a list."""
 
 
 def base_model_reason(path: Path | str | None = None, *, chat: bool | None = None,
@@ -44,11 +46,12 @@ def is_base_model(path: Path | str | None = None, *, chat: bool | None = None, t
     return base_model_reason(path, chat=chat, template=template) is not None
 
 
-def catalog_chat_flag(file_name: str) -> bool | None:
-    """The catalog's `chat` for the entry whose file is `file_name`; None for a model it doesn't list."""
+def catalog_chat_flag(file_name: str | None = None, *, name: str | None = None) -> bool | None:
+    """The catalog's `chat` for the entry whose file is `file_name` (or whose name is `name`);
+    None for a model it doesn't list."""
     from chatapp.engine.models.catalog import load_catalog
 
-    entry = next((e for e in load_catalog().entries if e.file == file_name), None)
+    entry = next((e for e in load_catalog().entries if e.file == file_name or e.name == name), None)
     return None if entry is None else entry.chat
 
 
