@@ -18,6 +18,8 @@ from chatapp.format import human_bytes, human_count, one_line_text, strict_json
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 ModelArg = Annotated[Optional[str], typer.Argument(
     help="A catalog name or a GGUF path; default: the configured model.")]
+ModelOpt = Annotated[Optional[str], typer.Option(
+    "--model", "-m", help="The same as the argument, as ask and chat take it.", show_default=False)]
 KvTypeOpt = Annotated[Optional[str], typer.Option(
     "--kv-type", help="KV type for the cache figures: f16, q8_0 or q4_0; default: the configured one.")]
 
@@ -28,10 +30,14 @@ app.command("list")(list_models)
 @app.command("info")
 def info(
     model: ModelArg = None,
+    model_option: ModelOpt = None,
     kv_type: KvTypeOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the facts as JSON.")] = False,
 ) -> None:
     """Architecture, size, quantization mix and KV-cache cost of a model, from its GGUF header."""
+    if model is not None and model_option is not None and model != model_option:
+        raise InputError("give the model once: as the argument or as --model")
+    model = model or model_option
     from chatapp.commands.opening import model_path
     from chatapp.config import load_settings
     from chatapp.engine.models.base_model import base_model_reason

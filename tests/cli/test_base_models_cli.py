@@ -51,3 +51,12 @@ def test_a_chat_model_gets_no_such_notice(chatapp_exe):
     out = chatapp_exe("ask", "--threads", "1", "-n", "4", "--incognito", "Hi")
     assert out.returncode == 0, out.stderr
     assert "base model" not in out.stderr
+
+
+def test_models_info_takes_the_model_as_ask_does(chatapp_exe, gemma_path):
+    """`-m` was "No such option: -m" for a newcomer who learnt it from ask."""
+    by_option = chatapp_exe("models", "info", "-m", str(gemma_path), "--json")
+    assert by_option.returncode == 0, by_option.stderr
+    assert json.loads(by_option.stdout) == json.loads(chatapp_exe("models", "info", str(gemma_path), "--json").stdout)
+    both = chatapp_exe("models", "info", str(gemma_path), "-m", "other")
+    assert both.returncode == 2 and "give the model once" in both.stderr
