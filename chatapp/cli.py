@@ -33,14 +33,34 @@ ROOT_OPTIONS = frozenset({"--help", "--version"})
 """The options of `chatapp` itself; any other one is chat's."""
 
 
-def chat_by_default(args: Sequence[str]) -> list[str]:
+def chat_by_default(args: Sequence[str], commands: Sequence[str] = ()) -> list[str]:
     """`chatapp --model M --session S` is `chatapp chat --model M --session S`, as `ollama run` and
     `llm chat` users expect: arguments that start with an option other than the root's own go to
-    chat (its options and their help stay defined once, on chat)."""
+    chat (its options and their help stay defined once, on chat). Options typed before a command
+    (`chatapp -m M ask "hi" -n 5`) go after it: the first of `commands` that follows a value, not
+    an option, is moved to the front."""
     args = list(args)
     if args and args[0].startswith("-") and args[0] != "-" and args[0].split("=", 1)[0] not in ROOT_OPTIONS:
+        later = next((i for i in range(1, len(args)) if args[i] in commands and not args[i - 1].startswith("-")
+                      and args[i - 1] != "--"), None)
+        if later is not None:
+            return [args[later], *args[:later], *args[later + 1:]]
         return ["chat", *args]
     return args
+
+
+def peer_habit(typed: str, rest: Sequence[str]) -> tuple[str, list[str]] | None:
+    """What Ollama and llm users mean by a first word chatapp has no command for: `run MODEL`
+    chats with MODEL (`run MODEL PROMPT`, as `ollama run`, asks once), and a quoted question
+    with a space in it (`chatapp "what is a token?"`, as `llm "..."`) is asked. None otherwise."""
+    if typed == "run":
+        if not rest or rest[0].startswith("-"):
+            return "chat", list(rest)
+        prompts = [arg for arg in rest[1:] if not arg.startswith("-")]
+        return ("ask" if prompts else "chat"), ["--model", rest[0], *rest[1:]]
+    if any(ch.isspace() for ch in typed.strip()):
+        return "ask", [typed, *rest]
+    return None
 
 
 class UnknownCommand(ChatappError):
@@ -98,6 +118,9 @@ class ChatappCommands(TyperGroup):
         typed = args[0] if args else ""
         if not typed.startswith("-") and not ctx.resilient_parsing and self.get_command(ctx, typed) is None:
             group = ctx.command_path.partition(" ")[2]  # "" for chatapp itself, "sessions" for its group
+            meant = peer_habit(typed, args[1:]) if not group else None
+            if meant is not None:
+                return meant[0], self.get_command(ctx, meant[0]), meant[1]
             names = [name for name, command in self.commands.items() if not command.hidden]
             shown = f"{group} {typed}".strip()
             meant = closest_command(typed, names)
@@ -117,7 +140,7 @@ class ChatappGroup(ChatappCommands):
         from chatapp.streams import flush_stdout
 
         try:
-            args = chat_by_default(sys.argv[1:] if args is None else args)
+            args = chat_by_default(sys.argv[1:] if args is None else args, list(self.commands))
             reject_undecodable(args)
             result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             code = result if isinstance(result, int) else 0
@@ -153,7 +176,9 @@ app = typer.Typer(
     name="chatapp",
     cls=ChatappGroup,
     help="Chat with local LLMs in the terminal and watch how inference works.\n\n"
-         "Without a command, or with chat's options only (chatapp --model M --session S), it opens the chat.",
+         "Without a command, or with chat's options only (chatapp --model M --session S), it opens the chat. "
+         "As in Ollama and llm: chatapp run MODEL opens the chat with MODEL (chatapp run MODEL \"PROMPT\" asks "
+         "once), and chatapp \"a question?\" asks it.",
     no_args_is_help=False,
     add_completion=False,
     pretty_exceptions_enable=False,

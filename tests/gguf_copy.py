@@ -8,9 +8,9 @@ from pathlib import Path
 import gguf
 
 
-def copies_with_templates(source: Path, templates: dict[Path, str]) -> dict[Path, str]:
+def copies_with_templates(source: Path, templates: dict[Path, str | None]) -> dict[Path, str | None]:
     """For each target path, every key/value and tensor of `source` with tokenizer.chat_template
-    replaced by that target's template. The source is read once."""
+    replaced by that target's template (left out for None: a model without one). The source is read once."""
     reader = gguf.GGUFReader(source, "r")
     arch = reader.get_field(gguf.Keys.General.ARCHITECTURE).contents()
     kept = []
@@ -26,7 +26,8 @@ def copies_with_templates(source: Path, templates: dict[Path, str]) -> dict[Path
         writer = gguf.GGUFWriter(target, arch=arch, endianess=reader.endianess)
         for name, value, value_type, sub_type in kept:
             writer.add_key_value(name, value, value_type, sub_type=sub_type)
-        writer.add_chat_template(template)
+        if template is not None:
+            writer.add_chat_template(template)
         for tensor in reader.tensors:
             writer.add_tensor_info(tensor.name, tensor.data.shape, tensor.data.dtype, tensor.data.nbytes,
                                    tensor.tensor_type)

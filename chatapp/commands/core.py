@@ -207,9 +207,12 @@ def ask(
 
     `echo TEXT | chatapp ask` asks TEXT, as `llm` and `ollama run` do.
     """
+    from chatapp.commands.peer_words import as_prompt
+
     prompts = list(prompts or ())
     if any(not p.strip() for p in prompts):
         raise InputError("the prompt is empty")
+    prompts = [as_prompt(p) for p in prompts]  # /bye and the like end nothing here: said, never sent
     session = session_to_open(session, continue_latest)
     if branch_from is not None and session is None:
         raise InputError("--branch-from needs --session (or --continue): it names a message of a saved session")

@@ -18,6 +18,8 @@ from chatapp.format import human_bytes, human_count, one_line_text, strict_json
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 ModelArg = Annotated[Optional[str], typer.Argument(
     help="A catalog name or a GGUF path; default: the configured model.")]
+ModelOpt = Annotated[Optional[str], typer.Option(
+    "--model", "-m", help="The same as the argument, as ask and chat take it.", show_default=False)]
 KvTypeOpt = Annotated[Optional[str], typer.Option(
     "--kv-type", help="KV type for the cache figures: f16, q8_0 or q4_0; default: the configured one.")]
 
@@ -28,12 +30,17 @@ app.command("list")(list_models)
 @app.command("info")
 def info(
     model: ModelArg = None,
+    model_option: ModelOpt = None,
     kv_type: KvTypeOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the facts as JSON.")] = False,
 ) -> None:
     """Architecture, size, quantization mix and KV-cache cost of a model, from its GGUF header."""
+    if model is not None and model_option is not None and model != model_option:
+        raise InputError("give the model once: as the argument or as --model")
+    model = model or model_option
     from chatapp.commands.opening import model_path
     from chatapp.config import load_settings
+    from chatapp.engine.models.base_model import base_model_reason
     from chatapp.engine.models.quant import kv_bytes_per_token, model_info
 
     settings = load_settings().replace(kv_type=kv_type)  # validated there, as for every command
@@ -45,22 +52,25 @@ def info(
         raise ModelError(f"cannot inspect {path}: {exc}") from None
     kv = {name: kv_bytes_per_token(facts, name) for name in KV_TYPES}
     decode = _decode_facts(facts, kv_type, settings)
+    base = base_model_reason(path)
     if as_json:
-        typer.echo(strict_json({**asdict(facts), "kv_bytes_per_token": kv, "decode": decode}, indent=2))
+        typer.echo(strict_json({**asdict(facts), "base": base, "kv_bytes_per_token": kv, "decode": decode},
+                               indent=2))
         return
     console = Console()
-    console.print(_facts_table(facts))
+    console.print(_facts_table(facts, base))
     console.print(_mix_table(facts))
     console.print(_kv_table(kv, kv_type))
     console.print(_decode_table(facts, decode))
 
 
-def _facts_table(facts) -> Table:
+def _facts_table(facts, base: str | None) -> Table:
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold")
     table.add_column()
     rows = [
         ("model", facts.name),
+        ("kind", base or "a chat model (its GGUF has a chat template)"),
         ("file", facts.path),
         ("architecture", facts.architecture),
         ("parameters", f"{human_count(facts.n_params)} ({facts.n_params:,})"),

@@ -17,7 +17,8 @@ from chatapp.format import human_bytes, human_count, one_line_text, strict_json
 
 def list_models(
     as_json: Annotated[bool, typer.Option("--json", help="A list of {name, source, path, quant, size_bytes, "
-                                                         "n_params, fits, problem}.")] = False,
+                                                         "n_params, fits, problem, base}; base says why a model is not "
+                                                         "tuned for chat, null for a chat model.")] = False,
 ) -> None:
     """Every model found: chatapp's catalog and folders, the Hugging Face cache, Ollama and LM
     Studio (read only), with whether each fits in memory at the configured context."""
@@ -37,7 +38,7 @@ def list_models(
     default = load_catalog().default
     console = Console()
     console.print(f"[dim]fits: loads here at n_ctx {settings.n_ctx:,} with a {settings.kv_type} KV cache; "
-                  f"* the default model[/dim]")
+                  f"* the default model; (base): a base model, not tuned for chat[/dim]")
     for source in SOURCES:
         group = [row for row in listed if row["source"] == source]
         if group:
@@ -58,7 +59,8 @@ def table_of(source: str, group: list[dict], default: str) -> Table:
         table.add_column(column, no_wrap=True)
     table.add_column("fits", overflow="fold")
     for row in group:
-        name = escape(one_line_text(row["name"])) + (" *" if row["name"] == default else "")
+        name = escape(one_line_text(row["name"])) + (" *" if row["name"] == default else "") \
+            + (" (base)" if row["base"] else "")
         if row["source"] == "catalog" and row["path"] is None:
             fits = "[dim]not downloaded[/dim]"
         elif row["problem"]:

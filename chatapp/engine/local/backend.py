@@ -28,6 +28,10 @@ from chatapp.engine.drafting.policy import DraftPolicy
 from chatapp.engine.local.drafting import LocalDrafting, kv_for_drafting
 from chatapp.engine.local import scoring
 from chatapp.engine.local.probing import ProbingSampler
+from chatapp.engine.local.prompt_end import PromptEnd
+from chatapp.engine.local.stop_text import StopText
+from chatapp.engine.models.base_model import FALLBACK_STOPS
+from chatapp.engine.models.template import TEMPLATE_KEY
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
 from chatapp.engine.machine.bandwidth import DecodeBandwidth
 from chatapp.engine.machine.hardware import cpu_name, physical_cores
@@ -88,6 +92,8 @@ class LocalBackend:
         self._bandwidth = DecodeBandwidth(info.backend, self.threads.fixed or physical_cores())
         self._drafting = LocalDrafting(runtime, draft_policy, threads=self.threads.decode_threads,
                                        chosen=draft_config)
+        self._prompt_end = PromptEnd()  # a regenerate of the last turn prefills nothing
+        self._stop_text = StopText(())
 
     @classmethod
     def load(cls, path: Path, settings: Settings, name: str | None = None) -> "LocalBackend":
@@ -155,6 +161,7 @@ class LocalBackend:
         rt, tokens = self.runtime, list(tokens)
         self._bandwidth.wait()
         rt.keep_kv_prefix(common_prefix(rt.kv_tokens, tokens))
+        self._prompt_end.cut_to(rt.n_cached)
         before = rt.threads
         try:
             for size in split_evenly(len(tokens) - rt.n_cached, min(batch, rt.n_batch)):
@@ -179,6 +186,8 @@ class LocalBackend:
         prompt = list(prompt) + forced  # forced reply tokens go in as the prompt's tail
         if steer is not None and steer.resume is not None:  # think more: the cache cut where the thought ended
             self._resume_thought(prompt, steer.resume)
+        elif self._prompt_end.restore(rt, prompt):  # its rows and logits are that turn's own: reuse them all
+            reuse_limit = None
         cached_before = rt.kv_tokens
         shared = common_prefix(cached_before, prompt)
         reuse_broken_at = shared if shared < len(cached_before) and shared < len(prompt) - 1 else None
@@ -191,6 +200,7 @@ class LocalBackend:
             if 0 < len(prompt) - cached < SMALL_MIN:  # the end typed ahead, but its logits are gone
                 cached = max(0, len(prompt) - SMALL_MIN)
         rt.keep_kv_prefix(cached)
+        self._prompt_end.cut_to(cached)
         drafting = self._drafting.for_turn()
         rt.reset_perf()
         todo = prompt[cached:]
@@ -209,6 +219,8 @@ class LocalBackend:
             if not finished:
                 break
             self.threads.look()
+        if done == len(todo):
+            self._prompt_end.remember(prompt, rt.last_logits())
         after_prefill = rt.perf()
         prefill = PrefillDone(len(prompt), cached, done, after_prefill.prompt_ms + after_prefill.eval_ms,
                               reuse_broken_at, prefill_flops_per_token(self._facts))
@@ -222,6 +234,7 @@ class LocalBackend:
             yield TextDelta(forced_text, self._live(after_prefill, rt.n_cached))
         if steer is not None:
             steer.started(forced_text)
+        self._stop_text = StopText(() if rt.metadata.get(TEMPLATE_KEY) else FALLBACK_STOPS)  # a base model's turn ends
         if drafting.active and steer is None and generation.grammar is None:  # a grammar samples one at a time
             finished = self._decode_drafting(generation, stop, prefill, drafting, utf8)
         else:
@@ -252,6 +265,7 @@ class LocalBackend:
         if end.closing_token is not None:
             logits[end.closing_token] = -np.inf
         rt.keep_kv_prefix(end.position)
+        self._prompt_end.cut_to(end.position)
         rt.put_logits(logits)
 
     def _forced_text(self, forced: list[int], utf8: Utf8Stream) -> str:
@@ -295,6 +309,11 @@ class LocalBackend:
                     sampled += 1
                 generated += 1
                 text = "" if rt.is_special(token) and not markers else stream.feed(rt.token_bytes(token))
+                text = self._stop_text.feed(text)
+                if self._stop_text.stopped:
+                    parts.append(text)
+                    finish = "stop"
+                    break
                 if steer is not None and not forcing and steer.may_close(text):
                     steer.mark_end(rt.n_cached, rt.last_logits(), token)
                 if rt.n_cached >= rt.n_ctx:
@@ -318,7 +337,7 @@ class LocalBackend:
             finish = "stopped"
         finally:
             sampler.close()
-        parts.append(stream.flush())
+        parts.append(self._stop_text.feed(stream.flush()) + self._stop_text.flush())
         live = self._live(after_prefill, rt.kv_cells_used())
         plain = {"draft": "off", "draft_tokens": 0, "draft_accepted": 0, "decode_steps": live.decode_tokens,
                  "decode_wall_ms": round((time.perf_counter() - began) * 1000, 3)}
@@ -366,14 +385,16 @@ class LocalBackend:
                     if from_draft:
                         drafted.append(generated)
                     generated += 1
-                    if not rt.is_special(token) and (text := stream.feed(rt.token_bytes(token))):
+                    if not rt.is_special(token) and (text := self._stop_text.feed(stream.feed(rt.token_bytes(token)))):
                         texts.append(text)
+                    if self._stop_text.stopped:
+                        break
                 if texts:  # one event a step: a step that accepted 40 drafts is one update, not 40
                     text = "".join(texts)
                     parts.append(text)
                     yield TextDelta(text, live)
-                if step.ended or step.full:
-                    finish = "stop" if step.ended else "context"
+                if step.ended or step.full or self._stop_text.stopped:
+                    finish = "context" if step.full and not step.ended and not self._stop_text.stopped else "stop"
                     break
             decoder.settle(rt.n_ctx - rt.n_cached)
         except KeyboardInterrupt:
@@ -381,7 +402,7 @@ class LocalBackend:
         finally:
             target.close()
             sampler.close()
-        parts.append(stream.flush())
+        parts.append(self._stop_text.feed(stream.flush()) + self._stop_text.flush())
         figures = decoder.stats.figures()
         live = self._live_drafting(figures, rt.kv_cells_used())
         drafting_figures = {**figures.record(), **self._drafting.record(rt.threads[0]),
@@ -460,10 +481,12 @@ class LocalBackend:
               stop: threading.Event) -> Scored:
         """One prefill pass over the reply with logits at every row (chatapp.engine.local.scoring)."""
         self._use_threads(self.runtime.threads[0], self.threads.prefill_threads())
+        self._prompt_end.forget()  # it prefills the prompt's rows again, in another split
         return scoring.score(self.runtime, prompt, reply, generation, n_top, stop)
 
     # --- the cache ---------------------------------------------------------------------------
     def clear_cache(self) -> None:
+        self._prompt_end.forget()
         self.runtime.clear_kv()
 
     def fingerprint(self) -> dict[str, str | int | bool]:
@@ -486,10 +509,12 @@ class LocalBackend:
         return CacheState(self.runtime.kv_tokens, self.runtime.seq_state())
 
     def keep_cache_prefix(self, n: int) -> None:
+        self._prompt_end.cut_to(n)
         self.runtime.keep_kv_prefix(n)
 
     def restore_cache(self, state: CacheState, keep: int) -> bool:
         rt = self.runtime
+        self._prompt_end.forget()  # the restored rows may come from another computation of the same tokens
         try:
             loaded = rt.restore_seq_state(state.payload, state.tokens)
         except Exception:  # noqa: BLE001 - any failure inside the binding means: not restored

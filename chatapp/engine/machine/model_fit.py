@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 
 from chatapp.config import Settings
 from chatapp.engine.machine.memory_check import fits
+from chatapp.engine.models.base_model import base_model_reason, catalog_chat_flag
 from chatapp.engine.models.discovery import discover
 from chatapp.engine.models.quant import model_infos
 from chatapp.engine.models.sources import Source
@@ -25,6 +26,8 @@ class ModelRow:
     fits: bool | None
     """None when it cannot be told: not downloaded, or not a readable model."""
     problem: str | None
+    base: str | None = None
+    """Why it is a base model (chatapp.engine.models.base_model), None for a chat model."""
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -46,6 +49,8 @@ def model_rows(settings: Settings) -> tuple[list[ModelRow], list[str]]:
                 quant, n_params, fit = info.file_type or quant, info.n_params, fits(info, settings)
         if problem:
             problems.append(f"{model.name}: {problem}")
+        chat = catalog_chat_flag(name=model.name) if model.source == "catalog" else None
+        base = None if problem else base_model_reason(model.path, chat=chat)
         rows.append(ModelRow(model.name, model.source, str(model.path) if model.path else None, quant,
-                             model.size_bytes, n_params, fit, problem))
+                             model.size_bytes, n_params, fit, problem, base))
     return rows, problems

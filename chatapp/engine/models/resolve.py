@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from difflib import get_close_matches
 from pathlib import Path
 
 from chatapp import paths
@@ -162,6 +163,14 @@ def _did_you_mean(choice: str) -> str:
     return f"; did you mean {' or '.join(close[:3])}?" if close else ""
 
 
+def _closest_name(choice: str, catalog: Catalog) -> str:
+    """" (did you mean NAME?)" for a catalog name a typo away (difflib's ratio) or that it begins."""
+    typed = choice.lower()
+    close = [name for name in catalog.names() if name.startswith(typed)] if len(typed) >= 3 else []
+    close = close if len(close) == 1 else get_close_matches(typed, catalog.names(), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def _path_of(choice: str, catalog: Catalog) -> Path:
     """A spec that is no store or catalog name, as the file it names (ModelError when none)."""
     path = _expanded(choice)
@@ -170,7 +179,8 @@ def _path_of(choice: str, catalog: Catalog) -> Path:
     if not os.path.lexists(path):
         if _looks_like_path(choice):
             raise ModelError(f"model file not found: {path}")
-        raise ModelError(f"unknown model {choice!r}; known models: {', '.join(catalog.names())} "
+        raise ModelError(f"unknown model {choice!r}{_closest_name(choice, catalog)}; known models: "
+                         f"{', '.join(catalog.names())} "
                          "(or give a path to a .gguf file, or a store name: hf:ORG/REPO[:QUANT], "
                          f"ollama:NAME[:TAG], lmstudio:PUBLISHER/REPO){_did_you_mean(choice)}")
     return path

@@ -148,8 +148,8 @@ def test_regenerate_at_temperature_zero_gives_the_same_reply(runtime):
     _, first = run_turn(chat, "Name a colour.")
     _, second = run_turn(chat, "Name another colour.")
     again = list(chat.regenerate())[-1].record
-    # The same prefix is reused and the same tokens are prefilled as one batch: the same reply.
-    assert again.cached_tokens == second.cached_tokens
+    # The whole prompt is reused, its rows and its end's logits that turn's own: the same reply.
+    assert again.cached_tokens == again.prompt_tokens and again.prefill_tokens == 0
     assert again.reply == second.reply
     assert [m.role for m in chat.messages] == ["system", "user", "assistant", "user", "assistant"]
 

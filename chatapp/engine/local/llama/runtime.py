@@ -21,6 +21,7 @@ import numpy as np
 from chatapp.config import KV_TYPES
 from chatapp.engine.local.llama.sampler import Sampler
 from chatapp.engine.machine.hardware import physical_cores
+from chatapp.engine.models.base_model import render_fallback
 from chatapp.engine.models.template import ChatTemplate
 from chatapp.errors import ModelError
 
@@ -236,8 +237,7 @@ class LlamaRuntime:
         are the template's own flags (see chatapp.engine.backend.Backend.render)."""
         if not self._template:
             # A base model without a template: plain role-prefixed text keeps turns apart.
-            text = "".join(f"{m['role']}: {m['content']}\n\n" for m in messages)
-            return text + ("assistant:" if add_generation_prompt else "")
+            return render_fallback(messages, add_generation_prompt=add_generation_prompt)
         if self._chat_template is None:  # sandboxed, time-limited; raises ModelError in one line
             self._chat_template = ChatTemplate(
                 self._template,
