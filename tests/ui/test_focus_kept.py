@@ -23,3 +23,13 @@ async def test_typing_lands_in_the_composer_after_branching_from_the_token_popup
         composer = app.query_one("#composer")
         await wait_until(pilot, lambda: composer.text == "ok")
         assert app.focused is composer
+
+
+async def test_ctrl_d_deletes_a_character_then_quits_on_an_empty_composer_as_a_shell_does(app):
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("a", "b", "home", "ctrl+d")
+        composer = app.query_one("#composer")
+        await wait_until(pilot, lambda: composer.text == "b")
+        assert app.is_running
+        await pilot.press("ctrl+u", "ctrl+d")
+        await wait_until(pilot, lambda: not app.is_running)
