@@ -210,6 +210,17 @@ class ChatApp(KeyBurstApp[None]):
                         title="Theme", severity="warning", timeout=10, markup=False)
         self.sessions_ui.at_start(self.session)
         self.tools_ui.at_start()
+        # Focus is never lost: when the focused widget goes (a popup removed after a choice, a
+        # message redrawn), typing goes back to the composer instead of nowhere.
+        self.watch(self.screen, "focused", self._focus_kept, init=False)
+
+    def _focus_kept(self, focused: Widget | None) -> None:
+        if focused is None:
+            self.call_after_refresh(self._refocus)
+
+    def _refocus(self) -> None:
+        if len(self.screen_stack) == 1 and self.screen.focused is None and self._composer.is_attached:
+            self._composer.focus()
 
     def on_resize(self, event: Resize) -> None:
         self._apply_layout(event.size.width)  # self.size is updated after this handler runs
@@ -608,6 +619,7 @@ class ChatApp(KeyBurstApp[None]):
         self.branches_ui.sibling_at(message.index, message.step)
 
     def on_alternative_chosen(self, message: AlternativeChosen) -> None:
+        self._composer.focus()  # the popup that had the keys is gone
         if not self.sessions_ui.changed_elsewhere():
             self.branches_ui.branch_at(message.message_id, message.step, message.token)
 

@@ -283,6 +283,7 @@ async def test_a_switch_is_saved_and_a_fork_keeps_only_the_path(make_app):
         assert manager.store.load("main").leaf == old[3] == app.engine.leaf
         await pilot.press("alt+n")
         await wait_until(pilot, lambda: isinstance(app.screen, NameScreen))
+        assert app.screen.query_one(Input).value == "main (fork)"  # a name offered, the current one's
         app.screen.query_one(Input).value = "side"
         await pilot.press("enter")
         await wait_until(pilot, lambda: seen.count(SessionOpened) >= 2, TURN_TIMEOUT)

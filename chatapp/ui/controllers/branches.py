@@ -341,7 +341,9 @@ class BranchController:
             if name:
                 self.sessions.request("fork", name)
 
-        self.app.push_screen(NameScreen("Fork", "Fork the shown path into a new session named:"), chosen)
+        current = self.sessions.name
+        self.app.push_screen(NameScreen("Fork", "Fork the shown path into a new session named:",
+                                        f"{current} (fork)" if current else ""), chosen)
 
     # --- the worker ----------------------------------------------------------------------------------
     def _run(self, job: Callable[[Engine], tuple[str, BranchSwitch | None, int | None]]) -> None:

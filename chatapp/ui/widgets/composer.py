@@ -53,6 +53,8 @@ class Composer(TextArea):
         Binding(",".join(NEWLINE_KEYS), "newline", "New line", key_display="^J"),
         Binding("ctrl+u", "clear_all", "Clear", show=False,
                 tooltip="Clear the whole message (readline's Ctrl+U; undo brings it back)"),
+        Binding("ctrl+d", "delete_or_quit", "Quit when empty", show=False,
+                tooltip="On an empty composer, quit (as in a shell); else delete the character after the cursor"),
     ]
     """For the footer and the help screen; `on_key` acts on these keys itself, in typing order
     (a binding would run before the characters typed just ahead of it were inserted)."""
@@ -168,3 +170,10 @@ class Composer(TextArea):
     def action_newline(self) -> None:
         self.flush_typed()
         self.insert("\n")
+
+    def action_delete_or_quit(self) -> None:
+        # A shell's Ctrl+D: end of input when there is nothing typed, else the usual delete.
+        if self.text:
+            self.action_delete_right()
+        else:
+            self.app.action_quit()

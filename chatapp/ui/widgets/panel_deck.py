@@ -10,7 +10,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Tab, Tabs
 
-PANELS = (("tokens", "Tokens"), ("kv", "KV cache"), ("speed", "Speed"), ("quant", "Quant"))
+PANELS = (("tokens", "Tokens"), ("kv", "KV cache"), ("speed", "Speed"), ("quant", "Model"))
 """Each panel's key and its tab's title, in the order F3 steps through them."""
 
 
