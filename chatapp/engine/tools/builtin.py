@@ -4,6 +4,12 @@ folder under the roots the user allows (`[tools] roots` in the config).
 A path is refused, in one line the model reads as the tool's result, when it has a `..` part,
 when it is absolute and under no root, or when it resolves (symlinks followed) to a place
 outside every root: a link inside a root that points out of it is an escape, not a path.
+
+Some places are never read or listed, even under a root (a root of `~` or `/` included): the
+home folder's key and credential stores (`GUARDED_IN_HOME`), `/proc`, `/sys` and `/dev` (a
+process's environment, its memory, devices that never end), and chatapp's own config, data and
+cache folders (the config holds MCP servers' env and headers, the data folder the sessions
+database). Each is checked after resolving, so no link or `..` reaches one.
 """
 
 from __future__ import annotations
@@ -23,6 +29,10 @@ MAX_READ_BYTES = 256 * 1024
 """The most of a file read_file reads; what the model gets is cut further by cap_result."""
 MAX_LISTED = 500
 """The most entries list_folder names."""
+GUARDED_IN_HOME = (".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".netrc", ".git-credentials",
+                   ".pgpass", ".password-store", ".config/gcloud", ".config/gh", ".local/share/keyrings")
+"""Under the home folder: where keys, tokens and passwords live."""
+GUARDED_SYSTEM = ("/proc", "/sys", "/dev")
 
 _PATH = {"type": "object", "properties": {"path": {"type": "string", "description": "A path under an allowed root"}},
          "required": ["path"]}
@@ -42,10 +52,18 @@ class Roots:
     """The folders read_file and list_folder may look in (resolved once, symlinks followed)."""
 
     folders: tuple[Path, ...]
+    guarded: tuple[Path, ...] = ()
+    """Places never read, even under a root (see the module's docstring), resolved."""
 
     @classmethod
     def of(cls, folders: Sequence[str | Path]) -> "Roots":
-        return cls(tuple(Path(os.path.expanduser(str(f))).resolve() for f in folders))
+        return cls(tuple(Path(os.path.expanduser(str(f))).resolve() for f in folders), guarded_places())
+
+    def _guard(self, real: Path, asked: str) -> Path:
+        for place in self.guarded:
+            if real == place or real.is_relative_to(place):
+                raise PathRefused(f"{asked!r} is in {place}, which chatapp's tools never read")
+        return real
 
     def place(self, asked: str) -> Path:
         """The real path `asked` names under a root; PathRefused otherwise."""
@@ -63,9 +81,19 @@ class Roots:
             except (OSError, RuntimeError):
                 continue
             if any(real == root or real.is_relative_to(root) for root in self.folders):
-                return real
+                return self._guard(real, asked)
             raise PathRefused(f"{asked!r} is outside the allowed folders")
         raise PathRefused(f"{asked!r} does not exist under the allowed folders")
+
+
+def guarded_places() -> tuple[Path, ...]:
+    """The places a built-in tool never reads, each resolved (a link to one is that place)."""
+    from chatapp import paths
+
+    home = Path.home()
+    places = [home / name for name in GUARDED_IN_HOME] + [Path(p) for p in GUARDED_SYSTEM]
+    places += [paths.config_dir(), paths.data_dir(), paths.cache_dir()]
+    return tuple(dict.fromkeys(p.resolve() for p in places))
 
 
 def current_time(_args: dict[str, Any]) -> ToolResult:

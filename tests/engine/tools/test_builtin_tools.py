@@ -63,3 +63,29 @@ def test_binary_files_and_missing_paths_are_one_line(tmp_path):
     roots = Roots.of([root])
     assert "binary" in read_file(roots, {"path": "blob.bin"}).text
     assert "does not exist" in read_file(roots, {"path": "nope.txt"}).text
+
+
+def test_keys_the_process_and_chatapps_own_files_are_never_read_even_under_a_root(tmp_path, monkeypatch):
+    from chatapp import paths
+
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY")
+    (home / "notes.txt").write_text("fine to read")
+    monkeypatch.setenv("HOME", str(home))
+    for folder in (paths.config_dir(), paths.data_dir() / "sessions"):
+        folder.mkdir(parents=True, exist_ok=True)
+    paths.config_file().write_text('[mcp_servers.x]\ncommand = "x"\nenv = { TOKEN = "sk-config" }\n')
+    (paths.data_dir() / "sessions" / "sessions.db").write_text("every chat")
+    os.symlink(home / ".ssh", home / "keys")  # a link inside the root to a guarded place
+    os.symlink(paths.config_file(), home / "cfg.toml")
+    roots = Roots.of([home, "/", tmp_path])
+    assert read_file(roots, {"path": str(home / "notes.txt")}).text == "fine to read"
+    for path in (str(home / ".ssh" / "id_ed25519"), "~/.ssh/id_ed25519", str(home / "keys" / "id_ed25519"),
+                 "/proc/self/environ", str(paths.config_file()), str(home / "cfg.toml"),
+                 str(paths.data_dir() / "sessions" / "sessions.db"), "/dev/zero"):
+        result = read_file(roots, {"path": path})
+        assert result.error and "never read" in result.text, (path, result.text[:80])
+    for folder in (str(home / ".ssh"), "/proc/self", str(paths.data_dir())):
+        result = list_folder(roots, {"path": folder})
+        assert result.error and "never read" in result.text, folder
