@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from textual.geometry import Region
 
 from chatapp import paths
 from chatapp.engine.events import Message
@@ -145,3 +146,49 @@ def test_ask_streams_a_reply_holding_escape_as_text(chatapp_exe):
     [again] = records(chatapp_exe("ask", "--session", "t", "--json", *ASK, "--branch-from", first["message_id"],
                                   "--at-token", "0", "--token", str(escape_token), "-"))
     assert again["reply"].startswith("\x1b")
+
+
+def drawn(widget) -> str:
+    """What a widget draws, as the terminal would get it (its strips' text), line by line."""
+    return "\n".join(strip.text for strip in widget.render_lines(Region(0, 0, *widget.size)))
+
+
+async def test_the_tui_draws_hostile_text_as_text(chatapp_exe, default_model_path):
+    """Two real turns saved by ask, their text and one session's name then edited in the database
+    (as an imported or hand-edited one would hold them): the transcript and the sessions dialog
+    (F6) draw the escapes as text and the markup as the brackets it is."""
+    from chatapp.config import Settings
+    from chatapp.engine.opening import open_engine
+    from chatapp.ui.app import ChatApp
+    from chatapp.ui.screens.sessions import SessionsScreen
+    from chatapp.ui.widgets.transcript import Reply, UserMessage
+    from tests.ui._helpers import WIDE, Messages, opened, wait_until
+
+    for name in ("h", "other"):
+        records(chatapp_exe("ask", "--session", name, "--json", *ASK, "Say hi"))
+    with sqlite3.connect(paths.sessions_dir() / "sessions.db") as conn:
+        conn.execute("UPDATE messages SET content = ?", (TEXT,))
+        conn.execute("UPDATE sessions SET name = ? WHERE name = 'other'", ("n" + TEXT,))
+    settings = Settings().replace(n_ctx=1024, temperature=0.0, max_tokens=8, threads=1)
+    app, seen = ChatApp(open_engine(settings, str(default_model_path)), settings=settings, session="h",
+                        opener=None), Messages()
+    try:
+        async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+            await opened(pilot, seen)
+            await wait_until(pilot, lambda: app.query(UserMessage) and app.query(Reply))
+            await pilot.pause()
+            for widget in (*app.query(UserMessage), *app.query(Reply)):
+                text = drawn(widget)
+                assert not RAW_CONTROL.findall(text), (type(widget).__name__, text)
+                assert "\\x1b]0;pwned" in text, text
+                shows_markup(text)
+            await pilot.press("f6")
+            await wait_until(pilot, lambda: isinstance(app.screen, SessionsScreen))
+            await pilot.pause()
+            table = app.screen.query_one("DataTable")
+            text = drawn(table)
+            assert not RAW_CONTROL.findall(text), text
+            assert "nstart[bold]x[/bold][@click=app.quit]q[/]" in re.sub(r"\s+", "", text), text
+            assert isinstance(app.screen, SessionsScreen)  # a click on the name's [@click] quits nothing
+    finally:
+        app.release_engine()
