@@ -14,7 +14,7 @@ from rich.table import Table
 
 from chatapp.commands.terminal import SafeConsole
 from chatapp.config import load_settings
-from chatapp.format import human_bytes, strict_json, visible_text
+from chatapp.format import human_bytes, one_line_text, strict_json, visible_text
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="Saved sessions: transcripts with their KV-cache states.")
@@ -86,7 +86,8 @@ def list_sessions(
     for s in summaries:
         size = manager.state_size(s.state_key)
         figures = [str(s.turns), f"{s.kv_tokens:,}", human_bytes(size) if size is not None else "[dim]none[/dim]"]
-        table.add_row(escape(s.name), escape(s.first_line), escape(f"{s.model} ({s.quant})"), *figures,
+        table.add_row(escape(one_line_text(s.name)), escape(one_line_text(s.first_line)),
+                      escape(one_line_text(f"{s.model} ({s.quant})")), *figures,
                       _when(s.updated_at, short))
     console.print(table)
 
@@ -106,7 +107,8 @@ def show(name: NameArg) -> None:
         err.print(f"[yellow]session {escape(name)}: {escape(notice)}[/]")
     model = data["model"]
     size = manager.state_size(session.state_key)
-    console.print(f"[bold]{escape(data['name'])}[/bold] · {escape(model['name'])} ({escape(model['quant'])}) · "
+    console.print(f"[bold]{escape(one_line_text(data['name']))}[/bold] · {escape(one_line_text(model['name']))} "
+                  f"({escape(one_line_text(model['quant']))}) · "
                   f"created {_when(data['created_at'])} · last used {_when(data['updated_at'])} · "
                   f"KV state {human_bytes(size) if size is not None else 'none'}")
     for message in data["messages"]:
@@ -240,8 +242,6 @@ def _drawing(rows: list[dict], width: int) -> list[str]:
 
 
 def _first_line(text: str, width: int = 60) -> str:
-    from chatapp.format import one_line_text
-
     line = one_line_text(text.strip().splitlines()[0] if text.strip() else "")
     return line if len(line) <= width else line[:width - 1] + "…"
 

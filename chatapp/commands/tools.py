@@ -63,8 +63,8 @@ def list_tools(
             table.add_column(column, justify=justify, overflow="fold")
         for row in rows:
             tokens = "" if row["tokens"] is None else f"{row['tokens']:,}"
-            table.add_row(escape(one_line_text(row["name"])), escape(row["server"]), "yes" if row["enabled"] else "no",
-                          tokens, escape(text_start(row["description"], 120)))
+            table.add_row(escape(one_line_text(row["name"])), escape(one_line_text(row["server"])),
+                          "yes" if row["enabled"] else "no", tokens, escape(text_start(row["description"], 120)))
         SafeConsole().print(table)
         for notice in registry.notices:
             typer.echo(f"chatapp: {one_line_text(notice)}", err=True)
