@@ -192,3 +192,11 @@ async def test_the_tui_draws_hostile_text_as_text(chatapp_exe, default_model_pat
             assert isinstance(app.screen, SessionsScreen)  # a click on the name's [@click] quits nothing
     finally:
         app.release_engine()
+
+
+def test_every_command_prints_through_the_one_safe_console():
+    """The guard above holds only if no command builds a Rich console of its own."""
+    commands = Path(__file__).parents[2] / "chatapp" / "commands"
+    for path in [*commands.glob("*.py"), commands.parent / "cli.py"]:
+        if path.name != "terminal.py":
+            assert not re.search(r"(?<!Safe)Console\(", path.read_text()), f"{path} builds a rich Console"
