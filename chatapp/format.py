@@ -63,8 +63,26 @@ def display_url(url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", ""))
 
 
-_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
-_CONTROLS.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
+# Untrusted text (a reply, a tool's result, a model's metadata, a file or session name) reaches a
+# terminal only through these tables: every C0/C1 control character and DEL is shown as its
+# backslash escape (ESC as \x1b), because a terminal obeys ESC ] 0 (title), ESC ] 52 (clipboard),
+# ESC [ 2 J (clear) and the 8-bit CSI \x9b. `visible_text` keeps newline and tab, which a
+# multi-line text needs; one line (`one_line_text`) escapes those too, and also the invisible
+# characters that make a name read as another (bidi overrides and isolates, zero-width ones).
+_TEXT_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (0x09, 0x0A)}
+_TEXT_CONTROLS[ord("\r")] = "\\r"
+_CONTROLS = {**_TEXT_CONTROLS, ord("\n"): "\\n", ord("\t"): "\\t"}
+_CONTROLS.update({c: f"\\u{c:04x}" for c in (*range(0x200B, 0x2010), *range(0x202A, 0x202F),
+                                            *range(0x2066, 0x206A), 0xFEFF)})
+_JSON_CONTROLS = {c: f"\\u{c:04x}" for c in (0x7F, *range(0x80, 0xA0))}
+
+
+def visible_text(text: str) -> str:
+    r"""Text from outside, of any length, made safe to print or draw: newlines and tabs kept, every
+    other control character shown as its backslash escape (\x1b for ESC, \r, \x9b), so nothing in
+    it reaches the terminal as a control sequence. Markup in it is the printer's concern: rich
+    strings go through `rich.markup.escape`, Textual widgets get markup=False or a Text."""
+    return text.translate(_TEXT_CONTROLS)
 
 
 def one_line(text: str) -> str:
@@ -104,8 +122,12 @@ def finite(value):
 def strict_json(value, **options) -> str:
     """`json.dumps(value, **options)` as RFC 8259 JSON, which has no NaN or Infinity: a
     non-finite figure (an edited record's, a server's) is written as null, and `allow_nan=False`
-    makes sure that no other path lets one out."""
+    makes sure that no other path lets one out. DEL and the C1 controls are written as
+    backslash-u escapes even with ensure_ascii=False."""
     try:
-        return json.dumps(value, allow_nan=False, **options)
+        text = json.dumps(value, allow_nan=False, **options)
     except ValueError:  # only a non-finite float raises it: the rare case pays for the copy
-        return json.dumps(finite(value), allow_nan=False, **options)
+        text = json.dumps(finite(value), allow_nan=False, **options)
+    # json.dumps escapes C0 but, with ensure_ascii=False, writes DEL and C1 (the 8-bit CSI \x9b)
+    # raw; as \u escapes the value read back is the same and a terminal shown the JSON obeys nothing
+    return text.translate(_JSON_CONTROLS)

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from chatapp.commands.ask_tools import ToolOptions, call_line, open_tool_turns
+from chatapp.commands.terminal import SafeConsole
 from chatapp.config import THINKING_HISTORIES, Settings
 from chatapp.engine.events import ContextRetrieved, ContextTrimmed, TextDelta, ThoughtDelta, TurnDone
 from chatapp.engine.retrieval.context import RetrievedContext
@@ -22,7 +23,7 @@ from chatapp.engine.retrieval.loading import Loaded
 from chatapp.engine.sampling import TokenProbs
 from chatapp.engine.stats import DRAFT_KEYS, ROOFLINE_KEYS, TurnRecord
 from chatapp.errors import ChatappError, InputError, OutputError, ServerError
-from chatapp.format import strict_json, visible_piece
+from chatapp.format import strict_json, visible_piece, visible_text
 
 if TYPE_CHECKING:  # both are imported where they are first needed, after the arguments are checked
     from chatapp.engine.chat.engine import Engine
@@ -65,7 +66,9 @@ class TurnOutput:
             self._mid_line, self._broken = not text.endswith("\n"), False
         if self.failed is None:
             try:
-                sys.stdout.write(text)
+                # a reply streams piece by piece; each control character is one code point, so
+                # showing them piece by piece is the same as showing the whole reply's
+                sys.stdout.write(visible_text(text))
                 sys.stdout.flush()
             except OutputError as exc:
                 self.failed = exc
@@ -169,7 +172,7 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
     `think_more`: after the last reply, a reply beside it that thinks on that many more tokens."""
     from chatapp.commands.opening import open_engine
 
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
     out = TurnOutput()
     manager: SessionManager | None = None
     kept_as = None

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
 from chatapp.commands.opening import open_engine, session_to_open, settings_with
+from chatapp.commands.terminal import SafeConsole
 from chatapp.config import DRAFT_MODES, Settings
 from chatapp.engine.sampling import MAX_LOGPROBS, check_logprobs
 from chatapp.errors import InputError
@@ -305,7 +305,7 @@ def tokenize(
     if as_json:
         print(strict_json([t.to_json() for t in tokens], ensure_ascii=False))
         return
-    out = Console()
+    out = SafeConsole()
     styles = ("black on cyan", "black on yellow")
     line = Text()
     for i, token in enumerate(tokens):

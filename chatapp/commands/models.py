@@ -6,11 +6,11 @@ from dataclasses import asdict
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from chatapp.commands.models_list import list_models
+from chatapp.commands.terminal import SafeConsole
 from chatapp.config import KV_TYPES
 from chatapp.errors import InputError, ModelError
 from chatapp.format import human_bytes, human_count, one_line_text, strict_json
@@ -45,7 +45,7 @@ def info(
 
     settings = load_settings().replace(kv_type=kv_type)  # validated there, as for every command
     kv_type = settings.kv_type
-    path = model_path(settings, model, Console(stderr=True))
+    path = model_path(settings, model, SafeConsole(stderr=True))
     try:
         facts = model_info(path)
     except (ValueError, OSError) as exc:
@@ -57,7 +57,7 @@ def info(
         typer.echo(strict_json({**asdict(facts), "base": base, "kv_bytes_per_token": kv, "decode": decode},
                                indent=2))
         return
-    console = Console()
+    console = SafeConsole()
     console.print(_facts_table(facts, base))
     console.print(_mix_table(facts))
     console.print(_kv_table(kv, kv_type))
@@ -128,7 +128,7 @@ def anatomy(
 
     settings = load_settings().replace(kv_type=kv_type)  # validated there, as for every command
     kv_type = settings.kv_type
-    path = model_path(settings, model, Console(stderr=True))
+    path = model_path(settings, model, SafeConsole(stderr=True))
     try:
         facts = read_anatomy(path, kv_type)
     except (ValueError, OSError) as exc:
@@ -136,7 +136,7 @@ def anatomy(
     if as_json:
         typer.echo(strict_json(facts.to_json(), indent=2))
         return
-    console = Console()
+    console = SafeConsole()
     console.print(f"[bold]{escape(one_line_text(facts.name))}[/bold]  [dim]{escape(one_line_text(facts.path))}[/dim]")
     for section in sections(facts):
         table = Table.grid(padding=(0, 2))
@@ -152,9 +152,9 @@ def anatomy(
 def _decode_facts(facts, kv_type: str, settings) -> dict:
     """What a decoded token reads at these settings, empty and full cache, against the bandwidth."""
     from chatapp.commands.bench import decode_threads
-    from chatapp.engine.opening import local_decode_device
     from chatapp.engine.machine.bandwidth import bandwidth_for
     from chatapp.engine.machine.roofline import bound_tps, decode_traffic, prefill_flops_per_token
+    from chatapp.engine.opening import local_decode_device
 
     backend, threads = local_decode_device(settings), decode_threads(settings)
     measured = bandwidth_for(backend, threads)
@@ -211,13 +211,11 @@ def pull(
     Face hub into the shared hub cache (resumable, honouring HF_ENDPOINT, HF_TOKEN and
     HF_HUB_OFFLINE), checking its sha256."""
     from chatapp import paths
-    from chatapp.commands.opening import pull_progress
-    from chatapp.engine.models.catalog import load_catalog
+    from chatapp.commands.opening import pull_progress, tidy_models_dir
     from chatapp.engine.filecache import file_sha256
+    from chatapp.engine.models.catalog import load_catalog
     from chatapp.engine.models.pull import find_local
     from chatapp.engine.models.pull import pull as pull_model
-
-    from chatapp.commands.opening import tidy_models_dir
 
     if force and if_missing:
         raise InputError("--force and --if-missing contradict each other")
@@ -228,7 +226,7 @@ def pull(
         return
     catalog = load_catalog()
     entry = catalog.get(name or catalog.default)
-    err = Console(stderr=True)
+    err = SafeConsole(stderr=True)
     tidy_models_dir(err)
     if if_missing and (found := find_local(entry)) is not None:
         err.print(f"{entry.name} is present")
@@ -250,7 +248,7 @@ def pull_hub_model(name: str, *, force: bool, if_missing: bool) -> None:
     from chatapp.engine.models import hub_cache
     from chatapp.engine.models.hub_pull import pull_from_hub
 
-    err = Console(stderr=True)
+    err = SafeConsole(stderr=True)
     if if_missing:
         try:
             found, _ = hub_cache.resolve(name)

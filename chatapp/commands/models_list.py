@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from chatapp.commands.terminal import SafeConsole
 from chatapp.engine.models.sources import SOURCE_TITLES, SOURCES
 from chatapp.format import human_bytes, human_count, one_line_text, strict_json
 
@@ -23,9 +23,8 @@ def list_models(
     """Every model found: chatapp's catalog and folders, the Hugging Face cache, Ollama and LM
     Studio (read only), with whether each fits in memory at the configured context."""
     from chatapp.config import load_settings
-    from chatapp.engine.models.catalog import load_catalog
-
     from chatapp.engine.machine.model_fit import model_rows
+    from chatapp.engine.models.catalog import load_catalog
 
     settings = load_settings()
     found, problems = model_rows(settings)
@@ -36,7 +35,7 @@ def list_models(
         typer.echo(strict_json(listed))
         return
     default = load_catalog().default
-    console = Console()
+    console = SafeConsole()
     console.print(f"[dim]fits: loads here at n_ctx {settings.n_ctx:,} with a {settings.kv_type} KV cache; "
                   f"* the default model; (base): a base model, not tuned for chat[/dim]")
     for source in SOURCES:

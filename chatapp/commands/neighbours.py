@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from chatapp.commands.core import ModelOpt, default_note
+from chatapp.commands.terminal import SafeConsole
 from chatapp.errors import InputError, ModelError
 from chatapp.format import one_line_text, strict_json, visible_piece
 
@@ -63,7 +63,7 @@ def neighbours(
         raise InputError("the text is empty")
     if not 1 <= k <= MAX_K:
         raise InputError(f"--k must be between 1 and {MAX_K}, got {k}")
-    err = Console(stderr=True)
+    err = SafeConsole(stderr=True)
     settings = load_settings()
     path = model_path(settings, model, err)
     # The model is loaded only for its tokenizer: the smallest context, nothing on a GPU.
@@ -94,4 +94,4 @@ def neighbours(
         # A piece is the model file's text: its control characters are shown, not sent.
         table.add_row(str(rank), escape(one_line_text(visible_piece(n.piece))), str(n.id),
                       "n/a" if n.score is None else f"{n.score:.3f}")
-    Console().print(table)
+    SafeConsole().print(table)

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from chatapp.commands.core import FLAG, ModelOpt, configured, default_note
+from chatapp.commands.terminal import SafeConsole
 from chatapp.errors import InputError, ModelError
 from chatapp.format import one_line_text, visible_piece
 
@@ -34,7 +34,7 @@ def _open(model: str | None, n_ctx: int = 256):
     from chatapp.engine.opening import open_next_token
 
     settings = settings_with()
-    path = model_path(settings, model, Console(stderr=True))
+    path = model_path(settings, model, SafeConsole(stderr=True))
     return open_next_token(settings, path, n_ctx), settings
 
 
@@ -91,7 +91,7 @@ def perplexity(
         data = (cost or found).to_json()
         typer.echo(json.dumps(data, ensure_ascii=False, allow_nan=False))
         return
-    out = Console()
+    out = SafeConsole()
     values, bounds, labels = ((cost.kld, KLD_SHADES, KLD_LABELS) if cost is not None
                               else (found.surprise, SHADES, SHADE_LABELS))
     strip = Text()
@@ -147,7 +147,7 @@ def lens(
     for layer in found.layers:
         tops = ", ".join(f"{one_line_text(visible_piece(c.piece))!r} {c.p:.0%}" for c in layer.top)
         table.add_row(str(layer.layer), f"{layer.rank:,}", f"{layer.p:.3f}", escape(tops))
-    out = Console()
+    out = SafeConsole()
     out.print(table)
     first = found.first_top
     out.print(("top-1 from layer " + str(first) + " on") if first is not None else "not top-1 at the last layer",
@@ -209,7 +209,7 @@ def sampler(
     if token is not None and not 1 <= token <= len(found.steps):
         raise InputError(f"--token must be between 1 and {len(found.steps)}: the reply has {len(found.steps)} tokens")
     step = found.steps[token - 1] if token is not None else min(found.steps, key=lambda s: s.p_model)
-    out = Console()
+    out = SafeConsole()
     out.print(Text("reply: ") + Text("".join(s.piece for s in found.steps)), soft_wrap=True)
     table = Table("stage", "left", "mass", "top candidates (p after the stage)",
                   title=escape(f"Token {step.index + 1} {visible_piece(step.piece)!r}: p {step.p_model:.3f} from the "

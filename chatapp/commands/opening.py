@@ -17,10 +17,17 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
-    BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
     TransferSpeedColumn,
 )
 
+from chatapp.commands.terminal import SafeConsole
 from chatapp.config import Settings, adjusted, load_settings
 from chatapp.errors import InputError
 from chatapp.format import display_url
@@ -60,7 +67,7 @@ def open_engine(settings: Settings, model: str | None, console: Console | None =
     """The engine the settings ask for: a local model (pulled if missing) or a llama-server."""
     from chatapp.engine import opening
 
-    console = console or Console(stderr=True)
+    console = console or SafeConsole(stderr=True)
     if not settings.server:
         tidy_models_dir(console)
     with pull_progress(console) as progress, server_loading(console, settings.server) as waiting:

@@ -9,12 +9,12 @@ from typing import Annotated, Optional
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from chatapp.format import human_bytes, strict_json
+from chatapp.commands.terminal import SafeConsole
 from chatapp.config import load_settings
+from chatapp.format import human_bytes, one_line_text, strict_json, visible_text
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="Saved sessions: transcripts with their KV-cache states.")
@@ -63,7 +63,7 @@ def list_sessions(
              "kv_tokens": s.kv_tokens, "state_bytes": manager.state_size(s.state_key), "created_at": s.created_at,
              "updated_at": s.updated_at} for s in summaries]}, ensure_ascii=False))
         return
-    console = Console()
+    console = SafeConsole()
     if not summaries:
         console.print(f"No saved sessions yet ([dim]{escape(str(manager.store.directory))}[/dim]). "
                       "Every chat becomes one at its first turn, in the TUI and with chatapp ask (--incognito keeps "
@@ -86,7 +86,8 @@ def list_sessions(
     for s in summaries:
         size = manager.state_size(s.state_key)
         figures = [str(s.turns), f"{s.kv_tokens:,}", human_bytes(size) if size is not None else "[dim]none[/dim]"]
-        table.add_row(escape(s.name), escape(s.first_line), escape(f"{s.model} ({s.quant})"), *figures,
+        table.add_row(escape(one_line_text(s.name)), escape(one_line_text(s.first_line)),
+                      escape(one_line_text(f"{s.model} ({s.quant})")), *figures,
                       _when(s.updated_at, short))
     console.print(table)
 
@@ -100,13 +101,14 @@ def show(name: NameArg) -> None:
     manager = _manager()
     session = manager.store.get(_checked(name))
     data = session_data(manager.store, name, session)
-    console = Console()
-    err = Console(stderr=True, highlight=False)
+    console = SafeConsole()
+    err = SafeConsole(stderr=True, highlight=False)
     for notice in (*session.notices, *journal_notices(data)):  # rows that could not be read as saved
         err.print(f"[yellow]session {escape(name)}: {escape(notice)}[/]")
     model = data["model"]
     size = manager.state_size(session.state_key)
-    console.print(f"[bold]{escape(data['name'])}[/bold] · {escape(model['name'])} ({escape(model['quant'])}) · "
+    console.print(f"[bold]{escape(one_line_text(data['name']))}[/bold] · {escape(one_line_text(model['name']))} "
+                  f"({escape(one_line_text(model['quant']))}) · "
                   f"created {_when(data['created_at'])} · last used {_when(data['updated_at'])} · "
                   f"KV state {human_bytes(size) if size is not None else 'none'}")
     for message in data["messages"]:
@@ -147,7 +149,7 @@ def remove(name: NameArg) -> None:
     """Delete a session: its transcript, its turn records and its KV state (if the state file
     can't be removed, the session is kept and the reason given)."""
     _manager().delete(_checked(name))
-    Console(stderr=True).print(f"removed session {escape(name)}")
+    SafeConsole(stderr=True).print(f"removed session {escape(name)}")
 
 
 @app.command("rename")
@@ -155,7 +157,7 @@ def rename(old: Annotated[str, typer.Argument(help="Current name.")],
            new: Annotated[str, typer.Argument(help="New name.")]) -> None:
     """Give a session a new name (its KV state stays valid)."""
     _manager().rename(_checked(old), _checked(new))
-    Console(stderr=True).print(f"renamed session {escape(old)} to {escape(new)}")
+    SafeConsole(stderr=True).print(f"renamed session {escape(old)} to {escape(new)}")
 
 
 @app.command("export")
@@ -176,11 +178,14 @@ def export(
 
     store = _manager().store
     session = store.get(_checked(name))
-    err = Console(stderr=True, highlight=False)
+    err = SafeConsole(stderr=True, highlight=False)
     data = session_data(store, name, session, all_branches=all_branches)
     for notice in (*session.notices, *journal_notices(data)):  # rows that could not be read as saved
         err.print(f"[yellow]session {escape(name)}: {escape(notice)}[/]")
-    text = strict_json(data, ensure_ascii=False, indent=2) + "\n" if fmt is ExportFormat.json else to_markdown(data)
+    # Markdown is read as it is (cat, a pager), so its control characters are shown as escapes, in a
+    # file as on stdout; JSON keeps every value exact, its controls written as JSON escapes
+    text = (strict_json(data, ensure_ascii=False, indent=2) + "\n" if fmt is ExportFormat.json
+            else visible_text(to_markdown(data)))
     if output is None:
         print(text, end="")
         return
@@ -202,7 +207,7 @@ def tree(name: NameArg,
         keys = ("id", "parent", "role", "content", "active", "children")
         print(strict_json([{k: row[k] for k in keys} for row in rows], ensure_ascii=False, indent=2))
         return
-    console = Console(highlight=False)
+    console = SafeConsole(highlight=False)
     console.print(f"[bold]{escape(name)}[/bold] · {len(rows)} message{'s' if len(rows) != 1 else ''}, "
                   f"{sum(1 for row in rows if not row['children'])} branch leaves · * the active path")
     if session.system_prompt:
@@ -237,8 +242,6 @@ def _drawing(rows: list[dict], width: int) -> list[str]:
 
 
 def _first_line(text: str, width: int = 60) -> str:
-    from chatapp.format import one_line_text
-
     line = one_line_text(text.strip().splitlines()[0] if text.strip() else "")
     return line if len(line) <= width else line[:width - 1] + "…"
 
@@ -263,4 +266,4 @@ def checkout(name: NameArg,
         raise InputError(f"message {message_id} is a user message: the active path ends at a reply, as a branch "
                          f"starts after one" + (f" (check out {' or '.join(options)})" if options else ""))
     manager.store.set_leaf(name, message_id)
-    Console(stderr=True, highlight=False).print(f"session {escape(name)}: active path now ends at {message_id}")
+    SafeConsole(stderr=True, highlight=False).print(f"session {escape(name)}: active path now ends at {message_id}")

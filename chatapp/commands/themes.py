@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
 from chatapp import paths
+from chatapp.commands.terminal import SafeConsole
 from chatapp.config import load_settings
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="List the built-in and user themes.")
@@ -42,7 +42,7 @@ def list_themes() -> None:
             f"user: {source.name}" if source else "built-in",
             swatches,
         )
-    Console().print(table)
+    SafeConsole().print(table)
     for failure in result.failures:
         typer.echo(f"warning: skipped {failure}", err=True)
     if configured not in result.names():

@@ -8,12 +8,12 @@ from typing import Annotated
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from chatapp.commands.ask_tools import open_registry
 from chatapp.commands.core import ModelOpt, ServerOpt
+from chatapp.commands.terminal import SafeConsole
 from chatapp.errors import InputError
 from chatapp.format import one_line_text, strict_json, text_start
 
@@ -63,9 +63,9 @@ def list_tools(
             table.add_column(column, justify=justify, overflow="fold")
         for row in rows:
             tokens = "" if row["tokens"] is None else f"{row['tokens']:,}"
-            table.add_row(escape(one_line_text(row["name"])), escape(row["server"]), "yes" if row["enabled"] else "no",
-                          tokens, escape(text_start(row["description"], 120)))
-        Console().print(table)
+            table.add_row(escape(one_line_text(row["name"])), escape(one_line_text(row["server"])),
+                          "yes" if row["enabled"] else "no", tokens, escape(text_start(row["description"], 120)))
+        SafeConsole().print(table)
         for notice in registry.notices:
             typer.echo(f"chatapp: {one_line_text(notice)}", err=True)
 

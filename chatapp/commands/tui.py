@@ -17,9 +17,9 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from rich.console import Console
 from rich.markup import escape
 
+from chatapp.commands.terminal import SafeConsole
 from chatapp.config import Settings
 from chatapp.errors import ChatappError, InputError
 from chatapp.format import one_line_text
@@ -49,7 +49,7 @@ def run_app(settings: Settings, *, model: str | None = None, session: str | None
     from chatapp.engine.opening import load_engine, open_engine
 
     check_terminal()
-    err = Console(stderr=True, highlight=False)
+    err = SafeConsole(stderr=True, highlight=False)
     sessions = None
     if session is not None:
         from chatapp.engine.sessions import SessionManager, validate_name

@@ -34,7 +34,8 @@ APP_BINDINGS = [
     Binding("question_mark", "help", "Help", show=False,
             tooltip="Show this help (when the composer is not focused)"),
     Binding("f2", "toggle_panels", "Panels", tooltip="Show or hide the panels"),
-    Binding("f3", "next_panel", "Next panel", tooltip="Next panel: Tokens, KV cache, Speed, Model (the tabs as the panels are titled)"),
+    Binding("f3", "next_panel", "Next panel",
+            tooltip="Next panel: Tokens, KV cache, Speed, Model (the tabs as the panels are titled)"),
     Binding("f4", "toggle_token_ids", "Ids", show=False, tooltip="Show or hide token ids in the Tokens panel"),
     Binding("f5", "copy_reply", "Copy", show=False, tooltip="Copy the last reply to the clipboard"),
     Binding("f6", "sessions", "Sessions", show=False, priority=True,  # the composer binds F6 too

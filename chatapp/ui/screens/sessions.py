@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Literal
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -18,7 +19,7 @@ from textual.widgets import Button, DataTable, Input, Label, Static
 
 from chatapp.engine.sessions import SessionManager, validate_name
 from chatapp.errors import SessionError
-from chatapp.format import count, human_bytes
+from chatapp.format import count, human_bytes, one_line_text
 from chatapp.ui.screens.dialog import Dialog
 
 SessionAction = Literal["open", "new", "save_as", "rename", "delete"]
@@ -95,8 +96,10 @@ class SessionsScreen(Dialog[None]):
         self.names = [s.name for s in summaries]
         for s in summaries:
             size = self.manager.state_size(s.state_key)
-            name = f"{s.name} (open)" if s.name == self.current else s.name
-            table.add_row(name, s.first_line, f"{s.model} ({s.quant})", count(s.turns), count(s.kv_tokens),
+            name = one_line_text(s.name) + (" (open)" if s.name == self.current else "")
+            # a DataTable reads a str cell as markup: a saved name or question is given as Text
+            table.add_row(Text(name), Text(one_line_text(s.first_line)), Text(one_line_text(f"{s.model} ({s.quant})")),
+                          count(s.turns), count(s.kv_tokens),
                           human_bytes(size) if size is not None else "none", when(s.updated_at), key=s.name)
         self.query_one("#sessions-empty").display = not summaries
         wanted = select or self.current

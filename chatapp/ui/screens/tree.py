@@ -17,7 +17,7 @@ from textual.widgets import Label, Tree
 from textual.widgets.tree import TreeNode
 
 from chatapp.engine.events import Message
-from chatapp.format import count
+from chatapp.format import count, one_line
 from chatapp.ui.screens.dialog import Dialog
 from chatapp.ui.shown import TreeSnapshot
 
@@ -29,7 +29,7 @@ KEPT_WORDS = {"cache": "KV in the cache now", "memory": "KV kept in memory", "di
 
 
 def first_line(message: Message) -> str:
-    line = " ".join(message.content.split())
+    line = one_line(message.content)  # an edited session's text may hold escapes
     return line if len(line) <= FIRST_LINE else line[: FIRST_LINE - 1] + "…"
 
 

@@ -16,6 +16,7 @@ from rich.text import Text
 from textual.message import Message
 from textual.widget import Widget
 
+from chatapp.format import visible_text
 from chatapp.engine.sampling import BANDS, TokenProbs, band, confidence
 from chatapp.ui.widgets.paint import bg, blend, fg, legend, shown_piece, stacked_bar, swatch
 
@@ -48,9 +49,9 @@ def shaded_reply(widget: Widget, text: str, probs: Sequence[TokenProbs]) -> Text
     if not probs or not text.endswith(pieces):
         return None
     styles = band_styles(widget)
-    shaded = Text(text[: len(text) - len(pieces)])
+    shaded = Text(visible_text(text[: len(text) - len(pieces)]))
     for index, step in enumerate(probs):
-        shaded.append(step.token, style=styles[band(step.p)] + Style(meta={"step": index}))
+        shaded.append(visible_text(step.token), style=styles[band(step.p)] + Style(meta={"step": index}))
     return shaded
 
 

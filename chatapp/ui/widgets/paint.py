@@ -15,16 +15,14 @@ from rich.text import Text
 from textual.color import Color, ColorParseError
 from textual.widget import Widget
 
-from chatapp.format import visible_piece
-
-_OTHER_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c != 0x0A}
+from chatapp.format import visible_piece, visible_text
 
 
 def shown_piece(piece: str) -> str:
     """A token's text as the panels draw it: whitespace made visible (visible_piece), and every
     other control character as its escape, since attached files and replies can hold escape
     sequences that would otherwise reach the terminal (set its title, its clipboard)."""
-    return visible_piece(piece).translate(_OTHER_CONTROLS)
+    return visible_text(visible_piece(piece))
 
 
 def theme_colour(widget: Widget, name: str) -> RichColor:

@@ -20,6 +20,7 @@ from textual.geometry import Offset, Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
+from chatapp.format import visible_text
 from chatapp.engine.sampling import TokenProbs
 from chatapp.ui.widgets.confidence import shaded_reply
 from chatapp.ui.widgets.paint import theme_colour
@@ -112,7 +113,8 @@ class Reply(Widget):
         blank line after one)."""
         console = self.app.console
         code_theme = "monokai" if self.app.current_theme.dark else "friendly"
-        markdown = Markdown(text, code_theme=code_theme)
+        # the one door of a reply into Rich: what the model wrote is shown, its escapes never obeyed
+        markdown = Markdown(visible_text(text), code_theme=code_theme)
         options = console.options.update(width=width, height=None)
         with console.use_theme(self._markdown_theme()):
             lines = console.render_lines(markdown, options, style=self.rich_style, pad=True)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from textual.widgets import Collapsible, Static
 
+from chatapp.format import visible_text
+
 
 CLOSED_BY = {"budget": "cut at the budget", "answer now": "cut by answer now",
              "end of turn": "closed for the model"}
@@ -33,7 +35,7 @@ class Thought(Collapsible):
     def __init__(self, text: str = "", tokens: int = 0, *, streaming: bool = False) -> None:
         self.text, self.tokens, self.streaming = text, tokens, streaming
         self.closed_by = ""
-        self.body = Static(text.strip("\n"), markup=False)
+        self.body = Static(visible_text(text.strip("\n")), markup=False)
         super().__init__(self.body, title=thought_title(tokens, streaming), collapsed=not streaming,
                          classes="thought")
 
@@ -41,7 +43,7 @@ class Thought(Collapsible):
         """The thought so far (while it streams), decoded in `ms`."""
         if text != self.text:
             self.text = text
-            self.body.update(text.strip("\n"))
+            self.body.update(visible_text(text.strip("\n")))
         self.tokens = tokens
         self.title = thought_title(tokens, self.streaming, ms=ms)
 
@@ -50,7 +52,7 @@ class Thought(Collapsible):
         what ended it, when chatapp did (the record's `thinking_closed_by`)."""
         if text is not None and text != self.text:
             self.text = text
-            self.body.update(text.strip("\n"))
+            self.body.update(visible_text(text.strip("\n")))
         if tokens:
             self.tokens = tokens
         if self.streaming:

@@ -13,6 +13,7 @@ import re
 from textual.widgets import Static
 
 from chatapp.engine.tools.calls import parse_calls
+from chatapp.format import visible_text
 
 _TICKS = re.compile(r"`+")
 
@@ -43,7 +44,7 @@ class ToolResult(Static):
     position = siblings = 1
 
     def __init__(self, text: str, note: str = "") -> None:
-        super().__init__(text or "(empty result)", markup=False, classes="message")
+        super().__init__(visible_text(text) or "(empty result)", markup=False, classes="message")
         self.note = note
         """What the title says after "tool": the tool and its size while the turn runs, else ""."""
         self.border_title = f"tool · {note}" if note else "tool"

@@ -28,6 +28,7 @@ from chatapp.engine.events import ContextTrimmed
 from chatapp.engine.retrieval.context import RetrievedContext
 from chatapp.engine.sampling import TokenProbs
 from chatapp.engine.stats import TurnRecord
+from chatapp.format import visible_text
 from chatapp.ui.shown import Selection, Shown
 from chatapp.ui.widgets.confidence import AlternativeChosen, first_unlikely
 from chatapp.ui.widgets.reply import Reply
@@ -137,7 +138,7 @@ class UserMessage(Static):
     position = siblings = 1
 
     def __init__(self, text: str) -> None:
-        super().__init__(text, markup=False, classes="message")
+        super().__init__(visible_text(text), markup=False, classes="message")
         self.border_title = "you"
 
 
@@ -165,7 +166,7 @@ def message_widget(entry: Shown) -> list[Widget]:
 
 class Notice(Static):
     def __init__(self, text: str, kind: str = "info") -> None:
-        super().__init__(text, markup=False, classes=f"notice -{kind}")
+        super().__init__(visible_text(text), markup=False, classes=f"notice -{kind}")
 
 
 GREETING = ("Type a question below and press Enter. F1 lists every key and what each panel shows; "

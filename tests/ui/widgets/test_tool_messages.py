@@ -14,6 +14,8 @@ from chatapp.ui.widgets.transcript import Transcript
 
 HOSTILE = "[bold]not markup[/bold] **not bold** <b>x</b> \x1b[31mred ``` `````"
 CALL = '{"tool_call": {"name": "write", "arguments": {"text": "```` [red]x[/red]"}}}'
+SHOWN = HOSTILE.replace("\x1b", "\\x1b")
+"""What a result draws: the markup as text, the escape as its backslash escape (never obeyed)."""
 
 
 class Host(App):
@@ -43,12 +45,12 @@ async def test_results_and_calls_are_messages_of_their_own_with_their_ids():
         assert [w.message_id for w in drawn] == ["u1", "a1", "t1", "a2"]
         call, result = drawn[1], drawn[2]
         assert isinstance(call, Reply) and call.source == call_markdown(CALL)
-        assert isinstance(result, ToolResult) and result.render().plain == HOSTILE
+        assert isinstance(result, ToolResult) and result.render().plain == SHOWN
         assert result.border_title == "tool · t1"
         transcript.select(result)
         assert transcript.selection().role == "tool" and result.border_subtitle == "✎ edit result Alt+E"
 
         await transcript.tool_step(HOSTILE, "write (notes) · 12 tok")  # while the loop runs: no id yet
         live = transcript.messages()[-1]
-        assert isinstance(live, ToolResult) and live.render().plain == HOSTILE
+        assert isinstance(live, ToolResult) and live.render().plain == SHOWN
         assert live.border_title == "tool · write (notes) · 12 tok"
