@@ -31,6 +31,7 @@ from chatapp.engine.backend import Backend, CacheState, Drafting, GenerationSett
 from chatapp.engine.chat.branch_states import BranchFigures, BranchKeeper, BranchStates, BranchSwitch
 from chatapp.engine.chat.conversation import Conversation
 from chatapp.engine.chat.tree import ROOT, MessageTree, new_id
+from chatapp.engine.chat.userless import render_userless
 from chatapp.engine.chat.tool_prompt import ToolCosts, ToolPrompt, tool_costs
 from chatapp.engine.chat.typeahead import TypeAhead, TypeAheadState, next_question
 from chatapp.engine.chat import thoughts
@@ -456,6 +457,9 @@ class Engine:
         """The messages through the template; a thinking model's earlier thoughts as the
         `thinking_history` setting says (chatapp.engine.thinking.render_history)."""
         messages = self.context_messages() if messages is None else messages
+        return render_userless(self._render, messages, add_generation_prompt)  # issue 53: Qwen3.5 refuses a system-only list
+
+    def _render(self, messages: Sequence[Message], add_generation_prompt: bool) -> str:
         if self._tools:  # a thinking model's history choice does not apply with tools yet
             return self._tool_prompt.render(messages, add_generation_prompt=add_generation_prompt, tools=self._tools)
         return self._thinking.render(messages, add_generation_prompt)

@@ -93,6 +93,17 @@ def _raise_exception(message: str):
     raise _Refused(message)
 
 
+def _template_line(exc: BaseException) -> int | None:
+    """The template line that raised: Jinja rewrites a render's traceback so that its frames
+    from the template carry the template's file name and line numbers."""
+    line, tb = None, exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
 def _environment() -> _Sandbox:
     env = _Sandbox(loader=jinja2.BaseLoader(), trim_blocks=True, lstrip_blocks=True,
                    extensions=[_GenerationTag, jinja2.ext.loopcontrols])
@@ -142,7 +153,9 @@ class ChatTemplate:
             raise ModelError(f"the model's chat template tried to load another template ({_one_line(exc)}); "
                              "it cannot") from None
         except _Refused as exc:
-            raise ModelError(f"the model's chat template refused the conversation: {_one_line(exc)}") from None
+            where = _template_line(exc)
+            raise ModelError(f"the model's chat template refused the conversation: {_one_line(exc)}"
+                             + (f" (raise_exception at its line {where})" if where else "")) from None
         except SecurityError as exc:
             raise ModelError(f"the model's chat template tried something unsafe: {_one_line(exc)}") from None
         except RecursionError:
