@@ -4,7 +4,8 @@ first turn) with a template that refuses such a list.
 chatapp renders the system prompt on its own for figures shown before the first question (the
 branch's tokens, the predicted re-prefill, typing-ahead's prefix). Some real templates raise when
 no user message is there (Qwen3.5's "No user query found in messages", its line 79): the
-conversation itself is fine, only the side render is refused. Such a render is done instead
+conversation itself is fine, only the side render is refused. Also an empty reply, which some
+templates refuse (Ministral's), is rendered as one space rather than stopping the chat. Such a render is done instead
 with two different probe questions after the system prompt; what the two prompts share is the
 text that comes before any question, which is what the next turn's prompt starts with.
 """
@@ -28,6 +29,12 @@ def render_userless(render: Callable[[Sequence[Message], bool], str], messages: 
     try:
         return render(messages, add_generation_prompt)
     except ModelError:
+        if any(m.role == "assistant" and not m.content.strip() for m in messages):
+            # an empty reply (the model ended its turn at once), which Ministral's template refuses
+            # ("Assistant message must have ... content"): kept as one space, the least text there is
+            messages = [replace(m, content=" ") if m.role == "assistant" and not m.content.strip() else m
+                        for m in messages]
+            return render_userless(render, messages, add_generation_prompt)
         if any(m.role == "user" for m in messages) or not messages:
             raise
         probe = Message(role="user", content=_PROBES[0])

@@ -49,7 +49,7 @@ def test_renders_exactly_as_llama_cpp_python(default_template, add_generation_pr
 
 
 def test_raise_exception_is_one_line():
-    source = ("{# the refusal is on line 3 #}\n{% if messages[0].role != 'user' %}\n"
+    source = ("{# the refusal is on line 3 #}\n{% if messages %}\n"
               "{{ raise_exception('Conversation roles must\nalternate') }}{% endif %}")
     with pytest.raises(ModelError, match=r"refused the conversation: Conversation roles must alternate "
                                          r"\(raise_exception at its line 3\)$"):
