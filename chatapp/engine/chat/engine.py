@@ -457,7 +457,7 @@ class Engine:
         """The messages through the template; a thinking model's earlier thoughts as the
         `thinking_history` setting says (chatapp.engine.thinking.render_history)."""
         messages = self.context_messages() if messages is None else messages
-        return render_userless(self._render, messages, add_generation_prompt)  # issue 53: Qwen3.5 refuses a system-only list
+        return render_userless(self._render, messages, add_generation_prompt)  # a system-only list, an empty reply
 
     def _render(self, messages: Sequence[Message], add_generation_prompt: bool) -> str:
         if self._tools:  # a thinking model's history choice does not apply with tools yet
