@@ -143,6 +143,30 @@ def ensure_tools(version: str | None = None, jobs: int | None = None) -> Path:
     return folder
 
 
+def templates_dir(version: str | None = None) -> Path:
+    """The chat templates llama.cpp ships (`models/templates/*.jinja`), from the same sdist the
+    programs are built from, extracted once into the user cache; later calls return at once."""
+    version = version or binding_version()
+    folder = platformdirs.user_cache_path("chatapp") / "llama-sources" / version / "templates"
+    if any(folder.glob("*.jinja")):
+        return folder
+    make_private_dir(folder.parent)
+    lock_fd = os.open(folder.parent / ".templates.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    with os.fdopen(lock_fd, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if any(folder.glob("*.jinja")):
+            return folder
+        with tempfile.TemporaryDirectory(prefix="llama-sources-") as tmp:
+            source = _fetch_sources(version, Path(tmp))
+            staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".templates."))
+            for template in (source / "models" / "templates").glob("*.jinja"):
+                shutil.copy2(template, staging / template.name)
+            with contextlib.suppress(FileNotFoundError):
+                shutil.rmtree(folder)
+            os.replace(staging, folder)
+    return folder
+
+
 def main() -> None:
     try:
         print(ensure_tools())

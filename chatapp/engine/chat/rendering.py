@@ -12,6 +12,7 @@ from chatapp.engine.chat import prompt_tokens, thoughts
 from chatapp.engine.chat.conversation import Conversation
 from chatapp.engine.chat.decoded import DecodedReplies
 from chatapp.engine.chat.tool_prompt import ToolCosts, ToolPrompt, tool_costs
+from chatapp.engine.chat.userless import render_userless
 from chatapp.engine.events import Message
 from chatapp.engine.sampling import TokenProbs
 from chatapp.engine.tokens import common_prefix
@@ -34,6 +35,9 @@ class Rendering:
         """The messages through the template; a thinking model's earlier thoughts as the
         `thinking_history` setting says (chatapp.engine.thinking.render_history)."""
         messages = self._conversation.context_messages() if messages is None else messages
+        return render_userless(self._render, messages, add_generation_prompt)  # a system-only list, an empty reply
+
+    def _render(self, messages: Sequence[Message], add_generation_prompt: bool) -> str:
         if self.tools:  # a thinking model's history choice does not apply with tools yet
             return self._tool_prompt.render(messages, add_generation_prompt=add_generation_prompt, tools=self.tools)
         return self._thinking.render(messages, add_generation_prompt)

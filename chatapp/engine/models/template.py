@@ -93,6 +93,34 @@ def _raise_exception(message: str):
     raise _Refused(message)
 
 
+def _template_line(exc: BaseException) -> int | None:
+    """The template line that raised: Jinja rewrites a render's traceback so that its frames
+    from the template carry the template's file name and line numbers."""
+    line, tb = None, exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def merge_system(messages: list[dict]) -> list[dict] | None:
+    """llama.cpp's `system_message_not_supported` workaround (common/chat.cpp): the system
+    prompt joins the next message's text after a newline (dropped when alone); None without one."""
+    if not messages or messages[0].get("role") != "system":
+        return None
+    if len(messages) == 1:
+        return []
+    first, second = messages[0], messages[1]
+    return [{**second, "content": f"{first.get('content') or ''}\n{second.get('content') or ''}"}, *messages[2:]]
+
+
+def llama_server_context() -> dict[str, str]:
+    """The variables llama-server gives every template (common_chat_extra_context)."""
+    now = datetime.now()
+    return {"datetime": now.strftime("%b %d %Y"), "date_string": now.strftime("%d %b %Y")}
+
+
 def _environment() -> _Sandbox:
     env = _Sandbox(loader=jinja2.BaseLoader(), trim_blocks=True, lstrip_blocks=True,
                    extensions=[_GenerationTag, jinja2.ext.loopcontrols])
@@ -134,7 +162,22 @@ class ChatTemplate:
         context.update({name: bool(on) for name, on in (switches or {}).items() if name not in context})
         try:
             with cpu_limit(self.cpu_limit_s):
-                return self._template.render(**context)
+                try:
+                    return self._template.render(**context)
+                except _Refused:
+                    merged = merge_system(messages)  # llama.cpp's workaround for a template with no system role
+                    if merged is None:
+                        raise
+                    return self._template.render(**{**context, "messages": merged})
+                except (TypeError, jinja2.UndefinedError):
+                    if tools:
+                        raise
+                    # as llama-server renders it: no `tools` at all when none are offered (a *-tool_use
+                    # template iterates it), its date variables (firefunction's `datetime`), and
+                    # firefunction's `functions` as the empty text llama.cpp's Jinja makes of a
+                    # missing variable added to text
+                    kept = {k: v for k, v in context.items() if k not in ("tools", "functions")}
+                    return self._template.render(**kept, functions="", **llama_server_context())
         except CPULimitExceeded:
             raise ModelError(f"the model's chat template did not finish within {self.cpu_limit_s:g} s "
                              "of CPU time; stopped") from None
@@ -142,7 +185,9 @@ class ChatTemplate:
             raise ModelError(f"the model's chat template tried to load another template ({_one_line(exc)}); "
                              "it cannot") from None
         except _Refused as exc:
-            raise ModelError(f"the model's chat template refused the conversation: {_one_line(exc)}") from None
+            where = _template_line(exc)
+            raise ModelError(f"the model's chat template refused the conversation: {_one_line(exc)}"
+                             + (f" (raise_exception at its line {where})" if where else "")) from None
         except SecurityError as exc:
             raise ModelError(f"the model's chat template tried something unsafe: {_one_line(exc)}") from None
         except RecursionError:

@@ -49,8 +49,10 @@ def test_renders_exactly_as_llama_cpp_python(default_template, add_generation_pr
 
 
 def test_raise_exception_is_one_line():
-    source = "{% if messages[0].role != 'user' %}{{ raise_exception('Conversation roles must\nalternate') }}{% endif %}"
-    with pytest.raises(ModelError, match="refused the conversation: Conversation roles must alternate$"):
+    source = ("{# the refusal is on line 3 #}\n{% if messages %}\n"
+              "{{ raise_exception('Conversation roles must\nalternate') }}{% endif %}")
+    with pytest.raises(ModelError, match=r"refused the conversation: Conversation roles must alternate "
+                                         r"\(raise_exception at its line 3\)$"):
         ChatTemplate(source, bos_token="", eos_token="").render(CONVERSATION, add_generation_prompt=True)
 
 
