@@ -40,17 +40,33 @@ def _pip_cache_dir() -> str:
     return os.environ.get("PIP_CACHE_DIR") or platformdirs.user_cache_dir("pip")
 
 
+LEAKING_VARIABLES = (
+    "CHATAPP_SERVER", "CHATAPP_API_KEY",  # config.ENV_SETTINGS: a developer's own server and key
+    "OLLAMA_MODELS", "HF_HOME", "HF_HUB_CACHE", "LLAMA_CACHE",  # where model discovery scans
+    "HF_TOKEN", "HF_HUB_OFFLINE",  # how huggingface_hub reaches the hub
+)
+"""Variables chatapp (or a library it calls) reads that would point a test at the user's own
+server, key or model folders; every test runs with them unset."""
+
+
 @pytest.fixture(autouse=True)
 def isolated_env(default_model_path, _pip_cache_dir, tmp_path, monkeypatch) -> dict[str, str]:
-    """Point config, data and cache folders at tmp_path; CHATAPP_MODEL at the real default model.
+    """Point HOME and the config, data and cache folders at tmp_path; CHATAPP_MODEL at the real
+    default model; unset every variable in LEAKING_VARIABLES.
 
-    pip keeps its real cache, so a test that pulls from PyPI downloads at most once.
+    pip keeps its real cache, so a test that pulls from PyPI downloads at most once. The
+    llama.cpp programs (chatapp.llama_tools) and the models are found by session fixtures that
+    run before this one, so they still come from the real folders.
     """
-    env = {"CHATAPP_MODEL": str(default_model_path), "PIP_CACHE_DIR": _pip_cache_dir}
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"CHATAPP_MODEL": str(default_model_path), "PIP_CACHE_DIR": _pip_cache_dir, "HOME": str(home)}
     for var, folder in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_CACHE_HOME", "cache")):
         env[var] = str(tmp_path / folder)
     for var, value in env.items():
         monkeypatch.setenv(var, value)
+    for var in LEAKING_VARIABLES:
+        monkeypatch.delenv(var, raising=False)
     return env
 
 

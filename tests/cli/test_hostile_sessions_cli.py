@@ -5,13 +5,13 @@ clear line, exit 0 where the work could go on, and nothing is lost; never a trac
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import json
 import os
+import shlex
 import signal
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,7 @@ from chatapp.engine.events import Message
 from chatapp.engine.sessions import SessionManager
 from chatapp.engine.sessions.store import ModelIdentity, SessionStore, Snapshot
 from tests.cli.conftest import records
+from tests.cli.namespaces import namespace_run
 
 ASK = ("--json", "--temperature", "0", "--max-tokens", "8", "--ctx", "1024", "--threads", "1")
 
@@ -139,27 +140,6 @@ def test_an_edited_sha256_cache_is_hashed_again(chatapp_exe):
 
 
 # --- sessions export on a full disk ----------------------------------------------------------------
-@contextlib.contextmanager
-def full_disk(folder: Path):
-    """A 64 KiB tmpfs at `folder`, filled: the real ENOSPC. Needs root (mount); None otherwise."""
-    folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)],
-                             capture_output=True, check=False).returncode == 0
-    try:
-        if mounted:
-            fill(folder)
-        yield mounted
-    finally:
-        if mounted:
-            subprocess.run(["umount", str(folder)], check=False)
-
-
-def fill(folder: Path) -> None:
-    with contextlib.suppress(OSError), open(folder / "filler", "ab", buffering=0) as out:
-        while True:
-            out.write(b"\0" * 4096)
-
-
 def seed() -> None:
     store = SessionStore.open(paths.sessions_dir())
     messages = [Message("system", "Be brief."), Message("user", "Tell me a story. " * 2000),
@@ -167,38 +147,41 @@ def seed() -> None:
     store.save(Snapshot("work", ModelIdentity("m", "/m.gguf", "ab" * 32, "Q4_1"), messages, 1, 0))
 
 
-def test_export_to_a_full_disk_leaves_no_file_and_is_an_output_error(chatapp_exe, invoke, monkeypatch, tmp_path):
+def test_export_to_a_full_disk_leaves_no_file_and_is_an_output_error(tmp_path):
+    """A 64 KiB tmpfs, filled: the real ENOSPC, mounted as root of new user and mount namespaces
+    (no root needed). A plain export leaves no file; --force over an existing one leaves it as it was."""
     seed()
-    with full_disk(tmp_path / "full") as mounted:
-        kept = tmp_path / "full" / "kept.md"
-        if not mounted:  # no root to mount a tmpfs: the same ENOSPC, raised in this process
-            class FullDisk:
-                def __getattr__(self, name):
-                    return getattr(os, name)
-
-                @staticmethod
-                def write(fd, data):
-                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-            monkeypatch.setattr("chatapp.engine.sessions.export.os", FullDisk())
-            run = invoke
-        else:
-            run = chatapp_exe
-        target = tmp_path / "full" / "work.md"
-        out = run("sessions", "export", "work", "--output", str(target))
-        code = getattr(out, "returncode", getattr(out, "exit_code", None))
-        assert code == 1, out.stderr
-        assert out.stderr.strip() == f"chatapp: Output: cannot write {target}: No space left on device; " \
-                                     "nothing was written"
-        assert not target.exists()
-        if mounted:  # --force over an existing file: the file is left as it was
-            os.remove(tmp_path / "full" / "filler")
-            kept.write_text("the old export")
-            fill(tmp_path / "full")
-            out = run("sessions", "export", "work", "--output", str(kept), "--force")
-            assert out.returncode == 1 and "chatapp: Output: cannot write" in out.stderr
-            assert kept.read_text() == "the old export"
-            assert sorted(p.name for p in (tmp_path / "full").iterdir()) == ["filler", "kept.md"]
+    exe = shlex.quote(str(Path(sys.executable).with_name("chatapp")))
+    full, out = tmp_path / "full", tmp_path / "out"
+    full.mkdir()
+    out.mkdir()
+    target, kept = full / "work.md", full / "kept.md"
+    q = shlex.quote
+    fill = f"dd if=/dev/zero of={q(str(full / 'filler'))} bs=4k 2>/dev/null || true"
+    script = f"""
+mount -t tmpfs -o size=64k tmpfs {q(str(full))}
+{fill}
+{exe} sessions export work --output {q(str(target))} >/dev/null 2>{q(str(out / 'plain.err'))} \
+    || echo $? > {q(str(out / 'plain.rc'))}
+ls -A {q(str(full))} > {q(str(out / 'plain.ls'))}
+rm {q(str(full / 'filler'))}
+printf 'the old export' > {q(str(kept))}
+{fill}
+{exe} sessions export work --output {q(str(kept))} --force >/dev/null 2>{q(str(out / 'force.err'))} \
+    || echo $? > {q(str(out / 'force.rc'))}
+cat {q(str(kept))} > {q(str(out / 'kept'))}
+ls -A {q(str(full))} > {q(str(out / 'force.ls'))}
+"""
+    run = namespace_run(script, {**os.environ, "COLUMNS": "200"})
+    assert run.returncode == 0, run.stderr
+    assert (out / "plain.rc").read_text().strip() == "1"
+    assert (out / "plain.err").read_text().strip() == \
+        f"chatapp: Output: cannot write {target}: No space left on device; nothing was written"
+    assert (out / "plain.ls").read_text().split() == ["filler"]
+    assert (out / "force.rc").read_text().strip() == "1"
+    assert "chatapp: Output: cannot write" in (out / "force.err").read_text()
+    assert (out / "kept").read_text() == "the old export"
+    assert sorted((out / "force.ls").read_text().split()) == ["filler", "kept.md"]
 
 
 # --- Ctrl+C while a session opens ------------------------------------------------------------------

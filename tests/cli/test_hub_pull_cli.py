@@ -7,6 +7,7 @@ line each, listing nothing half-written."""
 from __future__ import annotations
 
 import json
+import shlex
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.namespaces import namespace_run
 from tests.engine.models.fake_hub import FakeHub, HubRepo
 
 REPO = "bartowski/SmolLM2-135M-Instruct-GGUF"
@@ -131,17 +133,25 @@ def test_the_hubs_refusals_are_one_line_each(chatapp_run, hub, tmp_path):
 
 
 def test_a_full_disk_is_one_line_exit_1_and_lists_nothing(chatapp_run, tmp_path):
-    tiny = tmp_path / "tiny"
+    """An 8 MiB tmpfs as the hub cache, mounted as root of new user and mount namespaces (no root
+    needed): the pull meets the real ENOSPC."""
+    tiny, out = tmp_path / "tiny", tmp_path / "out"
     tiny.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(tiny)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
-        out = chatapp_run("models", "pull", f"hf:{REPO}:Q4_1", HF_HUB_CACHE=str(tiny))
-        one_line(out, 1, "the disk is full")
-        assert not listed(lambda *a: chatapp_run(*a, HF_HUB_CACHE=str(tiny)))
-    finally:
-        subprocess.run(["umount", str(tiny)], check=False)
+    out.mkdir()
+    exe, q = shlex.quote(str(Path(sys.executable).with_name("chatapp"))), shlex.quote
+    script = f"""
+mount -t tmpfs -o size=8m tmpfs {q(str(tiny))}
+{exe} models pull hf:{REPO}:Q4_1 >{q(str(out / 'pull.out'))} 2>{q(str(out / 'pull.err'))} \\
+    || echo $? > {q(str(out / 'pull.rc'))}
+{exe} models list --json >{q(str(out / 'list.json'))} 2>{q(str(out / 'list.err'))}
+"""
+    run = namespace_run(script, {**chatapp_run.env, "HF_HUB_CACHE": str(tiny)})
+    assert run.returncode == 0, run.stderr
+    pulled = subprocess.CompletedProcess([], int((out / "pull.rc").read_text() or 0),
+                                         (out / "pull.out").read_text(), (out / "pull.err").read_text())
+    one_line(pulled, 1, "the disk is full")
+    rows = json.loads((out / "list.json").read_text())
+    assert not [row for row in rows if row["source"] == "huggingface"]
 
 
 def test_a_split_model_is_pulled_whole(chatapp_run, hub, tmp_path, default_model_path):

@@ -34,21 +34,23 @@ N_CTX = 1024
 SETTINGS = Settings(n_ctx=N_CTX, temperature=0.0, max_tokens=24, system_prompt="You are a concise assistant.")
 START_LIMIT = 180.0
 """Seconds a server may take to start before the fixture gives up (a guard, not a measurement)."""
-_REAL_CACHE = os.environ.get("XDG_CACHE_HOME")
-"""The cache folder as the test run started, before tests point XDG folders at tmp_path: the
-built programs live there."""
+_REAL_FOLDERS = {name: os.environ.get(name) for name in ("HOME", "XDG_CACHE_HOME")}
+"""The home and cache folders as the test run started, before tests point them at tmp_path:
+the built programs live there."""
 
 
 def tools_dir() -> Path:
     """llama-server and rpc-server for this llama-cpp-python, built once and cached."""
     from chatapp.llama_tools import ensure_tools
 
-    saved = os.environ.get("XDG_CACHE_HOME")
-    _set_env("XDG_CACHE_HOME", _REAL_CACHE)
+    saved = {name: os.environ.get(name) for name in _REAL_FOLDERS}
+    for name, value in _REAL_FOLDERS.items():
+        _set_env(name, value)
     try:
         return ensure_tools()
     finally:
-        _set_env("XDG_CACHE_HOME", saved)
+        for name, value in saved.items():
+            _set_env(name, value)
 
 
 def _set_env(name: str, value: str | None) -> None:

@@ -9,13 +9,15 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.cli.ask_json import ASK_KEYS
 
-from .conftest import free_port
+from .conftest import START_LIMIT, free_port
 from tests.remote.server_cli import SECRET, one_line
 
 GREEDY = ("--temperature", "0", "--max-tokens", "24")
@@ -210,13 +212,15 @@ def test_a_loading_server_is_waited_for(chatapp_popen, another_server, tmp_path)
     fifo = tmp_path / "control-vector.gguf"
     os.mkfifo(fifo)
     server = another_server("--control-vector", str(fifo), wait=False)
-    while True:
+    deadline, status = time.monotonic() + START_LIMIT, None
+    while status != 503:
+        if time.monotonic() > deadline:
+            pytest.fail(f"llama-server at {server.url} never answered /health with 503 (loading) in "
+                        f"{START_LIMIT:.0f} s; last status {status}")
         try:
             status = httpx.get(f"{server.url}/health", timeout=5).status_code
         except httpx.HTTPError:
-            continue
-        if status == 503:
-            break
+            time.sleep(0.1)
     ask = chatapp_popen("ask", "Say hi.", "--server", server.url, *GREEDY)
     first = ask.stderr.readline().decode()
     assert first.startswith(f"waiting: llama-server at {server.url} is loading its model"), first

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 
 import httpx
 import pytest
@@ -57,10 +58,17 @@ def turn(engine: Engine, text: str):
 
 def slot_tokens(url: str) -> int:
     """How many tokens the server says slot 0 holds, once it is idle."""
-    while True:
+    deadline = time.monotonic() + IDLE_LIMIT
+    while time.monotonic() < deadline:
         slot = httpx.get(f"{url}/slots", timeout=30).json()[0]
         if not slot["is_processing"]:
             return slot.get("n_prompt_tokens", 0)
+        time.sleep(0.05)
+    pytest.fail(f"slot 0 of llama-server at {url} was still processing after {IDLE_LIMIT:.0f} s")
+
+
+IDLE_LIMIT = 120.0
+"""Seconds a slot may stay busy after its turn ended (a guard, not a measurement)."""
 
 
 # --- what the server runs ---------------------------------------------------------------------

@@ -3,8 +3,10 @@ tests/_helpers.py), sending a turn, the sessions they open, and the scripted app
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from textual.message import Message
 from textual.notifications import Notification, Notify
@@ -168,7 +170,9 @@ async def press_in_name_box(pilot, name: str) -> None:
 
 
 # --- the scripted app the snapshots draw ----------------------------------------------------------------
-SHIPPED_THEMES = sorted(theme.name for theme in load_themes().themes)
+# Read at collection time, before isolated_env moves the config folder: a user folder that is
+# never a folder keeps the user's own themes out of the snapshot cases.
+SHIPPED_THEMES = sorted(theme.name for theme in load_themes(user_dir=Path(os.devnull)).themes)
 
 
 def scripted_app(default_model_path, theme: str) -> ChatApp:

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 from textual.color import Color
 from textual.widgets import Static
@@ -13,7 +16,8 @@ from chatapp.ui.widgets.confidence import band_styles
 from chatapp.ui.widgets.paint import READABLE, contrast
 from tests.ui.widgets.hosts import Host
 
-THEMES = load_themes().names()
+THEMES = load_themes(user_dir=Path(os.devnull)).names()
+"""The shipped themes only: read at collection time, before isolated_env moves the config folder."""
 
 
 @pytest.mark.parametrize("theme", sorted(THEMES))

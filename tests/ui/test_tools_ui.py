@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from chatapp import paths
-from chatapp.engine.chat.tool_turns import DENIED
+from chatapp.engine.chat.tool_turns import DENIED, MAX_STEPS
 from chatapp.ui.app import ChatApp
 from chatapp.ui.messages import ToolStep, TurnFinished
 from chatapp.ui.screens.tool_approval import ToolApprovalScreen
@@ -23,6 +23,9 @@ from tests.ui._helpers import (TURN_TIMEOUT, WIDE, Messages, notified, opened, s
                               wait_until)
 
 SERVER_SCRIPT = Path(__file__).parents[1] / "data" / "mcp_test_server.py"
+MAX_APPROVALS = 4 * MAX_STEPS
+"""More approvals than these tests' turns ask for (a few calls in each step): past it the loop is
+taken to be endless and the test fails instead of waiting."""
 
 pytestmark = pytest.mark.app_settings(max_tokens=40, opener=None, incognito=True)
 
@@ -50,11 +53,13 @@ async def ask(pilot, app: ChatApp, seen: Messages, text: str, first: str,
     await pilot.press("enter")
     await wait_until(pilot, lambda: app.generating or seen.count(TurnFinished) > done, TURN_TIMEOUT)
     asked: list[ToolApprovalScreen] = []
-    while True:
+    for _ in range(MAX_APPROVALS + 1):
         await wait_until(pilot, lambda: isinstance(app.screen, ToolApprovalScreen) or not app.generating,
                          3 * TURN_TIMEOUT)  # up to four steps of the loop on a busy machine
         if not isinstance(app.screen, ToolApprovalScreen):
             break
+        if len(asked) == MAX_APPROVALS:
+            pytest.fail(f"the tool loop asked for approval more than {MAX_APPROVALS} times")
         asked.append(app.screen)
         await pilot.press(first if len(asked) == 1 else then)
         await pilot.pause()

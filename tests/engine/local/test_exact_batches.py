@@ -87,13 +87,16 @@ def test_gemma_is_checked_the_same_way(gemma_path):
         rt.close()
 
 
-def test_a_check_is_remembered_per_model_and_settings(smollm):
+def test_a_check_is_remembered_per_model_and_settings(smollm, monkeypatch):
     fill(smollm, 0)
     n = smollm.threads[0]
     assert cached_check(smollm, n) is None
     first = batch_check(smollm, 5, n)
     assert first == BatchCheck(5, 5) and cached_check(smollm, n) == first
-    assert batch_check(smollm, 4, n) is first or batch_check(smollm, 4, n) == first  # covered: not run again
+    with monkeypatch.context() as trap:  # covered: a check run again fails here instead of agreeing
+        trap.setattr(exact_batches, "check_batches", lambda *_: pytest.fail("a covered check was run again"))
+        assert batch_check(smollm, 4, n) == first
+        assert batch_check(smollm, 3, n, known=first) is first
     assert not first.covers(9) and BatchCheck(4, 3, 0.5).covers(33)
     assert batch_check(smollm, 9, n) == BatchCheck(9, 9) == cached_check(smollm, n)
     # The batch costs it timed come back from the cache too (JSON's string keys as sizes again).

@@ -33,11 +33,15 @@ def http_server():
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
                 break
             except OSError:
+                if child.poll() is not None:
+                    pytest.fail(f"the MCP test server exited ({child.returncode}) before listening on port {port}")
+                if time.monotonic() > deadline:
+                    pytest.fail(f"the MCP test server did not listen on 127.0.0.1:{port} within 30 s")
                 time.sleep(0.1)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
