@@ -444,6 +444,17 @@ class LlamaRuntime:
         return status == 0
 
     @property
+    def handles(self) -> tuple:
+        """(llama_model, llama_context) for chatapp.engine.local.mtmd, which decodes image embeddings here."""
+        return self._llm.model, self._llm.ctx
+
+    def note_decoded(self, tokens: list[int]) -> None:
+        """Book cells another module decoded after the cache's end (an image's) under `tokens`."""
+        start, self._logits_at = self._llm.n_tokens, None
+        self._llm.input_ids[start:start + len(tokens)] = tokens
+        self._llm.n_tokens = start + len(tokens)
+
+    @property
     def n_batch(self) -> int:
         return self._n_batch
 
