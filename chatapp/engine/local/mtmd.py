@@ -16,6 +16,7 @@ import contextlib
 import ctypes
 import hashlib
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -90,7 +91,7 @@ def find_projector(model: Path) -> Path | None:
     found = sorted(Path(model).parent.glob("mmproj*.gguf"))
     if len(found) <= 1:
         return found[0] if found else None
-    stem = Path(model).stem.split(".")[0].lower()
+    stem = re.split(r"[-.](?:I?Q\d|[FB]F?\d)", Path(model).stem, flags=re.IGNORECASE)[0].lower()  # no quant tag
     named = [path for path in found if stem in path.name.lower()]
     return named[0] if len(named) == 1 else None
 
@@ -278,7 +279,7 @@ def prompt_ids(runtime: LlamaRuntime, parts: Sequence[Part]) -> list[int]:
 def feed(projector: Projector, parts: Sequence[Part]) -> int:
     """Bring the cache to exactly `parts`: keep the longest prefix already cached (never half an
     image: an image whose cells are not all kept is decoded again, from its kept embeddings),
-    then evaluate the rest. Returns how many cells were kept."""
+    then evaluate the rest, so the next token can be sampled. Returns how many cells were kept."""
     rt = projector.runtime
     cached = rt.kv_tokens
     keep, pos = 0, 0
@@ -298,6 +299,8 @@ def feed(projector: Projector, parts: Sequence[Part]) -> int:
             if shared < len(ids):
                 break
         pos += len(ids)
+    if keep == pos and parts and isinstance(parts[-1], str) and not rt.logits_ready and keep:
+        keep -= 1  # all cached, but a restored state has no logits: run the last text token again
     rt.keep_kv_prefix(keep)
     pos = 0
     for part in parts:
