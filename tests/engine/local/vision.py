@@ -16,7 +16,8 @@ import numpy as np
 IMAGE_SIZE, PATCH_SIZE = 32, 8
 
 
-def build_projector(path: Path, *, n_embd: int = 576, width: int = 64, ff: int = 128, layers: int = 1) -> Path:
+def build_projector(path: Path, *, n_embd: int = 576, width: int = 64, ff: int = 128, layers: int = 1,
+                    image_size: int = IMAGE_SIZE, patch_size: int = PATCH_SIZE) -> Path:
     """Write an mmproj GGUF with the keys and tensors libmtmd's clip loader asks of projector `mlp`."""
     import gguf
 
@@ -25,7 +26,7 @@ def build_projector(path: Path, *, n_embd: int = 576, width: int = 64, ff: int =
     writer.add_bool("clip.has_vision_encoder", True)
     writer.add_bool("clip.has_llava_projector", True)
     writer.add_string("clip.projector_type", "mlp")
-    for key, value in (("image_size", IMAGE_SIZE), ("patch_size", PATCH_SIZE), ("embedding_length", width),
+    for key, value in (("image_size", image_size), ("patch_size", patch_size), ("embedding_length", width),
                        ("feed_forward_length", ff), ("projection_dim", n_embd), ("block_count", layers),
                        ("attention.head_count", 4)):
         writer.add_uint32(f"clip.vision.{key}", value)
@@ -38,9 +39,9 @@ def build_projector(path: Path, *, n_embd: int = 576, width: int = 64, ff: int =
         data = np.ones(shape, np.float32) if ones else (rng.standard_normal(shape) * 0.02).astype(np.float32)
         writer.add_tensor(name, data)
 
-    tensor("v.patch_embd.weight", width, 3, PATCH_SIZE, PATCH_SIZE)
+    tensor("v.patch_embd.weight", width, 3, patch_size, patch_size)
     tensor("v.class_embd", width)
-    tensor("v.position_embd.weight", (IMAGE_SIZE // PATCH_SIZE) ** 2 + 1, width)
+    tensor("v.position_embd.weight", (image_size // patch_size) ** 2 + 1, width)
     tensor("v.pre_ln.weight", width, ones=True)
     tensor("v.pre_ln.bias", width)
     for i in range(layers):
