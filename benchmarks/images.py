@@ -24,10 +24,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the projector is built as the tests build it
 
-from chatapp.engine.local.llama import LlamaRuntime, LoadOptions  # noqa: E402
-from chatapp.engine.local.mtmd import Projector, feed, prompt_ids  # noqa: E402
-from chatapp.paths import models_dir  # noqa: E402
-from tests.engine.local.vision import build_projector, picture  # noqa: E402
+from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
+from chatapp.engine.local.mtmd import Projector, feed, prompt_ids
+from chatapp.paths import models_dir
+from tests.engine.local.vision import build_projector, picture
 
 USER = "<|im_start|>user\n"
 ASK = "What is in this picture?<|im_end|>\n<|im_start|>assistant\n"
