@@ -9,7 +9,8 @@ import pytest
 from llama_cpp import mtmd_cpp
 
 from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
-from chatapp.engine.local.mtmd import Projector, feed, find_projector, projector_info, prompt_ids
+from chatapp.engine.local.mtmd import Projector, feed, prompt_ids
+from chatapp.engine.models.projector import find_projector, projector_info
 from chatapp.errors import AttachmentError, ModelError
 from tests.engine.local.vision import build_projector, picture
 
