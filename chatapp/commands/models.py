@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -33,6 +34,8 @@ def info(
     model_option: ModelOpt = None,
     kv_type: KvTypeOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the facts as JSON.")] = False,
+    mmproj: Annotated[Optional[Path], typer.Option(
+        "--mmproj", help="A vision projector (mmproj GGUF); by default the mmproj-*.gguf beside the model.")] = None,
 ) -> None:
     """Architecture, size, quantization mix and KV-cache cost of a model, from its GGUF header."""
     if model is not None and model_option is not None and model != model_option:
@@ -41,6 +44,7 @@ def info(
     from chatapp.commands.opening import model_path
     from chatapp.config import load_settings
     from chatapp.engine.models.base_model import base_model_reason
+    from chatapp.engine.models.projector import find_projector, projector_info
     from chatapp.engine.models.quant import kv_bytes_per_token, model_info
 
     settings = load_settings().replace(kv_type=kv_type)  # validated there, as for every command
@@ -53,12 +57,21 @@ def info(
     kv = {name: kv_bytes_per_token(facts, name) for name in KV_TYPES}
     decode = _decode_facts(facts, kv_type, settings)
     base = base_model_reason(path)
+    if mmproj is not None and not mmproj.is_file():
+        raise InputError(f"no projector file at {mmproj}")
+    # beside the path as given too: a Hugging Face snapshot links its files into blobs/, so the
+    # model resolves into a folder that holds no mmproj
+    given = Path(model) if model and Path(model).is_file() else None
+    found = mmproj or (given and find_projector(given)) or find_projector(path)
+    projector = projector_info(found) if found else None
     if as_json:
-        typer.echo(strict_json({**asdict(facts), "base": base, "kv_bytes_per_token": kv, "decode": decode},
-                               indent=2))
+        typer.echo(strict_json({**asdict(facts), "base": base, "kv_bytes_per_token": kv, "decode": decode,
+                                "projector": projector.as_dict() if projector else None}, indent=2))
         return
     console = SafeConsole()
     console.print(_facts_table(facts, base))
+    if projector:
+        console.print(_projector_line(projector, facts.n_embd))
     console.print(_mix_table(facts))
     console.print(_kv_table(kv, kv_type))
     console.print(_decode_table(facts, decode))
@@ -90,6 +103,16 @@ def _facts_table(facts, base: str | None) -> Table:
     for key, value in rows:
         table.add_row(key, escape(value))
     return table
+
+
+def _projector_line(projector, n_embd: int) -> str:
+    sees = " and ".join(what for what, yes in (("images", projector.vision), ("audio", projector.audio)) if yes)
+    budget = f", {projector.image_token_budget} tokens per image" if projector.image_token_budget else ""
+    line = (f"[bold]sees[/] {sees or 'nothing'} through {escape(projector.path.name)} "
+            f"(projector {escape(projector.projector_type)}{budget})")
+    if projector.n_embd and projector.n_embd != n_embd:
+        line += f"\n[yellow]the projector makes {projector.n_embd}-wide embeddings, this model takes {n_embd}[/]"
+    return line
 
 
 def _mix_table(facts) -> Table:
