@@ -43,11 +43,13 @@ def test_only_the_llama_package_imports_llama_cpp():
 
 
 def test_importing_the_cli_writes_nothing(tmp_path):
-    env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "c"), "XDG_DATA_HOME": str(tmp_path / "d"),
-           "XDG_CACHE_HOME": str(tmp_path / "k"), "PATH": "/usr/bin:/bin"}
+    root = tmp_path / "fresh"  # tmp_path itself holds isolated_env's HOME
+    root.mkdir()
+    env = {"HOME": str(root), "XDG_CONFIG_HOME": str(root / "c"), "XDG_DATA_HOME": str(root / "d"),
+           "XDG_CACHE_HOME": str(root / "k"), "PATH": "/usr/bin:/bin"}
     code = "import chatapp.cli, chatapp.config, chatapp.paths, chatapp.engine.chat.engine"
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
-    assert list(tmp_path.iterdir()) == []
+    assert list(root.iterdir()) == []
 
 
 def contract_names() -> list[str]:
