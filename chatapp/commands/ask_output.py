@@ -181,6 +181,7 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
 
         validate_name(session)
         manager = SessionManager.open(settings)  # before loading the model: a bad database fails fast
+        _check_target(manager, session, branch_from, edit)  # and a bad message id
     elif not settings.incognito:
         manager, kept_as = keep_chat(settings, prompts[0], err)
         session = kept_as
@@ -207,6 +208,23 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
     if kept_as is not None and not as_json:  # saved by its first turn; --json records say "session"
         err.print(f"[dim]kept as session {escape(repr(kept_as))}: chatapp ask --continue goes on with it[/]")
     out.raise_if_failed()
+
+
+def _check_target(manager: SessionManager, session: str, branch_from: str | None, edit: str | None) -> None:
+    """--branch-from and --edit name a message of the saved tree: an unknown or wrong one is
+    refused before the model loads and the cache is restored (the engine checks it again)."""
+    if branch_from is None and edit is None:
+        return
+    from chatapp.engine.chat.tree import MessageTree
+
+    stored = manager.store.load(session)
+    if stored is None:  # resuming says what is wrong with the name
+        return
+    tree = MessageTree.from_messages(stored.tree, stored.leaf)
+    if branch_from is not None:
+        tree.branch_point(branch_from)
+    if edit is not None:
+        tree.editable(edit)
 
 
 def keep_chat(settings: Settings, question: str, err: Console) -> tuple[SessionManager | None, str | None]:

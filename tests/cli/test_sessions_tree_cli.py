@@ -147,6 +147,22 @@ def test_branching_from_a_question_or_an_unknown_id_changes_nothing(chatapp_exe,
         assert tree(chatapp_exe) == before
 
 
+def test_a_bad_message_id_is_refused_before_the_model_loads(chatapp_exe, branched, tmp_path):
+    """--branch-from and --edit are checked against the saved tree first: with a model that cannot
+    load, the line is about the id, so no model was loaded and no cache restored for nothing."""
+    before = tree(chatapp_exe)
+    reply = next(row for row in before if row["role"] == "assistant")
+    no_model = str(tmp_path / "missing.gguf")
+    for flag, bad, needle in (("--branch-from", "zzzzzzzz", "no message with id 'zzzzzzzz'"),
+                              ("--branch-from", before[0]["id"], "a branch starts after a reply"),
+                              ("--edit", reply["id"], "only a question or a tool's result can be edited")):
+        out = chatapp_exe(*ASK, "--model", no_model, flag, bad, "Hello?")
+        assert out.returncode == 2 and needle in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+        assert tree(chatapp_exe) == before
+    out = chatapp_exe(*ASK, "--model", no_model, "--branch-from", reply["id"], "Hello?")  # a good id: the model
+    assert out.returncode != 0 and "missing.gguf" in out.stderr, out.stderr
+
+
 def test_a_tree_from_a_newer_chatapp_is_refused_in_one_line(chatapp_exe, branched, isolated_dirs):
     db = Path(isolated_dirs["XDG_DATA_HOME"]) / "chatapp" / "sessions" / "sessions.db"
     with sqlite3.connect(db) as conn:

@@ -32,7 +32,7 @@ from chatapp.engine.chat.decoded import DecodedReplies
 from chatapp.engine.chat.kept_branches import KeptBranches
 from chatapp.engine.chat.rendering import Rendering
 from chatapp.engine.chat.tool_prompt import ToolCosts
-from chatapp.engine.chat.tree import ROOT, MessageTree
+from chatapp.engine.chat.tree import MessageTree
 from chatapp.engine.chat.turn import TurnRunner
 from chatapp.engine.chat.typeahead import TypeAhead, TypeAheadState, next_question
 from chatapp.engine.events import Event, Message
@@ -460,11 +460,7 @@ class Engine:
     def send_after(self, message_id: str, text: str) -> Iterator[Event]:
         """A new question branching after reply `message_id` (tree.ROOT: a new first question);
         the shown path then continues on that branch."""
-        tree = self._conversation.tree
-        target = None if message_id == ROOT else tree.resolve(message_id)
-        if target is not None and tree[target].role != "assistant":
-            raise InputError(f"message {target} is a {tree[target].role} message: a branch starts after a reply "
-                             f"(or at {ROOT})")
+        target = self._conversation.tree.branch_point(message_id)
         if not text.strip():
             raise InputError("the prompt is empty")
         return self._branch_turn(target, lambda: Message("user", text), "branch")
@@ -475,11 +471,8 @@ class Engine:
         the model reads as the call's result), and the model's reply to it. The old message and
         everything after it stay in the tree."""
         tree = self._conversation.tree
-        target = tree.resolve(message_id)
+        target = tree.editable(message_id)
         role = tree[target].role
-        if role not in ("user", "tool"):
-            raise InputError(f"message {target} is an {role} message: only a question or a tool's result can be "
-                             "edited")
         if role == "user" and not text.strip():
             raise InputError("the prompt is empty")
         if role == "tool":  # a result is data, not a question: nothing is retrieved for it

@@ -162,6 +162,26 @@ class MessageTree:
             raise InputError(f"message id {prefix!r} is ambiguous: it starts {', '.join(sorted(found))}")
         return found[0]
 
+    def branch_point(self, prefix: str) -> str | None:
+        """The reply a new question may branch after (None: ROOT, a new first question);
+        InputError for an unknown id or a message that is not a reply."""
+        if prefix == ROOT:
+            return None
+        target = self.resolve(prefix)
+        if self[target].role != "assistant":
+            raise InputError(f"message {target} is a {self[target].role} message: a branch starts after a reply "
+                             f"(or at {ROOT})")
+        return target
+
+    def editable(self, prefix: str) -> str:
+        """The question or tool result an edit may replace; InputError for anything else."""
+        target = self.resolve(prefix)
+        role = self[target].role
+        if role not in ("user", "tool"):
+            raise InputError(f"message {target} is an {role} message: only a question or a tool's result can be "
+                             "edited")
+        return target
+
     # --- changing -----------------------------------------------------------------------------
     def add(self, message: Message, parent: str | None) -> Message:
         """Take in a new message after `parent` (None: a first question) and end the active
