@@ -12,7 +12,7 @@ import typer
 from typer.core import TyperGroup
 
 from chatapp.config import exposed_key_warning
-from chatapp.errors import ChatappError, InputError, OutputError
+from chatapp.errors import INTERRUPTED, ChatappError, InputError, OutputError
 from chatapp.format import one_line
 from chatapp.private import tighten_install
 
@@ -27,8 +27,6 @@ def reject_undecodable(args: Sequence[str]) -> None:
                              "pass text in UTF-8")
 
 
-INTERRUPTED = 130
-"""The exit status after Ctrl+C, as shells report a process that SIGINT ended."""
 ROOT_OPTIONS = frozenset({"--help", "--version"})
 """The options of `chatapp` itself; any other one is chat's."""
 

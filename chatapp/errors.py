@@ -3,6 +3,9 @@
 The CLI and the TUI show `title: message` and never a traceback.
 """
 
+INTERRUPTED = 130
+"""The exit status after Ctrl+C, as shells report a process that SIGINT ended."""
+
 
 class ChatappError(Exception):
     title = "Error"

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+import typer
 from rich.console import Console
 from rich.markup import escape
 
@@ -22,7 +23,7 @@ from chatapp.engine.retrieval.context import RetrievedContext
 from chatapp.engine.retrieval.loading import Loaded
 from chatapp.engine.sampling import TokenProbs
 from chatapp.engine.stats import DRAFT_KEYS, ROOFLINE_KEYS, TurnRecord
-from chatapp.errors import ChatappError, InputError, OutputError, ServerError
+from chatapp.errors import INTERRUPTED, ChatappError, InputError, OutputError, ServerError
 from chatapp.format import strict_json, visible_piece, visible_text
 
 if TYPE_CHECKING:  # both are imported where they are first needed, after the arguments are checked
@@ -191,7 +192,7 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
     for notice in engine.load_notices:
         err.print(f"[yellow]{escape(notice)}[/]")
     engine.set_generation(logprobs=logprobs)
-    registry = None
+    registry, stopped = None, threading.Event()
     try:
         if tools is not None:
             tool_turns, registry = open_tool_turns(engine, tools, err, out.end_line)
@@ -208,6 +209,8 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
     if kept_as is not None and not as_json:  # saved by its first turn; --json records say "session"
         err.print(f"[dim]kept as session {escape(repr(kept_as))}: chatapp ask --continue goes on with it[/]")
     out.raise_if_failed()
+    if stopped.is_set():  # a Ctrl+C: what ran is kept, and the exit says it was interrupted, as a shell's
+        raise typer.Exit(INTERRUPTED)
 
 
 def _check_target(manager: SessionManager, session: str, branch_from: str | None, edit: str | None) -> None:
@@ -351,7 +354,8 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
                 err.print(f"[dim]{escape(sources_line(event.context))}[/]")
             elif isinstance(event, TextDelta) and not as_json:
                 thought.end()
-                out.write(event.text)
+                if stopped is None or not stopped.is_set():  # nothing after "stopping...", though the turn keeps it
+                    out.write(event.text)
             elif isinstance(event, ToolCallDone):
                 err.print(f"[dim]{escape(call_line(event))}[/]")
             elif isinstance(event, TurnDone):

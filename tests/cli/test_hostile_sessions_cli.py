@@ -197,7 +197,7 @@ def test_one_ctrl_c_while_a_session_opens_stops_it(invoke, monkeypatch):
 
     monkeypatch.setattr(SessionManager, "resume", interrupted)
     result = invoke("ask", "--session", "s", "Name another one.", *ASK)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 130, result.output
     assert "stopped while opening session 's'; nothing was sent or saved" in result.stderr
     assert result.stdout == ""  # no turn ran
     assert SessionStore(paths.sessions_dir()).get("s") == before
