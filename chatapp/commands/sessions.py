@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich import box
@@ -15,6 +15,9 @@ from rich.table import Table
 from chatapp.commands.terminal import SafeConsole
 from chatapp.config import load_settings
 from chatapp.format import human_bytes, one_line_text, strict_json, visible_text
+
+if TYPE_CHECKING:
+    from chatapp.engine.sessions import SessionManager
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="Saved sessions: transcripts with their KV-cache states.")
@@ -45,6 +48,14 @@ def _checked(name: str) -> str:
     return validate_name(name)
 
 
+def _saved(manager: "SessionManager", given: str) -> str:
+    """The saved session a command names: its exact name, its number in `sessions list`, or a
+    unique beginning of its name (chatapp.engine.sessions.names.find_name)."""
+    from chatapp.engine.sessions.names import find_name
+
+    return find_name(_checked(given), [s.name for s in manager.store.summaries()])
+
+
 def _when(ts: float, short: bool = False) -> str:
     return time.strftime("%m-%d %H:%M" if short else "%Y-%m-%d %H:%M", time.localtime(ts))
 
@@ -54,7 +65,8 @@ def list_sessions(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object: the sessions, newest first.")] = False,
 ) -> None:
     """Every saved session, newest first: its first question, model, turns, tokens in its cache,
-    state size and when it was last used. Every chat in the TUI is one (unless incognito)."""
+    state size and when it was last used. Every chat in the TUI is one (unless incognito). The
+    other sessions commands take a session's number here, or a unique beginning of its name."""
     manager = _manager()
     summaries = manager.store.summaries()
     if as_json:
@@ -76,6 +88,7 @@ def list_sessions(
     table = Table(title="Sessions", title_justify="left", box=box.SIMPLE_HEAD,
                   caption=f"{manager.store.directory}", caption_justify="left",
                   collapse_padding=short, show_edge=not short, pad_edge=not short)
+    table.add_column("#", justify="right", no_wrap=True)  # what a command may name it by (find_name)
     table.add_column("name", overflow="fold", min_width=8, max_width=max(16, console.width // 5))
     table.add_column("first question", overflow="ellipsis", no_wrap=True, min_width=12,
                      max_width=max(12, console.width // 4 - 8))
@@ -83,10 +96,10 @@ def list_sessions(
     for column in ("turns", "tokens", "state"):
         table.add_column(column, justify="right", no_wrap=True)
     table.add_column("last used", no_wrap=True, min_width=len(_when(0, short)))
-    for s in summaries:
+    for number, s in enumerate(summaries, 1):
         size = manager.state_size(s.state_key)
         figures = [str(s.turns), f"{s.kv_tokens:,}", human_bytes(size) if size is not None else "[dim]none[/dim]"]
-        table.add_row(escape(one_line_text(s.name)), escape(one_line_text(s.first_line)),
+        table.add_row(str(number), escape(one_line_text(s.name)), escape(one_line_text(s.first_line)),
                       escape(one_line_text(f"{s.model} ({s.quant})")), *figures,
                       _when(s.updated_at, short))
     console.print(table)
@@ -99,7 +112,8 @@ def show(name: NameArg) -> None:
     from chatapp.engine.sessions.export import journal_notices, session_data
 
     manager = _manager()
-    session = manager.store.get(_checked(name))
+    name = _saved(manager, name)
+    session = manager.store.get(name)
     data = session_data(manager.store, name, session)
     console = SafeConsole()
     err = SafeConsole(stderr=True, highlight=False)
@@ -148,7 +162,9 @@ def _fmt(value, spec: str) -> str:
 def remove(name: NameArg) -> None:
     """Delete a session: its transcript, its turn records and its KV state (if the state file
     can't be removed, the session is kept and the reason given)."""
-    _manager().delete(_checked(name))
+    manager = _manager()
+    name = _saved(manager, name)
+    manager.delete(name)
     SafeConsole(stderr=True).print(f"removed session {escape(name)}")
 
 
@@ -156,7 +172,9 @@ def remove(name: NameArg) -> None:
 def rename(old: Annotated[str, typer.Argument(help="Current name.")],
            new: Annotated[str, typer.Argument(help="New name.")]) -> None:
     """Give a session a new name (its KV state stays valid)."""
-    _manager().rename(_checked(old), _checked(new))
+    manager = _manager()
+    old = _saved(manager, old)
+    manager.rename(old, _checked(new))
     SafeConsole(stderr=True).print(f"renamed session {escape(old)} to {escape(new)}")
 
 
@@ -176,8 +194,9 @@ def export(
     journal (prefill/decode tok/s, TTFT, cache reuse, quant, KV type, backend) as Markdown or JSON."""
     from chatapp.engine.sessions.export import journal_notices, session_data, to_markdown, write_export
 
-    store = _manager().store
-    session = store.get(_checked(name))
+    manager = _manager()
+    store, name = manager.store, _saved(manager, name)
+    session = store.get(name)
     err = SafeConsole(stderr=True, highlight=False)
     data = session_data(store, name, session, all_branches=all_branches)
     for notice in (*session.notices, *journal_notices(data)):  # rows that could not be read as saved
@@ -201,7 +220,9 @@ def tree(name: NameArg,
     with *. Use an id with `ask --branch-from ID` or `sessions checkout NAME ID`."""
     from chatapp.engine.sessions.export import tree_rows
 
-    session = _manager().store.get(_checked(name))
+    manager = _manager()
+    name = _saved(manager, name)
+    session = manager.store.get(name)
     rows = tree_rows(session)
     if as_json:
         keys = ("id", "parent", "role", "content", "active", "children")
@@ -256,7 +277,8 @@ def checkout(name: NameArg,
     from chatapp.errors import InputError
 
     manager = _manager()
-    session = manager.store.get(_checked(name))
+    name = _saved(manager, name)
+    session = manager.store.get(name)
     tree = MessageTree.from_messages(session.tree, session.leaf)
     message_id = tree.resolve(message)
     if tree[message_id].role == "user":  # the next ask would put two questions in a row: refused, as --branch-from

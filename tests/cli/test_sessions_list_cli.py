@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from chatapp.engine.sessions.names import TITLE_LEN, name_from
+from chatapp.engine.sessions.names import TITLE_LEN, find_name, name_from
 from chatapp.errors import SessionError
 
 
@@ -55,3 +55,21 @@ def test_sessions_list_shows_each_first_question_newest_first(chatapp_exe, isola
     older = next(i for i, line in enumerate(lines) if "Name a col" in line)
     assert newer < older and "first quest" in table  # the heading is cut at 80 columns too
     assert re.search(r"\b\d\d-\d\d \d\d:\d\d$", lines[newer].rstrip())  # when, to the minute
+    assert lines[newer].split()[0] == "1" and lines[older].split()[0] == "2"  # the number other commands take
+    # by that number, or a unique beginning of the name, case aside, as the list shows them
+    for given, meant in (("2", "older"), ("NEW", "newer"), ("o", "older")):
+        shown = chatapp_exe("sessions", "tree", given, "--json")
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)[0]["content"] == ("Name a fruit." if meant == "newer" else
+                                                         "Name a colour.\nand more"), given
+    missing = chatapp_exe("sessions", "show", "9")
+    assert missing.returncode == 2 and "no session named '9'" in missing.stderr, missing.stderr
+
+
+def test_a_session_is_found_by_name_number_or_unique_prefix():
+    names = ["trip 2", "trip", "Tokens", "9"]
+    assert find_name("trip", names) == "trip"  # an exact name first, though it begins another
+    assert find_name("9", names) == "9" and find_name("3", names) == "Tokens"  # a name, then a number
+    assert find_name("tok", names) == "Tokens" and find_name("nothing", names) == "nothing"
+    with pytest.raises(SessionError, match=r"'tr' begins 2 session names \('trip 2', 'trip'\)"):
+        find_name("tr", names)

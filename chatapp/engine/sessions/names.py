@@ -4,13 +4,30 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from chatapp.errors import SessionError
 
 MAX_LEN = 64
 # Letters and digits of any script, then also spaces and . _ - + @ = ; never a path separator.
 _NAME = re.compile(r"[^\W_][\w .+@=-]*", re.UNICODE)
+
+
+def find_name(given: str, newest_first: Sequence[str]) -> str:
+    """The saved session `given` means, as `sessions list` shows them (newest first): its exact
+    name; else, when no session is called that, its number in the list (1 the newest) or the one
+    name it begins, case aside; else `given` itself, which the store then says it does not know.
+    A prefix that begins several names is a SessionError naming them."""
+    if given in newest_first:
+        return given
+    if given.isdigit() and 1 <= int(given) <= len(newest_first):
+        return newest_first[int(given) - 1]
+    folded = given.casefold()
+    begun = [name for name in newest_first if name.casefold().startswith(folded)]
+    if len(begun) > 1:
+        shown = ", ".join(repr(name) for name in begun[:5]) + (", ..." if len(begun) > 5 else "")
+        raise SessionError(f"{given!r} begins {len(begun)} session names ({shown}): give more of one")
+    return begun[0] if begun else given
 
 
 def validate_name(name: str) -> str:
