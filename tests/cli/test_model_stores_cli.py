@@ -38,7 +38,8 @@ def test_list_finds_every_store_and_ask_chats_with_each_leaving_them_unchanged(r
         row = rows[name]
         assert row["source"] == source and row["quant"] == "Q4_1" and row["n_params"] == 134_515_008
         assert row["fits"] is True and row["problem"] is None and Path(row["path"]).is_file()
-        assert set(row) == {"name", "source", "path", "quant", "size_bytes", "n_params", "fits", "problem"}
+        assert set(row) == {"name", "source", "path", "quant", "size_bytes", "n_params", "fits", "problem", "base"}
+        assert row["base"] is None  # the default model's copies keep its chat template
     replies = []
     for name in (HF_NAME, OLLAMA_NAME, LMSTUDIO_NAME):
         out = run("ask", "--model", name, "Name a colour.", *ASK)
