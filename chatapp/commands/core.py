@@ -18,7 +18,7 @@ from chatapp.commands.terminal import SafeConsole
 from chatapp.config import DRAFT_MODES, Settings
 from chatapp.engine.sampling import MAX_LOGPROBS, check_logprobs
 from chatapp.errors import InputError
-from chatapp.format import strict_json
+from chatapp.format import strict_json, visible_text
 
 FLAG = ""
 """The metavar of an on/off option: typer 0.29's help shows `<bool>` after a flag without one,
@@ -291,6 +291,10 @@ def read_piped(stream) -> str:
     return text
 
 
+TOKEN_CUT = "│"
+"""Between two tokens where no colour shows the cut (a box-drawing bar, rare in text)."""
+
+
 def tokenize(
     text: Annotated[str, typer.Argument(help="Text to cut into tokens with the model's tokenizer.")],
     model: ModelOpt = None,
@@ -308,10 +312,11 @@ def tokenize(
     out = SafeConsole()
     styles = ("black on cyan", "black on yellow")
     line = Text()
+    cut = "" if out.draws_colour else TOKEN_CUT  # piped, the colours that show the cut are gone
     for i, token in enumerate(tokens):
         style = "bold white on magenta" if token.special else styles[i % 2]
         # An empty piece is a token holding part of a character the next token completes.
-        line.append(token.piece.replace("\n", "↵\n") or "⋯", style=style)
+        line.append((cut if i else "") + (visible_text(token.piece.replace("\n", "↵\n")) or "⋯"), style=style)
     out.print(line)
     noun = "token" if len(tokens) == 1 else "tokens"
     out.print(f"[bold]{len(tokens)}[/] {noun} · ids: {' '.join(str(t.id) for t in tokens)}", highlight=False)

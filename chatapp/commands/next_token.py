@@ -21,11 +21,13 @@ from rich.text import Text
 from chatapp.commands.core import FLAG, ModelOpt, configured, default_note
 from chatapp.commands.terminal import SafeConsole
 from chatapp.errors import InputError, ModelError
-from chatapp.format import one_line_text, visible_piece
+from chatapp.format import one_line_text, visible_piece, visible_text
 
 JsonOpt = Annotated[bool, typer.Option("--json", metavar=FLAG, help="One JSON object instead of the table.")]
 SHADE_STYLES = ("", "yellow", "bold red", "bold white on red")
 """The terminal's shades of SHADE_LABELS (chatapp.engine.inside.surprise)."""
+SHADE_MARKS = ("", "⁽¹⁾", "⁽²⁾", "⁽³⁾")
+"""The same shades in text, after the token, where no colour is drawn (piped, NO_COLOR)."""
 MAX_SEED = 2**32 - 2
 
 
@@ -94,14 +96,17 @@ def perplexity(
     out = SafeConsole()
     values, bounds, labels = ((cost.kld, KLD_SHADES, KLD_LABELS) if cost is not None
                               else (found.surprise, SHADES, SHADE_LABELS))
-    strip = Text()
+    strip, marks = Text(), not out.draws_colour  # piped: each shaded token says its shade in text
     for piece, value in zip(found.pieces, values.tolist()):
-        strip.append(piece, style=SHADE_STYLES[shade(value, bounds)])
+        level = shade(value, bounds)
+        text, mark = visible_text(piece), SHADE_MARKS[level] if marks else ""
+        ends_line = text.endswith("\n")  # the mark stays on the token's line
+        strip.append(text.rstrip("\n") + mark + "\n" if ends_line and mark else text + mark, style=SHADE_STYLES[level])
     out.print(strip, soft_wrap=True)
     out.print()
     legend = Text("KL divergence: " if cost is not None else "shades: ")
-    for label, style in zip(labels, SHADE_STYLES):
-        legend.append(label, style=style or None)
+    for label, style, mark in zip(labels, SHADE_STYLES, SHADE_MARKS):
+        legend.append(label + (mark if marks else ""), style=style or None)
         legend.append("  ")
     out.print(legend)
     out.print(found.describe(), markup=False, highlight=False)

@@ -22,3 +22,8 @@ class SafeConsole(Console):
 
     def render_str(self, text: str, **options) -> Text:
         return super().render_str(visible_text(text), **options)
+
+    @property
+    def draws_colour(self) -> bool:
+        """False when piped or NO_COLOR is set: what a style alone says must then be said in text."""
+        return self.color_system is not None and not self.no_color

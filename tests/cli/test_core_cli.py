@@ -97,6 +97,7 @@ def test_tokenize_shows_count(chatapp_exe):
     out = chatapp_exe("tokenize", "Hello world")
     assert out.returncode == 0
     assert "2 tokens" in out.stdout
+    assert out.stdout.splitlines()[0] == "Hello│ world"  # piped: the cut in text, as colour shows it in a terminal
 
 
 @pytest.mark.parametrize("args, needle", [

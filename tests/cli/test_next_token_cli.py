@@ -3,6 +3,7 @@ script, on the real default model."""
 
 import json
 import math
+import re
 
 
 def test_perplexity_json_gives_each_tokens_surprise_and_the_perplexity(chatapp_exe, tmp_path):
@@ -31,8 +32,11 @@ def test_perplexity_strip_and_refusals(chatapp_exe, tmp_path):
     text.write_text("Hello there, how are you today?")
     out = chatapp_exe("perplexity", str(text))
     assert out.returncode == 0, out.stderr
-    assert "Hello there, how are you today?" in out.stdout and "perplexity" in out.stdout
-    assert "very surprising" in out.stdout
+    # piped, no colour shows a shade: each shaded token says its own after it, and the legend too
+    strip = out.stdout.splitlines()[0]
+    marks = re.findall("⁽[¹²³]⁾", strip)
+    assert marks and re.sub("⁽[¹²³]⁾", "", strip) == "Hello there, how are you today?"
+    assert "perplexity" in out.stdout and "very surprising⁽³⁾" in out.stdout
     for args, message in [(("perplexity", str(tmp_path / "missing.txt")), "chatapp: Input: cannot read"),
                           (("perplexity", str(text), "--ctx", "4"), "chatapp: Input: --ctx must be at least 16")]:
         bad = chatapp_exe(*args)
