@@ -291,8 +291,13 @@ class SpeedPanel(Vertical):
         self.set_class(not self.history, "-no-history")
         self.border_subtitle = f"last {len(self.history)} turns" if len(self.history) > 1 else ""
         for phase in ("prefill", "decode"):
-            rates = [getattr(r, f"{phase}_tps") for r in self.history]
+            # a turn that computed nothing in a phase (all cached, prefilled while typing) has no
+            # speed there: plotted as 0 it drew "0–0" over a full bar
+            ran = [r for r in self.history if getattr(r, f"{phase}_tokens") > 0]
+            rates = [getattr(r, f"{phase}_tps") for r in ran]
             label = f"{phase} tok/s {min(rates):,.0f}–{max(rates):,.0f}" if rates else ""
+            if skipped := len(self.history) - len(ran):
+                label += f"{' · ' if label else f'{phase}: '}{skipped} turn{'s' * (skipped > 1)} computed none"
             self.query_one(f"#{phase}-label", Static).update(label)
             self.query_one(f"#{phase}-history", Sparkline).data = rates
 

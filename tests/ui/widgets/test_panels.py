@@ -65,6 +65,23 @@ async def test_speed_panel_shows_live_figures_then_the_records(session, themes):
         assert panel.border_subtitle == "last 3 turns"
 
 
+async def test_a_turn_that_prefilled_nothing_is_not_plotted_as_a_speed_of_0(session, themes):
+    """All cached or prefilled while typing: the turn has no prefill speed, so the history leaves
+    it out and says so ("prefill tok/s 0–0" over a full bar read as a stalled machine)."""
+    panel = SpeedPanel()
+    async with Host(themes, panel).run_test(size=(80, 24)) as pilot:
+        first, second = session.turns[0].record, session.turns[1].record
+        nothing = replace(second, prefill_tokens=0, cached_tokens=second.prompt_tokens, prefill_ms=0.0)
+        assert nothing.prefill_tps == 0  # what the history plotted
+        for record in (first, nothing):
+            panel.branch = shown_after(record, branch=panel.branch)
+        await pilot.pause()
+        assert list(panel.query_one("#prefill-history", Sparkline).data) == [first.prefill_tps]
+        label = static_text(panel, "#prefill-label").plain
+        assert label == f"prefill tok/s {first.prefill_tps:,.0f}–{first.prefill_tps:,.0f} · 1 turn computed none"
+        assert len(panel.query_one("#decode-history", Sparkline).data) == 2  # both decoded
+
+
 async def test_speed_panel_says_how_many_llama_cpp_threads_ran_and_why(session, themes):
     turn = session.turns[0]
     live, extra = turn.deltas[-1].live, turn.record.extra
