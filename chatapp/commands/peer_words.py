@@ -10,11 +10,8 @@ like any other: someone may ask what they mean.
 
 from __future__ import annotations
 
-import re
-
 from chatapp.errors import InputError
-
-SLASH_WORD = re.compile(r"/(\w+|\?)")
+from chatapp.ui.slash import SLASH_WORD
 
 
 def as_prompt(prompt: str) -> str:

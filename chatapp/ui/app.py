@@ -57,6 +57,7 @@ from chatapp.ui.screens.model_picker import ModelsFound
 from chatapp.ui.screens.sessions import SessionsScreen
 from chatapp.ui.controllers.sessions import SessionController
 from chatapp.ui.shown import Selection, Shown, ShownBranch, fresh
+from chatapp.ui.slash import as_message, slash_action, unknown_command
 from chatapp.ui.controllers.settings import SettingsController
 from chatapp.ui.controllers.theme_picker import ThemeController
 from chatapp.ui.controllers.tools import ToolController
@@ -295,10 +296,17 @@ class ChatApp(KeyBurstApp[None]):
             if self.attachments_ui.composer_command(message.text):
                 message.composer.clear()
             return
+        if (action := slash_action(message.text)) is not None:  # a peer's command: the app's own action
+            message.composer.clear()
+            self.call_next(self.run_action, action)
+            return
+        if (refused := unknown_command(message.text)) is not None:  # never sent; the text stays
+            self.notify(refused, severity="warning")
+            return
         if self.busy("send") or self.sessions_ui.changed_elsewhere():
             return
         message.composer.clear()
-        self.start_turn(message.text, self.branches_ui.take_pending(), since=sent)
+        self.start_turn(as_message(message.text), self.branches_ui.take_pending(), since=sent)
 
     def start_turn(self, text: str, how: TurnHow = SEND, since: float | None = None) -> None:
         """Run a turn: a new question at the end, or one that branches (chatapp.ui.controllers.branches).
