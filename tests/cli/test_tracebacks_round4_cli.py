@@ -78,9 +78,10 @@ def test_a_model_name_no_file_can_have_is_one_line(run, name, expected):
 
 
 def test_an_lm_studio_pointer_naming_a_users_home_that_is_not_here_is_passed_over(isolated_dirs, tmp_path):
-    (tmp_path / "home").mkdir()
-    (tmp_path / "home" / ".lmstudio-home-pointer").write_text("~nouser-chatapp-test/lmstudio")
-    env = {**os.environ, **isolated_dirs, "HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1"}
+    home = tmp_path / "pointer-home"  # a home of its own (isolated_env's is tmp_path / "home")
+    home.mkdir()
+    (home / ".lmstudio-home-pointer").write_text("~nouser-chatapp-test/lmstudio")
+    env = {**os.environ, **isolated_dirs, "HOME": str(home), "HF_HUB_OFFLINE": "1"}
     out = subprocess.run([str(EXE), "models", "list", "--json"], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
     assert not any(row["source"] == "lmstudio" for row in json.loads(out.stdout))
