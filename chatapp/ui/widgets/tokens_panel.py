@@ -137,6 +137,11 @@ class TokensPanel(VerticalScroll):
         else:
             self._paint()
 
+    def on_show(self) -> None:
+        """A tab opened (in a narrow terminal the panels share one): a scroll made while the panel
+        was hidden had no size to go by, so the newest turn is brought into view now."""
+        self.scroll_end(animate=False)
+
     def watch_composer_tokens(self, tokens: tuple[Token, ...]) -> None:
         """Typing switches back to the composer's view (an empty composer doesn't)."""
         self._unselect()

@@ -264,6 +264,21 @@ async def test_tokens_panel_shows_the_turn_by_origin(session, themes):
         assert panel.mode == "turn"
 
 
+async def test_tokens_panel_shows_the_newest_turn_when_it_comes_into_view(session, themes):
+    """At 100x30 the panels share one tab: the newest turn, which ended while the Tokens tab was
+    hidden, is what the tab shows when it opens (it showed the top of the cache, the system prompt)."""
+    turn = session.turns[1]
+    panel = TokensPanel()
+    async with Host(themes, panel).run_test(size=(60, 12)) as pilot:
+        panel.display = False
+        panel.branch = shown_after(turn.record, turn.view)
+        await pilot.pause()
+        panel.display = True
+        await pilot.pause()
+        await pilot.pause()
+        assert panel.max_scroll_y > 0 and panel.scroll_y == panel.max_scroll_y
+
+
 async def test_tokens_panel_points_at_where_prefix_reuse_broke(session, themes):
     turn = session.turns[2]
     broken = turn.record.reuse_broken_at
