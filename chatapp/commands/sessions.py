@@ -138,10 +138,16 @@ def show(name: NameArg) -> None:
         console.print(f"\n[dim]{hidden:,} more message{'s' if hidden != 1 else ''} in other branches: "
                       f"chatapp sessions tree {escape(name)}[/dim]")
     console.print()
-    table = Table(title="Turns", title_justify="left", box=box.SIMPLE_HEAD)
+    # Below 100 columns the headers take two lines and the columns one space between them, each
+    # as wide as its longest word (a finish reason is up to 7): at 80 it was "prom… cach… pref…".
+    short = console.width < 100
+    table = Table(title="Turns", title_justify="left", box=box.SIMPLE_HEAD,
+                  **({"padding": 0, "show_edge": False} if short else {}))
     for column in ("turn", "prompt", "cached", "prefilled", "restored", "prefill tok/s", "TTFT ms", "decode",
                    "decode tok/s", "finish"):
-        table.add_column(column, justify="left" if column == "finish" else "right")
+        widest = max(len("stopped") if column == "finish" else 0, *map(len, column.split()))
+        table.add_column(column.replace(" ", "\n") if short else column, min_width=widest if short else None,
+                         justify="left" if column == "finish" else "right")
     for e in data["journal"]:
         table.add_row(*(_fmt(e.get(k), spec) for k, spec in (
             ("turn", ""), ("prompt_tokens", ","), ("cached_tokens", ","), ("prefill_tokens", ","),

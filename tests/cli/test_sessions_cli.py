@@ -115,6 +115,24 @@ def test_show(invoke):
     assert "1,234" in out and "88.8" in out
 
 
+def test_show_reads_at_80_columns(isolated_dirs):
+    """The turns table fits 80 columns with every header whole (it came out "prom… cach… pref…")."""
+    seed()
+    exe = Path(sys.executable).with_name("chatapp")
+    out = subprocess.run([str(exe), "sessions", "show", "work"], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, **isolated_dirs, "COLUMNS": "80"})
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    table = lines[next(i for i, line in enumerate(lines) if line.startswith("Turns")):]
+    assert all(len(line) <= 80 for line in table) and "…" not in "".join(table)
+    words = " ".join(table).split()
+    for header in ("turn", "prompt", "cached", "prefilled", "restored", "prefill", "tok/s", "TTFT", "ms",
+                   "decode", "finish"):
+        assert header in words, (header, table)
+    turns = [line.split() for line in table if line.strip()[:1].isdigit()]
+    assert turns[0][:5] == ["1", "30", "0", "30", "0"] and turns[1][:5] == ["2", "60", "10", "50", "10"]
+
+
 def test_export_markdown_and_json(invoke):
     seed()
     md = invoke("sessions", "export", "work")
