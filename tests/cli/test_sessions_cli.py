@@ -93,7 +93,7 @@ def test_list(invoke):
     seed()
     result = invoke("sessions", "list")
     assert result.exit_code == 0, result.output
-    work = next(line for line in result.stdout.splitlines() if line.strip().startswith("work"))
+    work = next(line for line in result.stdout.splitlines() if line.split()[1:2] == ["work"])  # after its number
     assert "smollm2-135m-instruct (Q4_1)" in work and " 2 " in work and " 65 " in work and "none" in work
     assert "empty one" in result.stdout
 

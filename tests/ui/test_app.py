@@ -292,9 +292,9 @@ async def test_regenerate_answers_the_last_message_again(make_app):
         again = (await finished(pilot, app, seen, 2)).record
         assert seen.of(TurnStarted)[-1].regenerate
         assert again.reply == first.reply  # temperature 0: the same answer
-        # It reuses what the first answer reused (nothing, on a first turn) and prefills the
-        # rest as one batch again: other batch shapes round differently and could change it.
-        assert again.cached_tokens == first.cached_tokens and again.reuse_broken_at is None
+        # The cache still holds the prompt it answered: a regenerate prefills nothing.
+        assert first.prefill_tokens == first.prompt_tokens and again.reuse_broken_at is None
+        assert again.prefill_tokens == 0 and again.cached_tokens == again.prompt_tokens
         transcript = app.query_one(Transcript)
         assert len(transcript.query(UserMessage)) == 1 and len(transcript.query(Reply)) == 1
         assert [m.role for m in app.engine.messages] == ["system", "user", "assistant"]

@@ -247,7 +247,7 @@ async def test_save_as_new_and_open_from_the_sessions_screen(make_app):
         screen = app.screen
         table = screen.query_one(DataTable)
         assert table.row_count == 2
-        rows = [table.get_row_at(i) for i in range(table.row_count)]
+        rows = [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]  # cells are Text
         assert rows[0][0] == "fresh (open)"  # most recently used first
         fruit = next(r for r in rows if r[0] == "fruit")
         # name, first question, model, turns, …

@@ -83,7 +83,7 @@ def ollama_model(store: Path, model: Path, name: tuple[str, ...] = ("registry.ol
 
 def build(root: Path, model: Path) -> Stores:
     home = root / "home"
-    home.mkdir(parents=True)
+    home.mkdir(parents=True, exist_ok=True)  # isolated_env may have made it: HOME is tmp_path/home
     stores = Stores(home, root / "hub", root / "ollama", root / "lmstudio-home")
     digest = hash_file(model)
     hf_repo(stores.hub, model, digest=digest)

@@ -213,9 +213,11 @@ def test_unsafe_names(name, why):
 
 
 def test_atomic_write_and_temp_cleanup(tmp_path):
-    target = tmp_path / "s.kvstate"
+    folder = tmp_path / "states"  # a folder of its own: isolated_env puts HOME in tmp_path
+    folder.mkdir()
+    target = folder / "s.kvstate"
     atomic_write(target, [b"old"])
-    dead = tmp_path / f".s.kvstate.{2**22 + 12345}.abcd.tmp"  # a pid that can't be running
+    dead = folder / f".s.kvstate.{2**22 + 12345}.abcd.tmp"  # a pid that can't be running
     dead.write_bytes(b"half")
     alive = temp_path(target)  # ours
     alive.write_bytes(b"writing")
@@ -230,17 +232,19 @@ def test_atomic_write_and_temp_cleanup(tmp_path):
     with pytest.raises(Boom):
         atomic_write(target, chunks())
     assert target.read_bytes() == b"old"
-    assert clean_temp_files(tmp_path) == 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([target.name, alive.name])
+    assert clean_temp_files(folder) == 1
+    assert sorted(p.name for p in folder.iterdir()) == sorted([target.name, alive.name])
 
 
 def test_lru_eviction_keeps_the_recently_used(tmp_path):
+    folder = tmp_path / "states"  # a folder of its own: isolated_env puts HOME in tmp_path
+    folder.mkdir()
     for i, name in enumerate("abc"):
-        path = tmp_path / f"{name}.kvstate"
+        path = folder / f"{name}.kvstate"
         path.write_bytes(b"x" * 100)
         os.utime(path, (1000 + i, 1000 + i))
-    os.utime(tmp_path / "a.kvstate", (2000, 2000))  # a was used last
-    (tmp_path / "notes.txt").write_bytes(b"y" * 1000)
-    evicted = evict_lru(tmp_path, ".kvstate", 200)
+    os.utime(folder / "a.kvstate", (2000, 2000))  # a was used last
+    (folder / "notes.txt").write_bytes(b"y" * 1000)
+    evicted = evict_lru(folder, ".kvstate", 200)
     assert [p.name for p in evicted] == ["b.kvstate"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.kvstate", "c.kvstate", "notes.txt"]
+    assert sorted(p.name for p in folder.iterdir()) == ["a.kvstate", "c.kvstate", "notes.txt"]
