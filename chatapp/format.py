@@ -72,9 +72,13 @@ def display_url(url: str) -> str:
 _TEXT_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (0x09, 0x0A)}
 _TEXT_CONTROLS[ord("\r")] = "\\r"
 _CONTROLS = {**_TEXT_CONTROLS, ord("\n"): "\\n", ord("\t"): "\\t"}
-_CONTROLS.update({c: f"\\u{c:04x}" for c in (*range(0x200B, 0x2010), *range(0x202A, 0x202F),
-                                            *range(0x2066, 0x206A), 0xFEFF)})
+_INVISIBLE = (0x061C, *range(0x200B, 0x2010), 0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2060, 0x2065),
+              *range(0x2066, 0x206A), 0xFEFF)
+"""Characters that draw nothing or reorder what follows (bidi marks, overrides and isolates,
+zero-width ones, the line and paragraph separators): how one text passes for another."""
+_CONTROLS.update({c: f"\\u{c:04x}" for c in _INVISIBLE})
 _JSON_CONTROLS = {c: f"\\u{c:04x}" for c in (0x7F, *range(0x80, 0xA0))}
+_JSON_SHOWN = {**_JSON_CONTROLS, **{c: f"\\u{c:04x}" for c in _INVISIBLE}}
 
 
 def visible_text(text: str) -> str:
@@ -131,3 +135,11 @@ def strict_json(value, **options) -> str:
     # json.dumps escapes C0 but, with ensure_ascii=False, writes DEL and C1 (the 8-bit CSI \x9b)
     # raw; as \u escapes the value read back is the same and a terminal shown the JSON obeys nothing
     return text.translate(_JSON_CONTROLS)
+
+
+def shown_json(value) -> str:
+    """`value` as indented JSON to show someone who must judge it (a tool call's arguments before
+    it runs): strict_json, with every invisible or reordering character (_INVISIBLE) as a
+    backslash-u escape too. Read back it is the same value, and what it says is what it looks like:
+    no string in it can hide a part or read as another."""
+    return strict_json(value, indent=2, ensure_ascii=False).translate(_JSON_SHOWN)

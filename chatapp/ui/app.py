@@ -383,6 +383,9 @@ class ChatApp(KeyBurstApp[None]):
     def action_tool_choice(self, choice: str) -> None:
         self.tools_ui.choose(choice, by_user=True)
 
+    def action_tools_allowed(self, revoke: str = "") -> None:
+        self.tools_ui.allowed_action(revoke)
+
     def action_think(self, mode: str) -> None:
         self.settings_ui.think(mode)
 

@@ -14,6 +14,8 @@ TOOL_COMMANDS: tuple[tuple[str, str, str], ...] = (
      "and each call waits for your approval", "tool_choice('auto')"),
     ("Tools: required", "Offer every enabled tool; each question's first reply must call one",
      "tool_choice('required')"),
+    ("Tools: always allowed", "The tools approved always (each of one server, as its schema was then); "
+     "'Tools: ask again before …' takes one back", "tools_allowed"),
 )
 """The tool choice, as `ask --tool-choice` takes it; once the tools are open, each one's name
 is a choice too ("Tools: call NAME", chatapp.ui.controllers.tools)."""
@@ -80,8 +82,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
 
 class ChatCommands(Provider):
     def _hits(self):
+        tools = getattr(self.app, "tools_ui")
         named = [(f"Tools: call {name}", f"Offer every enabled tool; each question's first reply must call {name}",
-                  f"tool_choice({name!r})") for name in getattr(self.app, "tools_ui").names()]
+                  f"tool_choice({name!r})") for name in tools.names()]
+        named += [(f"Tools: ask again before {line}", "Take back its \"always\": its next call asks first",
+                   f"tools_allowed({key!r})") for key, line in tools.allowed()]
         for title, help_text, action in (*COMMANDS, *named):
             yield title, help_text, partial(self.app.run_action, action)
 

@@ -134,12 +134,26 @@ async def test_a_denial_is_the_result_and_always_asks_no_more(make_app):
         assert tool_messages[0].content == DENIED  # what the model read
 
         asked = await ask(pilot, app, seen, "What is 4 plus 5?", "a")
-        assert asked[0].call.name == "add" and app.tools_ui.always == {"add"}
+        assert asked[0].call.name == "add" and list(app.tools_ui.always.values()) == [asked[0].spec]
         before = len(results(seen))
         asked = await ask(pilot, app, seen, "What is 6 plus 7?", "d")
         assert all(screen.call.name != "add" for screen in asked)  # add runs unasked now
         ran = results(seen)[before]
         assert ran.note.startswith("add (test) · ") and ran.result != DENIED
+
+        # Listed in the palette with its server's command line, and taken back from there.
+        from chatapp.ui.commands import ChatCommands
+
+        hits = {title: action for title, _, action in ChatCommands(app.screen)._hits()}
+        await hits["Tools: always allowed"]()  # run_action: a coroutine
+        listed = await notified(pilot, seen, lambda n: n.title == "Tools approved always: 1")
+        assert listed.message.startswith("add from test (") and SERVER_SCRIPT.name in listed.message
+        revoke = next(action for title, action in hits.items() if title.startswith("Tools: ask again before add"))
+        await revoke()
+        await notified(pilot, seen, lambda n: n.message == "add from test asks before each call again")
+        assert app.tools_ui.always == {}
+        asked = await ask(pilot, app, seen, "What is 8 plus 9?", "d")
+        assert asked and asked[0].call.name == "add"  # it asks again
 
 
 async def test_a_loop_that_goes_no_further_says_why(make_app):

@@ -1,6 +1,6 @@
 """A turn with tools: the model's reply is read for calls (chatapp.engine.tools.calls), each
-call is shown to whoever approves (approve once, always for this tool in this conversation, or
-deny), the approved ones run, every result (a denial included) goes back to the model as a
+call is shown to whoever approves (approve once, always for this tool of this server as it is
+described now, or deny), the approved ones run, every result (a denial included) goes back to the model as a
 "tool" message, and the model goes on, until it answers without a call or `max_steps` is hit.
 
 `tool_choice` as in the OpenAI API: "auto" (the model decides), "none" (no tools offered),
@@ -66,7 +66,9 @@ class ToolTurns:
     """Asked before each call runs, on the thread running the turn (the TUI blocks it on a dialog)."""
     choice: str = "auto"
     max_steps: int = MAX_STEPS
-    always: set[str] = field(default_factory=set)
+    always: dict[str, ToolSpec] = field(default_factory=dict)
+    """The tools approved "always", by their approval_key: one tool of one server as it was
+    described when approved (a changed schema, or the same name elsewhere, is asked for again)."""
 
     def __post_init__(self) -> None:
         names = {t.name for t in self.offered}
@@ -140,11 +142,11 @@ class ToolTurns:
         if spec is None:
             result = ToolResult(f"there is no tool named {call.name!r} (the tools: {', '.join(offered)})", error=True)
             return ToolCallDone(call, "", False, result, self._tokens(result.text), "not offered")
-        approved = call.name in self.always
+        approved = spec.approval_key in self.always
         if not approved:
             answer = self.approve(call, spec)
             if answer == "always":
-                self.always.add(call.name)
+                self.always[spec.approval_key] = spec
             approved = answer in ("once", "always")
         if not approved:
             result = ToolResult(DENIED, error=True)

@@ -143,7 +143,7 @@ class McpConnection:
                 self.skipped.append(f"{self.server.name}: tool {tool.name!r} left out: {problem}")
                 continue
             self.tools.append(ToolSpec(tool.name, (tool.description or "")[:2000], dict(tool.input_schema),
-                                       self.server.name))
+                                       self.server.name, origin=self.server.describe()))
         return self.tools
 
     def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:

@@ -3,9 +3,12 @@ registry, the prompt, the parser, the approval step and the session records."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from chatapp.format import shown_json
 
 BUILTIN = "builtin"
 """The server name of chatapp's own tools."""
@@ -26,6 +29,17 @@ class ToolSpec:
     """The JSON schema of its arguments (an object schema)."""
     server: str = BUILTIN
     enabled: bool = True
+    origin: str = ""
+    """Where its server runs: the command line or the URL (McpServer.describe); "" for a built-in."""
+
+    @property
+    def approval_key(self) -> str:
+        """What an "always" approval is given to: this tool of this server, run from this command
+        or URL, described with this schema. A tool of the same name elsewhere, or one whose server
+        changed its description or schema since, has another key and is asked for again."""
+        served = json.dumps([self.server, self.origin, self.name, self.description, self.parameters],
+                            sort_keys=True, default=str)
+        return f"{self.server}.{self.name}#{hashlib.sha256(served.encode()).hexdigest()[:16]}"
 
     def as_openai(self) -> dict[str, Any]:
         """The `tools` entry a chat template reads: {"type": "function", "function": {...}}."""
@@ -42,8 +56,10 @@ class ToolCall:
     id: str = ""
 
     def pretty_arguments(self) -> str:
-        """The full arguments, pretty-printed: what the approval step shows, never cut."""
-        return json.dumps(self.arguments, indent=2, ensure_ascii=False, sort_keys=False)
+        """The full arguments, pretty-printed, never cut: what the approval step shows. The same
+        JSON value the tool is sent, with every control, bidi or zero-width character in it as a
+        \\u escape, so an argument cannot hide a part of itself or read as another (shown_json)."""
+        return shown_json(self.arguments)
 
 
 @dataclass(frozen=True)

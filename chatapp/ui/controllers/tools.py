@@ -9,8 +9,8 @@ the app quits); every enabled tool is offered from the next turn on.
 
 A turn with tools is a tool loop (chatapp.engine.chat.tool_turns) on the turn's worker. Before a
 call runs, its worker asks here: the approval dialog shows the tool, its server and the full
-arguments, and the worker waits for the answer (approve once, always for this tool while the app
-runs, or deny: the denial is the result the model reads). Quitting, or the turn cancelled,
+arguments, and the worker waits for the answer (approve once, always for this tool of this server
+while the app runs and its schema stays the same, or deny: the denial is the result the model reads). Quitting, or the turn cancelled,
 answers deny.
 """
 
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from chatapp.engine.chat.tool_turns import CHOICES, Approval, ToolTurns
 from chatapp.engine.tools.spec import ToolCall, ToolSpec
 from chatapp.errors import ChatappError
+from chatapp.format import one_line_text
 from chatapp.ui.screens.tool_approval import DENY, ToolApprovalScreen
 
 if TYPE_CHECKING:
@@ -55,8 +56,10 @@ class ToolController:
         """The tool choice from the next turn on (read by the turn's worker)."""
         self.registry: ToolRegistry | None = None
         """The tools, once opened; None until tools are first wanted."""
-        self.always: set[str] = set()
-        """The tools approved "always": they run without asking while the app runs."""
+        self.always: dict[str, ToolSpec] = {}
+        """The tools approved "always", by approval_key: each runs without asking while the app
+        runs, as long as its server (command or URL) and its schema stay as they were. The palette
+        lists them ("Tools: always allowed") and takes each back ("Tools: ask again before …")."""
         self._opening = False
         self._closed = False
 
@@ -137,6 +140,27 @@ class ToolController:
         if self._keeping:
             self._keeping = False
             self.keep(self.choice)
+
+    def allowed(self) -> list[tuple[str, str]]:
+        """(approval key, "NAME from SERVER (command or URL)") for each tool approved "always"."""
+        return [(key, f"{one_line_text(spec.name)} from {one_line_text(spec.server)}"
+                 + (f" ({one_line_text(spec.origin)})" if spec.origin else "")) for key, spec in list(self.always.items())]  # a worker may add one meanwhile
+
+    def allowed_action(self, revoke: str = "") -> None:
+        """The palette's: list the tools approved always, or take back the one keyed `revoke`."""
+        if revoke:
+            self.revoke(revoke)
+            return
+        allowed = [line for _, line in self.allowed()]
+        self.app.notify("\n".join(allowed) if allowed else "No tool is approved always: every call asks first",
+                        title=f"Tools approved always: {len(allowed)}", timeout=10, markup=False)
+
+    def revoke(self, key: str) -> None:
+        """Take an "always" back: that tool's next call asks again (the turn running now included)."""
+        spec = self.always.pop(key, None)
+        if spec is not None:
+            self.app.notify(f"{one_line_text(spec.name)} from {one_line_text(spec.server)} asks before each call again",
+                            title="Tools", timeout=5, markup=False)
 
     def close(self) -> None:
         """End the MCP servers' children (on quit); a registry opening now is closed when it lands."""

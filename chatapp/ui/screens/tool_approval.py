@@ -1,7 +1,11 @@
-"""Asked before a tool call runs: the tool, its server, and the call's full arguments,
-pretty-printed and never cut (a long one scrolls), shown as plain text (an argument is data: any
-markup or escape in it is shown, not obeyed). Approve once (o), always for this tool in this
-chat (a), or deny (d, or Esc): a denial goes back to the model as the tool's result."""
+"""Asked before a tool call runs: the tool, its server (and the command or URL it runs from),
+what the server says the tool does, and the call's full arguments. Each is in a frame of its own
+that nothing from outside can reach: the description is one line, cut, with every control,
+bidi and zero-width character shown as an escape, so it cannot draw a fake "Arguments:" block or
+buttons over the real ones; the arguments are the exact JSON the tool is sent (pretty_arguments),
+never cut (a long one scrolls). All of it is plain text: markup or an escape in it is shown, not
+obeyed. Approve once (o), always for this tool of this server while its schema stays the same
+(a), or deny (d, or Esc): a denial goes back to the model as the tool's result."""
 
 from __future__ import annotations
 
@@ -28,7 +32,8 @@ class ToolApprovalScreen(Dialog[str | None]):
 
     DEFAULT_CSS = """
     ToolApprovalScreen Label { width: 1fr; }
-    ToolApprovalScreen #arguments { height: auto; max-height: 20; border: round $panel; }
+    ToolApprovalScreen #description { width: 1fr; border: round $panel; color: $text-muted; }
+    ToolApprovalScreen #arguments { height: auto; max-height: 20; border: round $accent; }
     ToolApprovalScreen Horizontal { height: auto; align-horizontal: right; margin-top: 1; }
     ToolApprovalScreen Button { margin-left: 1; }
     """
@@ -44,11 +49,17 @@ class ToolApprovalScreen(Dialog[str | None]):
         return self.call.pretty_arguments()
 
     def compose_body(self) -> ComposeResult:
-        # A server's description can run to pages: its start, cut at a word, says what the tool is for.
-        about = text_start(self.spec.description, DESCRIPTION_CHARS)
-        yield Label(f"The model asks to run {one_line_text(self.spec.name)} from {one_line_text(self.spec.server)}"
-                    f" ({about}) with these arguments:", markup=False)
-        with VerticalScroll(id="arguments"):
+        spec = self.spec
+        origin = f", run as {one_line_text(spec.origin)}" if spec.origin else ""
+        yield Label(f"The model asks to run {one_line_text(spec.name)} from {one_line_text(spec.server)}{origin}.",
+                    markup=False)
+        # A server's description can run to pages: its start, on one line and cut at a word, says what it is for.
+        description = Static(text_start(spec.description, DESCRIPTION_CHARS) or "(no description)", markup=False,
+                             id="description")
+        description.border_title = "What its server says it does"
+        yield description
+        with VerticalScroll(id="arguments") as arguments:
+            arguments.border_title = "The arguments it is sent, exactly"
             yield Static(self.arguments, markup=False, id="arguments-text")
         with Horizontal():
             yield Button("Deny (d)", id=DENY, variant="error")

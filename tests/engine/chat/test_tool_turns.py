@@ -96,7 +96,27 @@ def test_always_asks_once_per_tool(engine, registry):
     run(turns, engine, "What is 1 plus 1?")
     turns.choice = "add"
     run(turns, engine, "And 2 plus 2?")
-    assert len(asked) == 1 and turns.always == {"add"}
+    (spec,) = registry.choose(["add"])
+    assert len(asked) == 1 and turns.always == {spec.approval_key: spec}
+
+
+@pytest.mark.parametrize("elsewhere", [{"origin": "npx other-server"}, {"server": "other"},
+                                       {"parameters": {"type": "object", "properties": {"path": {"type": "string"}}}},
+                                       {"description": "Adds two numbers. Also reads ~/.ssh for context."}])
+def test_always_is_not_carried_to_another_server_or_a_changed_schema(engine, registry, elsewhere):
+    """"Always" is given to one tool of one server as it was described: the same name from another
+    command line or server, or with a changed schema or description, asks again."""
+    from dataclasses import replace
+
+    (spec,) = registry.choose(["add"])
+    assert spec.origin.endswith(str(stdio_server().args[-1]))  # the command line it runs from
+    always = {spec.approval_key: spec}
+    asked = []
+    changed = replace(spec, **elsewhere)
+    turns = ToolTurns(engine, registry, [changed], lambda call, s: asked.append(s) or "deny", choice="add",
+                      max_steps=1, always=always)
+    run(turns, engine, "What is 1 plus 1?")
+    assert asked == [changed] and changed.approval_key != spec.approval_key
 
 
 def test_tool_choice_none_offers_nothing_and_a_bad_choice_is_one_line(engine, registry):
