@@ -524,8 +524,8 @@ class ChatApp(KeyBurstApp[None]):
     def action_system_prompt(self) -> None:
         self.settings_ui.system_prompt()
 
-    def action_sampling(self) -> None:
-        self.settings_ui.sampling()
+    def action_sampling(self, typed: str = "") -> None:
+        self.settings_ui.sampling(typed)
 
     def action_toggle_drafting(self) -> None:
         self.settings_ui.toggle_drafting()

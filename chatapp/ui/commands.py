@@ -32,7 +32,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
      "think('on')"),
     ("Thinking: off", "A thinking model answers at once: its template's enable_thinking switch where it has one, "
      "else the thought closed before its first token; kept with the session", "think('off')"),
-    ("Thinking: budget", "A thinking model's most thought tokens a reply, with temperature and max tokens (Ctrl+O)",
+    ("Thinking: budget", "A thinking model's most thought tokens a reply, with the sampler's settings (Ctrl+O)",
      "sampling"),
     ("Earlier thoughts: keep as generated", "A thinking model's earlier thoughts stay in the prompt as it wrote "
      "them, so the cache holds each next turn's start; kept with the session", "thinking_history('keep')"),
@@ -40,7 +40,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
      "turn prefills the previous reply again (the KV panel says how much); kept with the session",
      "thinking_history('template')"),
     ("Edit system prompt", "Change the system prompt", "system_prompt"),
-    ("Sampling: temperature and max tokens", "Set temperature and max tokens", "sampling"),
+    ("Sampling: temperature, max tokens, top-k, top-p, min-p, seed", "Set temperature, max tokens, top-k, top-p, min-p and the seed", "sampling"),
     ("Toggle drafting (speculative decoding)",
      "Draft by prompt lookup and verify in one batch, or decode one token a step; from the next reply",
      "toggle_drafting"),

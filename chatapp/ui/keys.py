@@ -26,7 +26,7 @@ APP_BINDINGS = [
                     "the old one stays"),
     Binding("ctrl+s", "system_prompt", "System", show=False, tooltip="Edit the system prompt"),
     Binding("ctrl+o", "sampling", "Sampling", show=False,
-            tooltip="Set temperature and max tokens"),
+            tooltip="Set temperature, max tokens, top-k, top-p, min-p and the seed"),
     Binding("ctrl+l", "switch_model", "Model", show=False, tooltip="Switch model"),
     Binding("ctrl+t", "change_theme", "Theme", show=False,
             tooltip="Switch theme (previews as you move; Esc restores)"),

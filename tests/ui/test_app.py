@@ -331,12 +331,20 @@ async def test_sampling_modal_validates_then_applies(make_app):
         assert app.screen is screen
         assert "temperature" in str(screen.query_one("#sampling-error").render())
         screen.query_one("#temperature", Input).value = "0.5"
-        screen.query_one("#max-tokens", Input).value = "48"
-        screen.query_one("#max-tokens", Input).focus()
+        screen.query_one("#top-k", Input).value = "lots"
+        screen.query_one("#top-k", Input).focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "top k must be a whole number, got 'lots'" in str(screen.query_one("#sampling-error").render())
+        for field, value in (("max-tokens", "48"), ("top-k", "7"), ("top-p", "0.8"), ("min-p", "0"), ("seed", "42")):
+            screen.query_one(f"#{field}", Input).value = value
+        screen.query_one("#seed", Input).focus()
         await pilot.press("enter")
         await pilot.pause()
         assert app.screen is not screen
-        assert (app.engine.generation.temperature, app.engine.generation.max_tokens) == (0.5, 48)
+        generation = app.engine.generation
+        assert (generation.temperature, generation.max_tokens, generation.top_k, generation.top_p, generation.min_p,
+                generation.seed) == (0.5, 48, 7, 0.8, 0.0, 42)
 
 
 async def test_switch_model_loads_the_new_engine_and_keeps_the_conversation(make_app, default_model_path):

@@ -9,7 +9,9 @@ from dataclasses import replace
 from chatapp.config import THINKING_HISTORIES
 from chatapp.engine.chat.thoughts import parse_think, think_mode
 from chatapp.ui.host import ChatHost, SessionKeeper
-from chatapp.ui.screens.sampling import Sampling, SamplingScreen
+from chatapp.errors import ChatappError
+from chatapp.ui.screens.sampling import Sampling, SamplingScreen, checked_sampling
+from chatapp.ui.slash import set_values
 from chatapp.ui.screens.system_prompt import SystemPromptScreen
 
 
@@ -33,8 +35,10 @@ class SettingsController:
 
         app.push_screen(SystemPromptScreen(app.engine.system_prompt), apply)
 
-    def sampling(self) -> None:
-        """Temperature and max tokens; for a thinking model, its thinking (on, off or a budget) too."""
+    def sampling(self, typed: str = "") -> None:
+        """The sampler's settings; for a thinking model, its thinking (on, off or a budget) too.
+        `typed`: `/set`'s words ("temperature 0.2 top_k 20", chatapp.ui.slash.set_values), set at
+        once; else the dialog (Ctrl+O) asks."""
         app = self.app
         thinking = app.engine.thinking
         thinks = thinking.format.active
@@ -42,14 +46,22 @@ class SettingsController:
         def apply(result: Sampling | None) -> None:
             if result is None:
                 return
-            app.engine.set_generation(temperature=result.temperature, max_tokens=result.max_tokens)
-            line = f"temperature {result.temperature:g}, max tokens {result.max_tokens:,}"
+            app.engine.set_generation(**result.sampler())
+            line = result.describe()
             if thinks and result.think != thinking.mode:
                 line += f", thinking {self._set_think(result.think)}"
-            app.notify(line, timeout=3)
+            app.notify(line, title="Sampling", timeout=4)
 
         generation = app.engine.generation
-        current = Sampling(generation.temperature, generation.max_tokens, thinking.mode)
+        current = Sampling(generation.temperature, generation.max_tokens, thinking.mode, top_k=generation.top_k,
+                           top_p=generation.top_p, min_p=generation.min_p, seed=generation.seed)
+        if typed:
+            try:
+                apply(checked_sampling(set_values(typed), current))
+            except ChatappError as exc:
+                app.notify(exc.one_line(), title="Sampling", severity="error", timeout=8, markup=False)
+                app.edit_text(f"/set {typed}", only_if_empty=True)  # back in the composer, to mend
+            return
         check = (lambda text: think_mode(parse_think(text))) if thinks else None
         app.push_screen(SamplingScreen(current, check), apply)
 

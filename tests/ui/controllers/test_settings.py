@@ -42,9 +42,12 @@ async def test_the_system_prompt_and_sampling_come_from_their_dialogs(make_host,
         host.controller.sampling()
         await wait_until(pilot, lambda: isinstance(host.screen, SamplingScreen), 5)
         await pilot.pause()
-        host.screen.dismiss(Sampling(0.5, 32))
-        await notified(pilot, seen, lambda n: n.message == "temperature 0.5, max tokens 32")
-        assert (engine.generation.temperature, engine.generation.max_tokens) == (0.5, 32)
+        host.screen.dismiss(Sampling(0.5, 32, top_k=12, top_p=0.9, min_p=0.02, seed=3))
+        await notified(pilot, seen, lambda n: n.message == "temperature 0.5, max tokens 32, top-k 12, top-p 0.9, "
+                                                            "min-p 0.02, seed 3")
+        generation = engine.generation
+        assert (generation.temperature, generation.max_tokens, generation.top_k, generation.top_p,
+                generation.min_p, generation.seed) == (0.5, 32, 12, 0.9, 0.02, 3)
 
         host.controller.sampling()  # Esc: nothing changes
         await wait_until(pilot, lambda: isinstance(host.screen, SamplingScreen), 5)
