@@ -66,6 +66,26 @@ def test_no_dialog_draws_a_frame_of_its_own(screen: type[Dialog]) -> None:
     assert "compose" not in screen.__dict__, "yield the body from compose_body; Dialog composes the frame"
 
 
+@pytest.mark.parametrize("screen", modal_screens(), ids=lambda cls: cls.__name__)
+def test_a_frame_title_shows_every_bracket_it_was_written_with(screen: type[Dialog]) -> None:
+    """The titles are Textual markup: the attention view's "[ and ] one head" came out as
+    " one head" (rich's escape leaves a bracket that is no tag alone; Textual read it as one)."""
+    from textual.content import Content
+
+    for written in (screen.FRAME_TITLE, screen.FRAME_SUBTITLE):
+        plain = Content.from_markup(written).plain
+        meant = written.replace("\\[", "[")
+        assert plain.count("[") == meant.count("[") and plain.count("]") == meant.count("]"), (written, plain)
+
+
+def test_help_writes_a_lone_letter_as_it_is_typed() -> None:
+    """F1 said "Q Close" for the q key, which reads as Shift+Q."""
+    from chatapp.ui.screens.help import key_label
+
+    assert [key_label(k) for k in ("q", "ctrl+o", "f1,question_mark", "alt+p", "escape")] == [
+        "q", "Ctrl+O", "F1 / ?", "Alt+P", "Esc"]
+
+
 def test_the_frame_uses_theme_variables_only() -> None:
     assert not re.search(r"#[0-9a-fA-F]{3,8}\b|rgb\(|\b(red|blue|green|white|black)\b", Dialog.DEFAULT_CSS)
     assert "$primary" in Dialog.DEFAULT_CSS and "$warning" in Dialog.DEFAULT_CSS

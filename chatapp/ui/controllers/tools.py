@@ -131,7 +131,8 @@ class ToolController:
             self.choice = "auto"
         said = {"auto": "the model may call any of them", "required": "each first reply must call one"}
         how = said.get(self.choice, f"each first reply must call {self.choice}")
-        self.app.notify(f"{len(names)} tools offered from the next reply ({', '.join(names)}): {how}",
+        tools = "1 tool" if len(names) == 1 else f"{len(names)} tools"
+        self.app.notify(f"{tools} offered from the next reply ({', '.join(names)}): {how}",
                         title="Tools", timeout=6, markup=False)
         self._held()
 

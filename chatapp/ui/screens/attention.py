@@ -11,7 +11,6 @@ import threading
 from collections.abc import Callable
 
 import numpy as np
-from rich.markup import escape
 from rich.style import Style
 from rich.text import Text
 from textual import work
@@ -152,7 +151,8 @@ class AttentionScreen(Dialog[None]):
     """Asks for the capture on a thread worker when opened, and again for another layer's heads."""
 
     FRAME_TITLE = "Attention · last turn · Esc closes"
-    FRAME_SUBTITLE = escape("←/→ token · ↑/↓ layer · [ and ] one head · a averaged · s scale")
+    # Textual markup: "[ and ]" alone reads as a tag and vanished (rich's escape leaves it as is).
+    FRAME_SUBTITLE = r"←/→ token · ↑/↓ layer · \[ and ] one head · a averaged · s scale"
     FRAME = VerticalScroll
     BINDINGS = [
         Binding("q", "close", "Close"),  # Esc too (Dialog's), and F9 (the app's binding)

@@ -39,11 +39,12 @@ NAMES = {"question_mark": "?", "escape": "Esc", "enter": "Enter", "ctrl": "Ctrl"
 
 
 def key_label(keys: str) -> str:
-    """"ctrl+c,f1" -> "Ctrl+C / F1"."""
+    """"ctrl+c,f1,q" -> "Ctrl+C / F1 / q": a lone letter keeps its case (Q would read as Shift+Q)."""
     labels = []
     for key in keys.split(","):
-        parts = [NAMES.get(p, p.upper() if len(p) <= 3 else p.capitalize()) for p in key.strip().split("+")]
-        labels.append("+".join(parts))
+        parts = key.strip().split("+")
+        labels.append("+".join(NAMES.get(p, p if len(p) == 1 and len(parts) == 1 else
+                                        p.upper() if len(p) <= 3 else p.capitalize()) for p in parts))
     return " / ".join(labels)
 
 

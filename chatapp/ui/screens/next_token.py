@@ -11,7 +11,6 @@ import threading
 from collections.abc import Callable
 from typing import Literal
 
-from rich.markup import escape
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -128,7 +127,7 @@ class NextTokenView(ThemedPanel):
 class NextTokenScreen(Dialog[None]):
     """Asks for the view's numbers on a thread worker when opened, and for another token on ←/→."""
 
-    FRAME_SUBTITLE = escape("←/→ reply token · Esc closes")
+    FRAME_SUBTITLE = "←/→ reply token · Esc closes"
     FRAME = VerticalScroll
     BINDINGS = [
         Binding("q", "close", "Close"),
