@@ -3,8 +3,8 @@
 instead of going to the model as a question kept in the session forever. An unknown `/word`
 alone is never sent: one line says so and the text stays in the composer. Two slashes send a
 message that really starts with one (`//bye` sends "/bye"), as in `chatapp ask`
-(chatapp.commands.peer_words). `/set NAME VALUE` sets a sampler value at once, as Ollama's `/set parameter NAME VALUE` does.
-`/attach` and `/detach` are the attachments controller's."""
+(chatapp.commands.peer_words). `/set NAME VALUE` sets a sampler value at once, as Ollama's
+`/set parameter NAME VALUE` does. `/attach` and `/detach` are the attachments controller's."""
 
 from __future__ import annotations
 

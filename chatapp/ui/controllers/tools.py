@@ -10,8 +10,8 @@ the app quits); every enabled tool is offered from the next turn on.
 A turn with tools is a tool loop (chatapp.engine.chat.tool_turns) on the turn's worker. Before a
 call runs, its worker asks here: the approval dialog shows the tool, its server and the full
 arguments, and the worker waits for the answer (approve once, always for this tool of this server
-while the app runs and its schema stays the same, or deny: the denial is the result the model reads). Quitting, or the turn cancelled,
-answers deny.
+while the app runs and its schema stays the same, or deny: the denial is the result the model
+reads). Quitting, or the turn cancelled, answers deny.
 """
 
 from __future__ import annotations
@@ -144,8 +144,9 @@ class ToolController:
 
     def allowed(self) -> list[tuple[str, str]]:
         """(approval key, "NAME from SERVER (command or URL)") for each tool approved "always"."""
+        kept = list(self.always.items())  # a copy: a worker may add one meanwhile
         return [(key, f"{one_line_text(spec.name)} from {one_line_text(spec.server)}"
-                 + (f" ({one_line_text(spec.origin)})" if spec.origin else "")) for key, spec in list(self.always.items())]  # a worker may add one meanwhile
+                 + (f" ({one_line_text(spec.origin)})" if spec.origin else "")) for key, spec in kept]
 
     def allowed_action(self, revoke: str = "") -> None:
         """The palette's: list the tools approved always, or take back the one keyed `revoke`."""
