@@ -311,7 +311,8 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
         err.print(f"[yellow]stopped before the first prompt; nothing was sent{' or saved' if live else ''}[/]")
         return
     if live is not None:
-        for line in filter(None, (live.report.notice, *live.report.notices)):
+        branches = branch_from is not None or edit is not None  # --at-token comes with --branch-from
+        for line in filter(None, (live.report.notice_for(branches=branches), *live.report.notices)):
             err.print(f"[dim]session {escape(session)}: {escape(line)}[/]")
         _session_thinking(engine, live, given, err)
     if attachments:

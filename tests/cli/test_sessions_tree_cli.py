@@ -42,19 +42,29 @@ def branched_home(tmp_path_factory, default_model_path):
         return subprocess.run([str(exe), *args], capture_output=True, text=True, env=env, timeout=300, check=False)
 
     first, _ = records(run(*ASK, "Name a fruit.", "Name a colour."))
-    [branch] = records(run(*ASK, "--branch-from", first["message_id"], "Name a planet."))
-    return home, first, branch
+    branched = run(*ASK, "--branch-from", first["message_id"], "Name a planet.")
+    [branch] = records(branched)
+    return home, first, branch, branched.stderr
 
 
 @pytest.fixture
 def branched(branched_home, isolated_dirs):
     """The module's branched session copied into this test's home: (first turn's record, branch
     record). Session states are found by the session's folder, so a copy resumes as the original."""
-    home, first, branch = branched_home
+    home, first, branch, _ = branched_home
     for var, folder in HOME.items():
         if (home / folder).exists():
             shutil.copytree(home / folder, isolated_dirs[var], dirs_exist_ok=True)
     return first, branch
+
+
+def test_a_branch_claims_only_the_reuse_it_gets(branched_home):
+    """Resumed to branch after the first reply, the notice said "re-prefill would take ~3.4 s" of
+    all the restored tokens while the branch reused only those before its branch point."""
+    _, first, branch, stderr = branched_home
+    restored = next(line for line in stderr.splitlines() if "restored" in line)
+    assert "re-prefill would take" not in restored and "reuses only those before its branch point" in restored
+    assert 0 < branch["cached_tokens"] < int(restored.split("restored ")[1].split()[0].replace(",", ""))
 
 
 def test_turn_records_name_their_messages_and_a_branch_grows_beside_the_old_path(chatapp_exe, branched):

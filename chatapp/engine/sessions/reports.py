@@ -39,9 +39,17 @@ class ResumeReport:
     @property
     def notice(self) -> str | None:
         """The one line to show, e.g. "restored 1,874 tokens in 9 ms; re-prefill would take ~6.2 s"."""
+        return self.notice_for(branches=False)
+
+    def notice_for(self, *, branches: bool) -> str | None:
+        """The notice, when the first turn goes on from the saved leaf or (`branches`) from an
+        earlier message: then it reuses only the restored tokens before that point (its own line
+        says how many), so what prefilling all of them again would take is not claimed as saved."""
         if self.restored:
             line = f"restored {self.restored_tokens:,} tokens in {self.restore_ms:,.0f} ms"
-            if self.estimate_s is not None:
+            if branches:
+                line += "; the first prompt branches off earlier, so it reuses only those before its branch point"
+            elif self.estimate_s is not None:
                 line += f"; re-prefill would take ~{format_seconds(self.estimate_s)}"
             return line
         if self.fallback:
