@@ -9,6 +9,7 @@ from chatapp.engine.local import exact_batches
 from chatapp.engine.local.drafting import LocalDrafting
 from chatapp.engine.local.exact_batches import cached_check
 from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
+from tests.engine.local.exactness import measured_exact
 
 
 def test_a_count_the_load_moves_a_turn_to_is_checked_after_it_and_drafts_from_then_on(default_model_path):
@@ -27,11 +28,14 @@ def test_a_count_the_load_moves_a_turn_to_is_checked_after_it_and_drafts_from_th
         drafting.after_turn()
         one, two = cached_check(rt, 1), cached_check(rt, 2)
         assert one is not None and two is not None  # both counts checked, and kept on disk
-        assert one.passed  # one thread computes the long-context attention in one piece (exact_batches)
+        # Where this was written one thread computes the long-context attention in one piece
+        # (exact_batches) and is exact; what decoding both ways finds here is what counts.
+        assert one.passed == measured_exact(default_model_path, rt.kv_tokens, lambda text: rt.tokenize(
+            text, special=False), threads=1, flash_attn=True)
         assert drafting.exact_at(1) and drafting.exact_at(2) == two.passed
         threads[0] = 3  # a turn starting on a count not checked yet: its steps on one thread draft
         turn = drafting.for_turn()
-        assert turn.active and drafting.record(3)["draft_check"] == "after this turn"
-        assert drafting.exact_at(1) and not drafting.exact_at(3)  # three threads decode plainly until checked
+        assert turn.active == one.passed and drafting.record(3)["draft_check"] == "after this turn"
+        assert drafting.exact_at(1) == one.passed and not drafting.exact_at(3)  # three threads: plainly until checked
     finally:
         rt.close()
