@@ -78,3 +78,21 @@ def quiet_machine(monkeypatch) -> None:
     from chatapp.engine.local.threads import OtherLoad
 
     monkeypatch.setattr(OtherLoad, "sample", lambda self: 0.0)
+
+
+@pytest.fixture(scope="session")
+def family_models(default_model_path, tmp_path_factory):
+    """name -> a copy of the default model carrying that template, made on first use and shared by
+    every test of the session that renders the vendored templates (tests/engine/chat and tests/remote)."""
+    from tests.gguf_copy import copies_with_templates
+
+    folder = tmp_path_factory.mktemp("template-families")
+    made: dict[str, Path] = {}
+
+    def model(template: Path) -> Path:
+        if template.stem not in made:
+            target = folder / f"{template.stem}.gguf"
+            copies_with_templates(default_model_path, {target: template.read_text(encoding="utf-8")})
+            made[template.stem] = target
+        return made[template.stem]
+    return model

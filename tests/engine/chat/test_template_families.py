@@ -17,7 +17,6 @@ from chatapp.engine.chat.engine import Engine
 from chatapp.engine.local.backend import LocalBackend
 from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
 from chatapp.llama_tools import templates_dir
-from tests.gguf_copy import copies_with_templates
 
 TEMPLATES = sorted(templates_dir().glob("*.jinja"))
 QUESTIONS = ("What is the capital of France?", "And of Italy?", "Thanks.")
@@ -27,21 +26,6 @@ KNOWN_MISPREDICTED = {
     "GLM-4.7-Flash", "MiniMax-M2", "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "Qwen-Qwen3-0.6B", "Qwen3.5-4B",
     "StepFun3.5-Flash",
 }
-
-
-@pytest.fixture(scope="session")
-def family_models(default_model_path, tmp_path_factory):
-    """name -> a copy of the default model carrying that template, made on first use."""
-    folder = tmp_path_factory.mktemp("template-families")
-    made: dict[str, Path] = {}
-
-    def model(template: Path) -> Path:
-        if template.stem not in made:
-            target = folder / f"{template.stem}.gguf"
-            copies_with_templates(default_model_path, {target: template.read_text(encoding="utf-8")})
-            made[template.stem] = target
-        return made[template.stem]
-    return model
 
 
 def open_engine(path: Path) -> Engine:
