@@ -152,8 +152,9 @@ def another_server(default_model_path, tmp_path) -> Iterator:
     """Start more llama-servers for one test (other options, or to kill); all stopped after it."""
     started: list[Process] = []
 
-    def start(*extra: str, **options) -> LlamaServer:
-        server = start_llama_server(default_model_path, tmp_path / f"server-{len(started)}", *extra, **options)
+    def start(*extra: str, model: Path | None = None, **options) -> LlamaServer:
+        server = start_llama_server(model or default_model_path, tmp_path / f"server-{len(started)}", *extra,
+                                    **options)
         started.append(server)
         return server
 

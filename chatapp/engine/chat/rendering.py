@@ -39,7 +39,8 @@ class Rendering:
 
     def _render(self, messages: Sequence[Message], add_generation_prompt: bool) -> str:
         if self.tools:  # a thinking model's history choice does not apply with tools yet
-            return self._tool_prompt.render(messages, add_generation_prompt=add_generation_prompt, tools=self.tools)
+            return self._tool_prompt.render(messages, add_generation_prompt=add_generation_prompt, tools=self.tools,
+                                            switches=self._thinking.switches())
         return self._thinking.render(messages, add_generation_prompt)
 
     def without_tools(self):

@@ -38,6 +38,8 @@ def think_mode(budget: int | None) -> str:
 SWITCHED_OFF = {"enable_thinking": False}
 """The template switch that turns thinking off (Qwen3 and its successors; llama-server's
 `chat_template_kwargs` takes the same)."""
+SWITCHED_ON = {"enable_thinking": True}
+"""The same switch on, as llama-server renders a thinking template unless told otherwise."""
 
 
 class Thinking:
@@ -104,11 +106,16 @@ class Thinking:
                 self._switchable = False
         return self._switchable
 
-    def _switches(self) -> dict[str, bool] | None:
-        return SWITCHED_OFF if self.budget == 0 and self.format.active and self.switchable else None
+    def switches(self) -> dict[str, bool]:
+        """`enable_thinking` as llama-server sets it: true for a template it finds a thought in,
+        unless thinking is off and the template has the switch; false for one it does not (whose
+        switch may still change the prompt: Apertus writes "Deliberation: disabled")."""
+        if not self.format.active or (self.budget == 0 and self.switchable):
+            return SWITCHED_OFF
+        return SWITCHED_ON
 
     def render(self, messages: Sequence[Message], add_generation_prompt: bool) -> str:
-        switches = self._switches()
+        switches = self.switches()
         if not any(m.thinking for m in messages):
             return self._backend.render(messages, add_generation_prompt=add_generation_prompt, switches=switches)
         return render_history(lambda placed: self._backend.render(placed, add_generation_prompt=add_generation_prompt,

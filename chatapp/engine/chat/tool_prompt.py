@@ -9,7 +9,7 @@ them (the prompt rendered and tokenized with and without the tool, the differenc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -20,7 +20,7 @@ from chatapp.engine.tools.spec import ToolSpec
 
 class ToolRender(Protocol):
     def __call__(self, messages: Sequence[Message], *, add_generation_prompt: bool,
-                 tools: Sequence[dict] | None = None) -> str: ...
+                 tools: Sequence[dict] | None = None, switches: Mapping[str, bool] | None = None) -> str: ...
 
 
 class ToolPrompt:
@@ -55,13 +55,15 @@ class ToolPrompt:
         return "template" if self.native else "generic"
 
     def render(self, messages: Sequence[Message], *, add_generation_prompt: bool,
-               tools: Sequence[ToolSpec] = ()) -> str:
+               tools: Sequence[ToolSpec] = (), switches: Mapping[str, bool] | None = None) -> str:
+        """`switches`: the template's flags (the thinking switch), as Backend.render takes them."""
         if not tools:
-            return self._render(messages, add_generation_prompt=add_generation_prompt)
+            return self._render(messages, add_generation_prompt=add_generation_prompt, switches=switches)
         if self.native:
             return self._render(messages, add_generation_prompt=add_generation_prompt,
-                                tools=[t.as_openai() for t in tools])
-        return self._render(generic_messages(messages, tools), add_generation_prompt=add_generation_prompt)
+                                tools=[t.as_openai() for t in tools], switches=switches)
+        return self._render(generic_messages(messages, tools), add_generation_prompt=add_generation_prompt,
+                            switches=switches)
 
 
 def generic_messages(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> list[Message]:

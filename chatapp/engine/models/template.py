@@ -115,6 +115,10 @@ def merge_system(messages: list[dict]) -> list[dict] | None:
     return [{**second, "content": f"{first.get('content') or ''}\n{second.get('content') or ''}"}, *messages[2:]]
 
 
+THINKING_ON = {"enable_thinking": True}
+"""The template switch as llama-server sets it by default (its chat_template_kwargs override it)."""
+
+
 def llama_server_context() -> dict[str, str]:
     """The variables llama-server gives every template (common_chat_extra_context)."""
     now = datetime.now()
@@ -159,7 +163,10 @@ class ChatTemplate:
                        add_generation_prompt=add_generation_prompt, raise_exception=_raise_exception,
                        strftime_now=_strftime_now, functions=None, function_call=None, tools=tools or None,
                        tool_choice=None)
-        context.update({name: bool(on) for name, on in (switches or {}).items() if name not in context})
+        # llama-server gives every template `enable_thinking` (true unless reasoning is off), and
+        # templates test it as `not enable_thinking`: left undefined, QwQ, DeepSeek V3.1, Gemma 4,
+        # MiniCPM5 and others rendered their thought closed while thinking was on.
+        context.update(THINKING_ON, **{name: bool(on) for name, on in (switches or {}).items() if name not in context})
         try:
             with cpu_limit(self.cpu_limit_s):
                 try:

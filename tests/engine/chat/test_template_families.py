@@ -25,6 +25,10 @@ KNOWN_MISPREDICTED = {
     # thinking templates whose rewrite of the history chatapp predicts wrongly today (issue 53, left open)
     "GLM-4.7-Flash", "MiniMax-M2", "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "Qwen-Qwen3-0.6B", "Qwen3.5-4B",
     "StepFun3.5-Flash",
+    # thinking since the templates get enable_thinking as llama-server gives it (they rendered the
+    # thought closed before), and mispredicted the same way
+    "Reka-Edge", "deepseek-ai-DeepSeek-V3.2", "deepseek-ai-DeepSeek-V4", "deepseek-ai-DeepSeek-V4-Flash-0731",
+    "openbmb-MiniCPM5-1B",
 }
 
 

@@ -30,9 +30,9 @@ ADD = ToolSpec("add", "Add two integers.", {"type": "object", "properties": {"a"
 def template_render(source: str):
     template = ChatTemplate(source, bos_token="", eos_token="<|im_end|>")
 
-    def render(messages, *, add_generation_prompt, tools=None):
+    def render(messages, *, add_generation_prompt, tools=None, switches=None):
         return template.render([m.as_template_input() for m in messages], add_generation_prompt=add_generation_prompt,
-                               tools=list(tools) if tools else None)
+                               tools=list(tools) if tools else None, switches=switches)
     return render
 
 
