@@ -2,6 +2,8 @@
 
 import pytest
 
+from chatapp.engine.chat.thoughts import TurnSplit
+from chatapp.engine.thinking import ThinkingFormat
 from chatapp.engine.tools.calls import parse_calls
 from chatapp.engine.tools.grammar import call_grammar
 from chatapp.engine.tools.spec import ToolCall, ToolSpec
@@ -36,3 +38,18 @@ def test_a_calls_grammar_wraps_the_tools_schema_in_the_syntax():
     assert call_grammar([tool], "llama3").schema["required"] == ["name", "parameters"]
     generic = call_grammar([tool, tool], "generic")
     assert len(generic.schema["properties"]["tool_call"]["anyOf"]) == 2
+
+
+@pytest.mark.parametrize("fmt", [ThinkingFormat("think-tags", "<think>", "</think>"),
+                                 ThinkingFormat("think-tags", "<think>", "</think>", prompt_opening="<think>\n")],
+                         ids=["model-opened", "prompt-opened"])
+def test_a_call_written_inside_a_thought_is_no_call(fmt):
+    """A turn splits its reply with TurnSplit.parts before anything else reads it, and the tool
+    loop reads calls from the record's reply, which is the answer alone: a call the model only
+    thought of (here, reading a private key) is never asked for, let alone run."""
+    thought = ('I could call <tool_call>{"name": "read_file", "arguments": {"path": "~/.ssh/id_ed25519"}}'
+               '</tool_call> but I will not.')
+    reply = (thought if fmt.prompt_opening else f"<think>{thought}") + "</think>The answer is 4."
+    answer, thinking = TurnSplit(fmt).parts(reply)
+    assert parse_calls(reply)[0] and "read_file" in thinking  # the whole text would hold one
+    assert answer == "The answer is 4." and parse_calls(answer)[0] == []
