@@ -10,6 +10,7 @@ from dataclasses import replace
 from chatapp.config import ThinkingHistory, Settings, validate
 from chatapp.engine.backend import Backend
 from chatapp.engine.events import Message, PromptToken, TextDelta, ThoughtDelta
+from chatapp.engine.models.template import THINKING_ON
 from chatapp.engine.thinking import (
     NO_THINKING, Steering, ThinkingFormat, ThoughtEnd, ThoughtSplitter, detect, kept_text, render_history, split_reply)
 from chatapp.engine.tokens import common_prefix
@@ -38,7 +39,7 @@ def think_mode(budget: int | None) -> str:
 SWITCHED_OFF = {"enable_thinking": False}
 """The template switch that turns thinking off (Qwen3 and its successors; llama-server's
 `chat_template_kwargs` takes the same)."""
-SWITCHED_ON = {"enable_thinking": True}
+SWITCHED_ON = THINKING_ON
 """The same switch on, as llama-server renders a thinking template unless told otherwise."""
 
 

@@ -1,7 +1,8 @@
 """A turn with tools: the model's reply is read for calls (chatapp.engine.tools.calls), each
 call is shown to whoever approves (approve once, always for this tool of this server as it is
-described now, or deny), the approved ones run, every result (a denial included) goes back to the model as a
-"tool" message, and the model goes on, until it answers without a call or `max_steps` is hit.
+described now, or deny), the approved ones run, every result (a denial included) goes back to
+the model as a "tool" message, and the model goes on, until it answers without a call or
+`max_steps` is hit.
 
 `tool_choice` as in the OpenAI API: "auto" (the model decides), "none" (no tools offered),
 "required" (the first reply must be a call to one of them) or a tool's name (the first reply

@@ -164,8 +164,8 @@ class ChatTemplate:
                        strftime_now=_strftime_now, functions=None, function_call=None, tools=tools or None,
                        tool_choice=None)
         # llama-server gives every template `enable_thinking` (true unless reasoning is off), and
-        # templates test it as `not enable_thinking`: left undefined, QwQ, DeepSeek V3.1, Gemma 4,
-        # MiniCPM5 and others rendered their thought closed while thinking was on.
+        # templates test it as `not enable_thinking`: left undefined, QwQ, DeepSeek V3.1, MiniCPM5
+        # and others rendered their thought closed while thinking was on.
         context.update(THINKING_ON, **{name: bool(on) for name, on in (switches or {}).items() if name not in context})
         try:
             with cpu_limit(self.cpu_limit_s):
