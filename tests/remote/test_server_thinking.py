@@ -48,21 +48,31 @@ def test_thinking_off_reaches_the_servers_template_as_its_switch(thinking_server
         engine.close()
 
 
-def test_the_thought_is_split_as_llama_servers_own_parser_splits_it(thinking_servers):
-    """R1's generation prompt opens the thought, and the default model never closes it: its greedy
-    reply is all thought by both parsers (`reasoning_content` the whole of it, `content` empty),
-    and chatapp counts every token of it as thought."""
+ECHO_PAST_THE_CLOSE = "Echo: ok</think>yes"
+"""A question whose greedy reply, under R1's open thought, writes the closing marker itself and then
+answers ("ok</think>no"): a thought and an answer from the model's own tokens, nothing forced."""
+
+
+@pytest.mark.parametrize("question, answered", [(QUESTION, False), (ECHO_PAST_THE_CLOSE, True)],
+                         ids=["all-thought", "thought-then-answer"])
+def test_the_thought_is_split_as_llama_servers_own_parser_splits_it(thinking_servers, question, answered):
+    """R1's generation prompt opens the thought. On the capital question the default model never
+    closes it: the greedy reply is all thought by both parsers. On the echo it closes the thought
+    and answers after it: both parsers cut at the same marker, and chatapp counts the thought's
+    tokens apart from the answer's."""
     server = thinking_servers["r1"]
     engine = open_over(server)
     try:
-        record = list(engine.send(QUESTION))[-1].record
+        record = list(engine.send(question))[-1].record
     finally:
         engine.close()
     body = httpx.post(f"{server.url}/v1/chat/completions", timeout=120, json={
-        "messages": [{"role": "system", "content": SETTINGS.system_prompt}, {"role": "user", "content": QUESTION}],
+        "messages": [{"role": "system", "content": SETTINGS.system_prompt}, {"role": "user", "content": question}],
         "temperature": 0.0, "max_tokens": 24, "cache_prompt": False}).json()
     answer = body["choices"][0]["message"]
     assert answer.get("reasoning_content", "").strip() == record.thinking.strip() != ""
     assert (answer.get("content") or "").strip() == record.reply.strip()
+    assert bool(record.reply.strip()) is answered
     ended = record.finish_reason == "stop"  # the end token is generated, and is neither thought nor answer
-    assert record.thinking_tokens == record.generated_tokens - ended
+    answer_ids = httpx.post(f"{server.url}/tokenize", timeout=30, json={"content": record.reply}).json()["tokens"]
+    assert record.thinking_tokens == record.generated_tokens - ended - len(answer_ids)
