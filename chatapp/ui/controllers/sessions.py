@@ -462,11 +462,9 @@ class SessionController:
         if message.replaced:  # another conversation: every panel starts from the session's figures
             await app.show_path(*shown_path(app.engine), anew=True)
             app.branch = fresh(message.figures, "session" if report.restored else "")
-        if report.notice:
-            line = f"session {live.name}: {report.notice}"
-            await app.add_notice(line, "session" if report.restored else "session-fallback")
-            app.notify(line, title="Session", severity="information" if report.restored else "warning",
-                       timeout=8, markup=False)
+        if report.notice:  # once, in the transcript above the restored turns; a toast said it again
+            await app.add_notice(f"session {live.name}: {report.notice}",
+                                 "session" if report.restored else "session-fallback")
         elif message.kept:
             app.notify(f"this chat is kept as session {live.name} (F6 lists, renames or deletes it)", title="Session",
                        timeout=4, markup=False)
