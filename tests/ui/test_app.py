@@ -13,6 +13,7 @@ import pytest
 from rich.console import Console
 from textual.command import CommandPalette
 from textual.widgets import Input, OptionList, TextArea
+from textual.widgets._toast import Toast, ToastRack
 
 from chatapp import paths
 from chatapp.config import load_settings
@@ -554,3 +555,23 @@ async def test_typed_keys_reach_the_composer_directly_and_bindings_still_work(ma
         assert not isinstance(app.screen, HelpScreen)
         await pilot.press("f1")
         assert isinstance(app.screen, HelpScreen)
+
+
+@pytest.mark.parametrize("size", [WIDE, NARROW], ids=["wide", "narrow"])
+async def test_a_toast_never_covers_the_composer_or_the_newest_reply(make_app, size):
+    """Issue 59: toasts sat over the composer's border. Three at once, long ones, stay clear of
+    the composer and of the transcript's last lines."""
+    app, seen = make_app()
+    async with app.run_test(size=size, message_hook=seen, notifications=True) as pilot:
+        await wait_until(pilot, lambda: seen.count(ModelInfoReady))
+        for n in range(3):
+            app.notify(f"notice {n}: " + "a long line that wraps " * 6, title="Test", timeout=30)
+        await wait_until(pilot, lambda: len(app.screen.query(Toast)) == 3)
+        await pilot.pause()
+        composer = app.query_one(Composer).region
+        transcript = app.query_one(Transcript).region
+        newest = transcript.intersection(transcript.translate((0, transcript.height - 3)))
+        for region in (composer, newest):  # what is drawn on top at each of its cells
+            covered = {(x, y) for x in range(region.x, region.right) for y in range(region.y, region.bottom)
+                       if isinstance(app.screen.get_widget_at(x, y)[0], (Toast, ToastRack))}
+            assert not covered, (region, sorted(covered)[:3])
