@@ -4,12 +4,13 @@ first; and a user who wants nothing kept says so (incognito), which the header s
 
 from __future__ import annotations
 
+import pytest
 from textual.widgets import DataTable, Input
 
 from chatapp.config import Settings
 from chatapp.engine.sessions import SessionManager
 from chatapp.ui.messages import SessionOpened
-from chatapp.ui.screens.sessions import NameScreen, SessionsScreen
+from chatapp.ui.screens.sessions import COLUMNS, NameScreen, SessionsScreen
 from chatapp.ui.widgets.header import AppHeader
 from tests.ui._helpers import TURN_TIMEOUT, next_of, send, wait_until
 
@@ -89,3 +90,30 @@ async def test_incognito_keeps_nothing_and_says_so(make_app):
         assert "incognito" in header(app)
     app.release_engine()
     assert store().store.summaries() == []
+
+
+LONG_QUESTION = ("Tell me, in a few sentences and without any lists, why the sky looks blue at noon and red "
+                 "at sunset, and what that says about the size of the particles in the air?")
+
+
+@pytest.mark.parametrize("size, columns", [((160, 48), COLUMNS), ((80, 24), tuple(c for c in COLUMNS if c != "model"))],
+                         ids=["160x48", "80x24"])
+async def test_the_sessions_dialog_shows_every_column_without_a_sideways_scroll(make_app, size, columns):
+    """Issue 59: at 160 columns a long first question pushed turns, tokens, state and last use
+    behind a horizontal scroll. Now the figures keep their width and the text columns wrap; at
+    80 the model is left out (the header and `sessions list` show it)."""
+    app, seen = make_app()
+    async with app.run_test(size=size, message_hook=seen) as pilot:
+        await send(pilot, LONG_QUESTION, seen)
+        await next_of(pilot, seen, SessionOpened, 0)
+        await pilot.press("f6")
+        await wait_until(pilot, lambda: isinstance(app.screen, SessionsScreen))
+        await pilot.pause()
+        table = app.screen.query_one(DataTable)
+        assert tuple(str(column.label) for column in table.ordered_columns) == columns
+        assert table.max_scroll_x == 0, (table.virtual_size, table.size)
+        question = next(i for i, c in enumerate(table.ordered_columns) if str(c.label) == "first question")
+        shown = str(table.get_row_at(0)[question])  # the kept first line, wrapped in its column
+        assert LONG_QUESTION.startswith(shown.rstrip("…")) and len(shown) > table.ordered_columns[question].width
+        assert table.ordered_rows[0].height > 1
+        await pilot.press("escape")

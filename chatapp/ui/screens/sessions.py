@@ -26,6 +26,12 @@ SessionAction = Literal["open", "new", "save_as", "rename", "delete"]
 """What the screen asks the app to do with a session."""
 
 COLUMNS = ("name", "first question", "model", "turns", "tokens", "state", "last used")
+DIALOG_SHARE, DIALOG_MAX = 0.94, 120
+"""The dialog's width: this share of the screen, at most this many columns (the CSS below)."""
+WRAPPED = {"name": 0.2, "first question": 0.5, "model": 0.3}
+"""The columns that wrap, and their shares of what the figures leave: the figures never wrap."""
+NARROW = 40
+"""Below this many columns for the wrapped three, the model is left out (`sessions list` shows it)."""
 EMPTY = "No saved sessions yet: n starts one, s saves this chat."
 
 
@@ -44,7 +50,7 @@ class SessionsScreen(Dialog[None]):
     ]
 
     DEFAULT_CSS = """
-    SessionsScreen > #dialog { width: 94%; max-width: 120; }
+    SessionsScreen > #dialog { width: 94%; max-width: 120; }  /* DIALOG_SHARE, DIALOG_MAX */
     SessionsScreen #sessions-keys { color: $text-muted; }
     SessionsScreen DataTable { height: auto; max-height: 20; margin-top: 1; }
     SessionsScreen #sessions-empty { color: $text-muted; text-style: italic; margin-top: 1; }
@@ -75,10 +81,29 @@ class SessionsScreen(Dialog[None]):
         yield Static(EMPTY, id="sessions-empty", markup=False)
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        table.add_columns(*COLUMNS)
         self.reload()
-        table.focus()
+        self.query_one(DataTable).focus()
+
+    def on_resize(self) -> None:
+        self.reload(self.selected)
+
+    def _widths(self, rows: list[tuple[Text, ...]]) -> dict[str, int | None]:
+        """Each column's width in this terminal: the figures as wide as their widest cell, the
+        wrapped columns sharing the rest, so no column hides behind a horizontal scroll (at 160
+        columns the first question pushed turns, tokens, state and last use out of view)."""
+        inner = min(int(self.app.size.width * DIALOG_SHARE), DIALOG_MAX) - 4 - 2  # border, padding, scrollbar
+        widest = {name: max([len(name)] + [row[i].cell_len for row in rows]) for i, name in enumerate(COLUMNS)}
+        shown = list(COLUMNS)
+        left = inner - sum(widest[name] for name in shown if name not in WRAPPED) - 2 * len(shown)
+        if left < NARROW:
+            shown.remove("model")
+            left += 2
+        shares = {name: WRAPPED[name] for name in shown if name in WRAPPED}
+        total = sum(shares.values())
+        widths: dict[str, int | None] = {name: None for name in shown}
+        for name, share in shares.items():
+            widths[name] = max(8, min(widest[name], int(left * share / total)))
+        return widths
 
     def reload(self, select: str | None = None) -> None:
         """Read the list again, keeping the cursor on `select` (or the current session)."""
@@ -92,15 +117,22 @@ class SessionsScreen(Dialog[None]):
             self.notify(problem, severity="error", markup=False)
         empty.update(f"Cannot read the saved sessions. {problem}" if problem else EMPTY)
         empty.set_class(problem is not None, "-error")
-        table.clear()
+        table.clear(columns=True)
         self.names = [s.name for s in summaries]
+        rows = []
         for s in summaries:
             size = self.manager.state_size(s.state_key)
             name = one_line_text(s.name) + (" (open)" if s.name == self.current else "")
             # a DataTable reads a str cell as markup: a saved name or question is given as Text
-            table.add_row(Text(name), Text(one_line_text(s.first_line)), Text(one_line_text(f"{s.model} ({s.quant})")),
-                          count(s.turns), count(s.kv_tokens),
-                          human_bytes(size) if size is not None else "none", when(s.updated_at), key=s.name)
+            rows.append((Text(name), Text(one_line_text(s.first_line)), Text(one_line_text(f"{s.model} ({s.quant})")),
+                         Text(count(s.turns)), Text(count(s.kv_tokens)),
+                         Text(human_bytes(size) if size is not None else "none"), Text(when(s.updated_at))))
+        widths = self._widths(rows)
+        for label, width in widths.items():
+            table.add_column(label, width=width, key=label)
+        for s, row in zip(summaries, rows):
+            table.add_row(*(cell for label, cell in zip(COLUMNS, row) if label in widths), key=s.name,
+                          height=None)  # a wrapped cell makes its row taller
         self.query_one("#sessions-empty").display = not summaries
         wanted = select or self.current
         if wanted in self.names:
