@@ -126,6 +126,9 @@ class ModelSummary:
     """A readable copy of the model file on this machine, for the GGUF scans (Quant panel)."""
     server: str | None = None
     """The llama-server's URL (no credentials in it); None in-process."""
+    base_model: str | None = None
+    """Why it is a base model (chatapp.engine.models.base_model), None for a chat model or when
+    the backend cannot tell."""
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,6 @@ from typing import TYPE_CHECKING
 
 from chatapp.config import Settings
 from chatapp.engine.chat.engine import Engine
-from chatapp.engine.models.base_model import base_model_reason
-from chatapp.engine.models.template import TEMPLATE_KEY
 from chatapp.errors import InputError
 from chatapp.format import display_url
 
@@ -71,9 +69,8 @@ def load_engine(settings: Settings, path: Path, name: str | None = None) -> Engi
     engine = Engine(backend, settings)
     engine.next_token_views = lambda: NextTokenViews(  # borrows the loaded model
         backend.runtime, open_other=lambda spec: open_next_token(settings, _local_path(spec, settings)))
-    base = base_model_reason(path, template=backend.runtime.metadata.get(TEMPLATE_KEY, ""))
-    if base:  # said once, as the model loads: its replies read as continued text, not as answers
-        notices.append(f"{backend.summary.name} is {base}")
+    if backend.summary.base_model:  # said once, as the model loads: its replies continue text, not answer
+        notices.append(f"{backend.summary.name} is {backend.summary.base_model}")
     engine.load_notices[:0] = notices
     return engine
 

@@ -30,7 +30,7 @@ from chatapp.engine.local import scoring
 from chatapp.engine.local.probing import ProbingSampler
 from chatapp.engine.local.prompt_end import PromptEnd
 from chatapp.engine.local.stop_text import StopText
-from chatapp.engine.models.base_model import FALLBACK_STOPS
+from chatapp.engine.models.base_model import FALLBACK_STOPS, base_model_reason
 from chatapp.engine.models.template import TEMPLATE_KEY
 from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone, PrefillProgress, TextDelta
 from chatapp.engine.machine.bandwidth import DecodeBandwidth
@@ -86,6 +86,7 @@ class LocalBackend:
             threads=info.n_threads, layers_offloaded=info.layers_offloaded, n_layer=info.n_layer,
             n_params=facts.n_params, size_bytes=facts.file_size, flash_attn=info.flash_attn,
             local_file=str(runtime.path),
+            base_model=base_model_reason(runtime.path, template=runtime.metadata.get(TEMPLATE_KEY, "")),
         )
         self._facts = facts
         self._kv_bytes_per_token = runtime.kv_bytes_per_token

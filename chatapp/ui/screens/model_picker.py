@@ -35,6 +35,8 @@ def option_for(row: ModelRow, current: Path) -> Option:
     if row.n_params:
         figures.append(f"{human_count(row.n_params)} params")
     label.append("  " + " · ".join(figures))
+    if row.base:  # as `models list` marks it: its replies continue text rather than answer
+        label.append("  (base model, not for chat)", style="italic yellow")
     if row.path is None:
         reason = row.problem or f"not downloaded: chatapp models pull {row.name}"
         label.append(f"  ({one_line_text(reason)})", style="italic")

@@ -22,7 +22,8 @@ def describe_parts(summary: ModelSummary) -> tuple[str, str]:
     """`describe` as the model's name and the rest (" · quant · backend · ctx N"): the header
     shortens the name and keeps the rest."""
     where = summary.backend if summary.kind == "in-process" else f"{summary.location} ({summary.build})"
-    return one_line_text(summary.name), f" · {summary.quant or NOT_REPORTED} · {where} · ctx {summary.n_ctx:,}"
+    base = " · base model" if summary.base_model else ""  # its replies continue text: the load notice says why
+    return one_line_text(summary.name), f"{base} · {summary.quant or NOT_REPORTED} · {where} · ctx {summary.n_ctx:,}"
 
 
 class AppHeader(Widget):
