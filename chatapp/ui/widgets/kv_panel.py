@@ -17,7 +17,7 @@ from chatapp.engine.chat.prompt_view import ROLES, TOOL_ROLES, role_counts
 from chatapp.engine.stats import TurnRecord
 from chatapp.format import count, human_bytes, percent
 from chatapp.ui.shown import ShownBranch
-from chatapp.ui.widgets.paint import ThemedPanel, fg, fit, legend, stacked_bar, swatch
+from chatapp.ui.widgets.paint import UNDER_ONE_CELL, ThemedPanel, fg, fit, legend, stacked_bar, swatch
 
 
 class KVPanel(ThemedPanel):
@@ -114,11 +114,14 @@ class KVPanel(ThemedPanel):
         known = 0 if self.live else sum(self.roles.values())
         segments = [] if self.live else [(self.roles[role], fg(self, f"kv-{role}")) for role in self.roles]
         segments.append((max(self.kv_used - known, 0), fg(self, "primary")))
+        bar = stacked_bar(segments, self.n_ctx, width, free)
         lines = [
-            stacked_bar(segments, self.n_ctx, width, free),
+            bar,
             Text(f"{count(self.kv_used)} / {count(self.n_ctx)} cells  {percent(kv.fill(self.kv_used, self.n_ctx))}"),
             self._bytes_line(width),
         ]
+        if UNDER_ONE_CELL in bar.plain:  # the bar is out of proportion there, and says so
+            lines.insert(1, Text(f"{UNDER_ONE_CELL} under one cell of the bar, drawn so it shows", style="dim"))
         if self.live:
             lines.append(Text("decoding…", style="italic"))
         elif self.record is not None:

@@ -160,11 +160,17 @@ def fit(main: str, detail: str, width: int, indent: int = 2) -> Text:
     return Text(f"{main}\n{' ' * indent}({detail})")
 
 
+UNDER_ONE_CELL = "▌"
+"""A segment too small for a cell of its own, drawn in one so that it shows: half a block, so it
+does not read as a full cell's share (75 of 4,096 cells in four roles drew as 4 of 67 cells)."""
+
+
 def stacked_bar(segments: Sequence[tuple[float, Style]], total: float, width: int, empty: Style) -> Text:
     """A one-line bar `width` cells wide; each segment gets cells in proportion to its size.
 
     Cells go by largest remainder, so the filled cells match the filled share, and a
-    non-empty segment shows at least one cell while there is room.
+    non-empty segment shows at least one cell while there is room: UNDER_ONE_CELL where that
+    cell is more than its share.
     """
     width = max(width, 1)
     if total <= 0:
@@ -176,12 +182,14 @@ def stacked_bar(segments: Sequence[tuple[float, Style]], total: float, width: in
         if sum(cells) >= filled:
             break
         cells[i] += 1
+    lifted = set()
     for i, share in enumerate(shares):
         if share > 0 and cells[i] == 0 and sum(cells) < width:
             cells[i] = 1
+            lifted.add(i)
     bar = Text()
-    for n, (_, style) in zip(cells, segments):
-        bar.append("█" * n, style=style)
+    for i, (n, (_, style)) in enumerate(zip(cells, segments)):
+        bar.append(UNDER_ONE_CELL if i in lifted else "█" * n, style=style)
     bar.append("░" * (width - sum(cells)), style=empty)
     return bar
 
