@@ -73,6 +73,8 @@ class SessionsScreen(Dialog[None]):
         self.manager = manager
         self.current = current
         self.names: list[str] = []
+        self._rows: list[tuple[Text, ...]] = []
+        """The cells of each session in `names`, as last read."""
 
     def compose_body(self) -> ComposeResult:
         yield Label("Enter/o open · n new · s save this chat as · r rename · d delete · Esc close",
@@ -85,7 +87,7 @@ class SessionsScreen(Dialog[None]):
         self.query_one(DataTable).focus()
 
     def on_resize(self) -> None:
-        self.reload(self.selected)
+        self._fill(self.selected)  # the columns' widths follow the terminal; the list is not read again
 
     def _widths(self, rows: list[tuple[Text, ...]]) -> dict[str, int | None]:
         """Each column's width in this terminal: the figures as wide as their widest cell, the
@@ -107,7 +109,6 @@ class SessionsScreen(Dialog[None]):
 
     def reload(self, select: str | None = None) -> None:
         """Read the list again, keeping the cursor on `select` (or the current session)."""
-        table = self.query_one(DataTable)
         empty = self.query_one("#sessions-empty", Static)
         try:
             summaries = self.manager.store.summaries()
@@ -117,26 +118,31 @@ class SessionsScreen(Dialog[None]):
             self.notify(problem, severity="error", markup=False)
         empty.update(f"Cannot read the saved sessions. {problem}" if problem else EMPTY)
         empty.set_class(problem is not None, "-error")
-        table.clear(columns=True)
         self.names = [s.name for s in summaries]
-        rows = []
+        self._rows = []
         for s in summaries:
             size = self.manager.state_size(s.state_key)
             name = one_line_text(s.name) + (" (open)" if s.name == self.current else "")
             # a DataTable reads a str cell as markup: a saved name or question is given as Text
-            rows.append((Text(name), Text(one_line_text(s.first_line)), Text(one_line_text(f"{s.model} ({s.quant})")),
-                         Text(count(s.turns)), Text(count(s.kv_tokens)),
-                         Text(human_bytes(size) if size is not None else "none"), Text(when(s.updated_at))))
-        widths = self._widths(rows)
+            self._rows.append((Text(name), Text(one_line_text(s.first_line)),
+                               Text(one_line_text(f"{s.model} ({s.quant})")), Text(count(s.turns)),
+                               Text(count(s.kv_tokens)), Text(human_bytes(size) if size is not None else "none"),
+                               Text(when(s.updated_at))))
+        self.query_one("#sessions-empty").display = not summaries
+        self._fill(select or self.current)
+
+    def _fill(self, select: str | None) -> None:
+        """The table from the rows read last, its columns as wide as this terminal allows."""
+        table = self.query_one(DataTable)
+        table.clear(columns=True)
+        widths = self._widths(self._rows)
         for label, width in widths.items():
             table.add_column(label, width=width, key=label)
-        for s, row in zip(summaries, rows):
-            table.add_row(*(cell for label, cell in zip(COLUMNS, row) if label in widths), key=s.name,
+        for name, row in zip(self.names, self._rows):
+            table.add_row(*(cell for label, cell in zip(COLUMNS, row) if label in widths), key=name,
                           height=None)  # a wrapped cell makes its row taller
-        self.query_one("#sessions-empty").display = not summaries
-        wanted = select or self.current
-        if wanted in self.names:
-            table.move_cursor(row=self.names.index(wanted))
+        if select in self.names:
+            table.move_cursor(row=self.names.index(select))
 
     @property
     def selected(self) -> str | None:
