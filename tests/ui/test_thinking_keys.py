@@ -21,10 +21,11 @@ def test_ctrl_g_in_a_terminal_stops_the_thought_and_the_model_answers(isolated_e
     config = tmp_path / "config" / "chatapp" / "config.toml"
     config.parent.mkdir(parents=True, exist_ok=True)
     # Greedy, this question's thought runs past 600 tokens unstopped: the key lands inside it
-    # however slow the machine. The answer after it stays short enough to leave the thought's
-    # title on screen.
+    # however slow the machine. Where it lands moves the answer after it: cut after 13 tokens,
+    # the answer repeated "The sea is a" for 291 tokens and scrolled the thought's title off a
+    # 60-row screen. 200 rows hold the longest answer max_tokens allows (2 rows per 5 tokens).
     config.write_text("threads = 2\ntemperature = 0.0\nmax_tokens = 300\nincognito = true\n")
-    term = Tmux(dict(isolated_env), ["--ctx", "2048", "--model", str(model)], height=60)
+    term = Tmux(dict(isolated_env), ["--ctx", "2048", "--model", str(model)], height=200)
     try:
         term.wait_for("KV cache", 60)
         term.type("Tell me about the sea.")
