@@ -27,7 +27,7 @@ SessionAction = Literal["open", "new", "save_as", "rename", "delete"]
 
 COLUMNS = ("name", "first question", "model", "turns", "tokens", "state", "last used")
 DIALOG_SHARE, DIALOG_MAX = 0.94, 120
-"""The dialog's width: this share of the screen, at most this many columns (the CSS below)."""
+"""The dialog's width: this share of the screen, at most this many columns (its CSS is made from them)."""
 WRAPPED = {"name": 0.2, "first question": 0.5, "model": 0.3}
 """The columns that wrap, and their shares of what the figures leave: the figures never wrap."""
 NARROW = 40
@@ -49,8 +49,7 @@ class SessionsScreen(Dialog[None]):
         Binding("d,delete", "delete", "Delete", tooltip="Delete the selected session (asks first)"),
     ]
 
-    DEFAULT_CSS = """
-    SessionsScreen > #dialog { width: 94%; max-width: 120; }  /* DIALOG_SHARE, DIALOG_MAX */
+    DEFAULT_CSS = f"SessionsScreen > #dialog {{ width: {round(DIALOG_SHARE * 100)}%; max-width: {DIALOG_MAX}; }}" + """
     SessionsScreen #sessions-keys { color: $text-muted; }
     SessionsScreen DataTable { height: auto; max-height: 20; margin-top: 1; }
     SessionsScreen #sessions-empty { color: $text-muted; text-style: italic; margin-top: 1; }
