@@ -17,10 +17,13 @@ from __future__ import annotations
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from chatapp.engine.retrieval import cancel
@@ -144,13 +147,14 @@ class Reader:
         if self._child is not None and self._child.poll() is None and self._answers is not None:
             return self._child, self._answers
         command, env = _child_command()
-        try:
-            child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, env=env)
-        except OSError as exc:
-            raise AttachmentError(f"{shown}: cannot start the PDF reader ({exc.strerror or exc})") from None
         answers: queue.Queue[bytes | None] = queue.Queue()
-        self._child, self._answers = child, answers  # at once: from here a Ctrl+C kills it
+        with _ctrl_c_held():
+            try:
+                child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL, env=env)
+            except OSError as exc:
+                raise AttachmentError(f"{shown}: cannot start the PDF reader ({exc.strerror or exc})") from None
+            self._child, self._answers = child, answers  # from here a Ctrl+C kills it
         # A thread reads the answers, so the wait for one can look at the stop and the clock on
         # every platform (select() takes no pipes on Windows).
         threading.Thread(target=_read_answers, args=(child.stdout, answers), name="pdf-answers", daemon=True).start()
@@ -166,6 +170,26 @@ class Reader:
         if child is not None and child.poll() is None:
             child.kill()
             child.wait()
+
+
+@contextmanager
+def _ctrl_c_held() -> Iterator[None]:
+    """Ctrl+C held back while the reader starts, and raised once it is recorded. A Ctrl+C that
+    lands inside Popen, after the exec and before Popen returns, would leave a child that nothing
+    holds and so nothing kills (seen under load in CI). Only the main thread gets Ctrl+C, and
+    only Python's own handler is held back: one a caller installed stays as it is."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+    pressed: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if pressed:
+            raise KeyboardInterrupt
 
 
 def _read_answers(stream, answers: queue.Queue[bytes | None]) -> None:

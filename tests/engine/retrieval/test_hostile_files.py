@@ -87,6 +87,24 @@ def test_ctrl_c_while_a_pdf_is_read_kills_the_reader(tmp_path, ctrl_c_raises):
     assert not pdf_readers()
 
 
+def test_ctrl_c_as_the_reader_starts_still_kills_it(tmp_path, ctrl_c_raises, monkeypatch):
+    """The Ctrl+C lands after the reader's exec and before Popen returns, as it did under load in
+    CI: the child nobody held yet must be killed all the same."""
+    started = subprocess.Popen
+
+    def popen_then_ctrl_c(*args, **kwargs):
+        child = started(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)
+        return child
+
+    monkeypatch.setattr(pdf.subprocess, "Popen", popen_then_ctrl_c)
+    path = tmp_path / "slow.pdf"
+    path.write_bytes(make_bomb_pdf(SLOW_PDF_BYTES))
+    with pytest.raises(KeyboardInterrupt):
+        load_path(path)
+    assert not pdf_readers()
+
+
 def test_pypdf_warnings_never_reach_stderr(tmp_path, capfd):
     """A wrong startxref: pypdf logs "incorrect startxref pointer" and recovers."""
     data = make_pdf([["Heron staging notes"]])
