@@ -71,6 +71,8 @@ class Projector:
     """One mmproj loaded against a runtime's model; encodes each distinct image at most once."""
 
     def __init__(self, runtime: LlamaRuntime, path: Path, *, n_threads: int = 1, image_max_tokens: int = -1):
+        self._ctx = None
+        self._chunks: dict[str, object] = {}  # before anything can raise: close() runs on a half-made one too
         self.info = projector_info(path)
         self.runtime = runtime
         model = runtime.model
@@ -95,7 +97,6 @@ class Projector:
         """Images encoded so far: the figure the encoded-once promise is checked against."""
         self.encode_ms = 0.0
         self.last_encode_ms = 0.0
-        self._chunks: dict[str, object] = {}
         self._embd: dict[str, np.ndarray] = {}
         self._cells: dict[str, ImageCells] = {}
 
@@ -197,7 +198,7 @@ class Projector:
         for chunks in self._chunks.values():
             mtmd.mtmd_input_chunks_free(chunks)
         self._chunks.clear()
-        ctx, self._ctx = getattr(self, "_ctx", None), None
+        ctx, self._ctx = self._ctx, None
         if ctx:
             mtmd.mtmd_free(ctx)
 
