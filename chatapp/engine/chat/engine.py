@@ -261,10 +261,11 @@ class Engine:
         held = common_prefix(cached, expected)
         leaf = self._conversation.tree.leaf
         whole = leaf is not None and leaf == self._track.leaf  # the cache: the one this path's last turn left
-        again = self._thinking.reprefill_expected(cached, expected, glue, whole) if cached else 0
+        next_ids = self._rendering.next_turn_ids(messages) if cached else []
+        again = self._thinking.reprefill_expected(cached, expected, glue, whole, next_ids) if cached else 0
         reason = self._rendering.reprefill_reason(messages) if again else ""
         return BranchFigures(self._conversation.tree.leaf, len(expected), held, len(cached), self.n_ctx,
-                             again, held if again else None, reason)
+                             again, common_prefix(cached, next_ids) if again else None, reason)
 
     def kept_leaves(self) -> dict[str, str]:
         """The leaves a switch would restore instead of prefilling, and where their cache is:

@@ -12,7 +12,7 @@ from chatapp.engine.chat import prompt_tokens, thoughts
 from chatapp.engine.chat.conversation import Conversation
 from chatapp.engine.chat.decoded import DecodedReplies
 from chatapp.engine.chat.tool_prompt import ToolCosts, ToolPrompt, tool_costs
-from chatapp.engine.chat.userless import render_userless
+from chatapp.engine.chat.userless import PROBES, render_userless
 from chatapp.engine.events import Message
 from chatapp.engine.sampling import TokenProbs
 from chatapp.engine.tokens import common_prefix
@@ -68,6 +68,17 @@ class Rendering:
         if ends and not "".join(t.piece for t in tail[ends[-1] + 1:]).strip():
             return ids, len(tail) - ends[-1]
         return ids, 0
+
+    def next_turn_ids(self, messages: Sequence[Message]) -> list[int]:
+        """The ids the next turn's prompt starts with, whatever its question: what the prompts of
+        `messages` plus each of two different probe questions share. Rendered without a question,
+        the history is not always what the next turn sends: Qwen3's family keeps the thought of a
+        reply that comes after the last question and drops it once another question follows, so
+        the prediction of what the cache keeps is made from the history as a question renders it."""
+        if not messages:
+            return []
+        first, second = (self.prompt_ids([*messages, Message("user", probe)]) for probe in PROBES)
+        return first[:common_prefix(first, second)]
 
     def reprefill_reason(self, messages: Sequence[Message]) -> str:
         """Why the template makes the next turn prefill part of the history again."""

@@ -215,11 +215,12 @@ class Thinking:
         matched), else what the cache holds at those places."""
         return len(history_ids) - glue if whole else min(len(cached), len(history_ids) - glue)
 
-    def reprefill_expected(self, cached: Sequence[int], history_ids: Sequence[int], glue: int, whole: bool) -> int:
+    def reprefill_expected(self, cached: Sequence[int], history_ids: Sequence[int], glue: int, whole: bool,
+                           next_ids: Sequence[int]) -> int:
         """The tokens of that part the next turn prefills again: those past where the cache and
-        the new history part (a template that drops earlier thoughts rewrites them). 0 when the
-        cache holds a prefix of the history."""
-        return max(0, self.reprefill_held(cached, history_ids, glue, whole) - common_prefix(cached, history_ids))
+        `next_ids`, what the next turn's prompt starts with, part (a template that drops earlier
+        thoughts rewrites them). 0 when the next prompt starts with what the cache holds."""
+        return max(0, self.reprefill_held(cached, history_ids, glue, whole) - common_prefix(cached, next_ids))
 
 
 class TurnSplit:

@@ -90,7 +90,9 @@ class TurnRunner:
         cached_before = self._backend.cached_tokens()
         history_ids, glue = self._rendering.history_ids(prompt_messages[:-1])
         whole = question.parent is not None and question.parent == self._track.leaf  # the cache: its path's
-        expected = self._thinking.reprefill_expected(cached_before, history_ids, glue, whole) if cached_before else 0
+        expected = self._thinking.reprefill_expected(
+            cached_before, history_ids, glue, whole, self._rendering.next_turn_ids(prompt_messages[:-1])) \
+            if cached_before else 0
         try:
             stream = self._backend.stream(prompt, generation, self.stop, reuse_limit=reuse_limit, forced=forced,
                                           **({"steer": steer} if steer is not None else {}))

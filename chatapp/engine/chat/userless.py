@@ -19,7 +19,8 @@ from dataclasses import replace
 from chatapp.engine.events import Message
 from chatapp.errors import ModelError
 
-_PROBES = ("Probe question one?", "A second, different question.")
+PROBES = ("Probe question one?", "A second, different question.")
+"""Two questions whose first tokens differ: what their prompts share ends where a question starts."""
 
 
 def render_userless(render: Callable[[Sequence[Message], bool], str], messages: Sequence[Message],
@@ -37,7 +38,7 @@ def render_userless(render: Callable[[Sequence[Message], bool], str], messages: 
             return render_userless(render, messages, add_generation_prompt)
         if any(m.role == "user" for m in messages) or not messages:
             raise
-        probe = Message(role="user", content=_PROBES[0])
+        probe = Message(role="user", content=PROBES[0])
         first = render([*messages, probe], False)
-        second = render([*messages, replace(probe, content=_PROBES[1])], False)
+        second = render([*messages, replace(probe, content=PROBES[1])], False)
         return os.path.commonprefix([first, second])
