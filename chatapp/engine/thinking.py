@@ -7,7 +7,11 @@ chat parser), not from a table of model names:
   markers appear in the template's source or as tokens of the vocabulary;
 - a generation prompt that opens the thought itself (DeepSeek-R1: `<｜Assistant｜><think>\\n`):
   the reply then starts inside the thought;
-- gpt-oss's harmony channels: the thought is the `analysis` channel, the answer `final`.
+- gpt-oss's harmony channels: the thought is the `analysis` channel, the answer `final`;
+- Gemma 4's thought channel, `<|channel>thought\n…<channel|>`, which its generation prompt
+  writes empty when thinking is off;
+- Command R7B's `<|START_THINKING|>…<|END_THINKING|>`, the answer after `<|START_RESPONSE|>`.
+Each kind's markers are one entry of FORMATS, found in what the template renders.
 
 `detect` also renders a probe conversation to learn whether the template drops earlier turns'
 thoughts (R1 and Qwen3 do): then turn N is not a prefix of turn N+1, and the engine can either
@@ -20,12 +24,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from chatapp.config import ThinkingHistory
 
-ThinkingKind = Literal["none", "think-tags", "harmony"]
+ThinkingKind = Literal["none", "think-tags", "harmony", "channel", "command"]
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 HARMONY_OPEN = "<|channel|>analysis<|message|>"
@@ -55,9 +59,12 @@ class ThinkingFormat:
     separator: str = "\n\n"
     """What follows the closing marker before the answer, as these models write it."""
     answer_opening: str = ""
-    """What opens an answer that comes without a thought (harmony's final channel header): not
-    the answer's text, and where the template writes it before an earlier answer, "keep" puts
-    the reply as decoded in its place."""
+    """What opens an answer that comes without a thought (harmony's final channel header,
+    Command R7B's response marker): not the answer's text, and where the template writes it
+    before an earlier answer, "keep" puts the reply as decoded in its place."""
+    close_lead: str = "\n"
+    """What a forced close starts with, as the template ends a thought it writes (none for
+    harmony's and Command R7B's)."""
 
     @property
     def active(self) -> bool:
@@ -67,15 +74,20 @@ class ThinkingFormat:
     def forced_close(self) -> str:
         """The text a budget or "answer now" forces: the marker and the separator (a budget's
         message, where one is set, goes before them: `Steering.budget_close_ids`)."""
-        lead = "" if self.kind == "harmony" else "\n"
-        return lead + self.close + ("" if self.kind == "harmony" else self.separator)
+        return self.close_lead + self.close + self.separator
 
     def kept_content(self, thinking: str, answer: str) -> str:
         """An assistant message's text as it was generated after the generation prompt's
         header: the opening (the prompt's own, or the marker), the thought, the closing marker,
         the separator and the answer."""
         opening = self.prompt_opening or self.open
-        return f"{opening}{thinking}{self.close}{'' if self.kind == 'harmony' else self.separator}{answer}"
+        return f"{opening}{thinking}{self.close}{self.separator}{answer}"
+
+    @property
+    def markers(self) -> str:
+        """Every marker's text: the ones a vocabulary has as control tokens are kept in the reply's
+        text (a backend drops other control tokens), so the split can find them."""
+        return self.open + self.close + self.separator + self.answer_opening
 
     def describe(self) -> str:
         if not self.active:
@@ -87,15 +99,30 @@ class ThinkingFormat:
 
 NO_THINKING = ThinkingFormat()
 
+GEMMA4_OPEN, GEMMA4_CLOSE = "<|channel>thought\n", "<channel|>"
+COMMAND_OPEN, COMMAND_CLOSE, COMMAND_ANSWER = "<|START_THINKING|>", "<|END_THINKING|>", "<|START_RESPONSE|>"
+FORMATS: tuple[tuple[str, ThinkingFormat], ...] = (
+    # (what in the rendered probes tells the kind, its markers), tried in this order
+    ("<|channel|>", ThinkingFormat("harmony", HARMONY_OPEN, HARMONY_CLOSE, separator="",
+                                   answer_opening=HARMONY_FINAL, close_lead="")),
+    (GEMMA4_OPEN, ThinkingFormat("channel", GEMMA4_OPEN, GEMMA4_CLOSE, separator="")),
+    (COMMAND_OPEN, ThinkingFormat("command", COMMAND_OPEN, COMMAND_CLOSE, separator=COMMAND_ANSWER,
+                                  answer_opening=COMMAND_ANSWER, close_lead="")),
+)
+"""Gemma 4 writes its empty thought channel in the generation prompt when thinking is off, and
+Command R7B its empty thought: so a probe rendered without the switch shows the markers."""
+
 Render = Callable[[list[dict[str, str]], bool], str]
 """Messages (role, content, maybe reasoning_content) through the chat template; the flag adds the
 generation prompt."""
 
 
-def detect(render: Render, vocabulary_has: Callable[[str], bool] = lambda piece: False) -> ThinkingFormat:
+def detect(render: Render, vocabulary_has: Callable[[str], bool] = lambda piece: False,
+           render_off: Render | None = None) -> ThinkingFormat:
     """The thinking format of a model from what its template renders for probe messages (a
     question; a reply with a thought given as `reasoning_content`, last and before another
-    question), and whether its vocabulary has the markers as tokens of their own."""
+    question), and whether its vocabulary has the markers as tokens of their own. `render_off`
+    renders with thinking switched off, where Gemma 4 and Command R7B write their empty thought."""
     question = {"role": "user", "content": "chatapp-probe-question"}
     reply = {"role": "assistant", "content": _PROBE_ANSWER, "reasoning_content": _PROBE_THOUGHT}
     after = {"role": "user", "content": "chatapp-probe-next"}
@@ -108,13 +135,17 @@ def detect(render: Render, vocabulary_has: Callable[[str], bool] = lambda piece:
         return NO_THINKING
     generation = prompted[len(asked):] if prompted.startswith(asked) else ""
     seen = prompted + last + later
-    answer_opening = ""
-    if "<|channel|>" in seen and "analysis" in seen:
-        kind, open_, close, answer_opening = "harmony", HARMONY_OPEN, HARMONY_CLOSE, HARMONY_FINAL
-    elif THINK_OPEN in seen or THINK_CLOSE in seen or vocabulary_has(THINK_CLOSE):
-        kind, open_, close = "think-tags", THINK_OPEN, THINK_CLOSE
-    else:
+    try:
+        off = render_off([question], True) if render_off is not None else ""
+    except Exception:  # noqa: BLE001 - a template whose switch breaks it: what the others render decides
+        off = ""
+    found = next((fmt for sign, fmt in FORMATS
+                  if sign in seen + off and (fmt.kind != "harmony" or "analysis" in seen)), None)
+    if found is None and (THINK_OPEN in seen or THINK_CLOSE in seen or vocabulary_has(THINK_CLOSE)):
+        found = ThinkingFormat("think-tags", THINK_OPEN, THINK_CLOSE)
+    if found is None:
         return NO_THINKING
+    open_, close = found.open, found.close
     try:
         inline = render([question, {"role": "assistant", "content": f"{open_}{_PROBE_THOUGHT}{close}{_PROBE_ANSWER}"},
                          after], True)
@@ -123,7 +154,7 @@ def detect(render: Render, vocabulary_has: Callable[[str], bool] = lambda piece:
     stripped = generation.rstrip()
     opening = open_ + generation[len(stripped):] if stripped.endswith(open_) else ""
     drops = _PROBE_THOUGHT not in later and _PROBE_THOUGHT not in inline
-    return ThinkingFormat(kind, open_, close, opening, drops, answer_opening=answer_opening)
+    return replace(found, prompt_opening=opening, drops_history=drops)
 
 
 @dataclass
@@ -191,8 +222,11 @@ class ThoughtSplitter:
                 break
             if self._state == "gap":  # the separator before the answer is not the answer's
                 body = self._pending.lstrip()
-                if not body:
+                marker = self.fmt.separator.strip()  # Command R7B's response marker; whitespace for the rest
+                if not body or (marker and marker.startswith(body)):
                     break
+                if marker and body.startswith(marker):
+                    body = body[len(marker):]
                 self._state, answer, self._pending = "answer", answer + body, ""
                 break
             break
@@ -209,6 +243,9 @@ class ThoughtSplitter:
         if self._state == "before":
             self.split.answer += rest
             return "", rest
+        if self._state == "gap" and (body := rest.lstrip()):  # text that only might have been the marker
+            self.split.answer += body
+            return "", body
         return "", ""
 
 

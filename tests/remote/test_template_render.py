@@ -23,12 +23,9 @@ CONVERSATION = (("system", "You are a concise assistant."), ("user", "What is th
                 ("assistant", "Paris."), ("user", "And of Italy?"))
 DATE = "llama-server writes today's date where chatapp keeps the template's own (a saved cache stays valid)"
 JINJA = "llama.cpp's own Jinja engine evaluates the template differently from Jinja2, the reference chatapp uses"
-UNREAD = "chatapp does not read this family's thought format yet, so it leaves the template's thinking off"
 DIFFERS = {
     "on": {"meta-llama-Llama-3.1-8B-Instruct": DATE, "meta-llama-Llama-3.3-70B-Instruct": DATE,
-           "deepseek-ai-DeepSeek-V4": JINJA, "deepseek-ai-DeepSeek-V4-Flash-0731": JINJA,
-           "google-gemma-4-31B-it": UNREAD, "google-gemma-4-31B-it-interleaved": UNREAD,
-           "CohereForAI-c4ai-command-r7b-12-2024-tool_use": UNREAD},
+           "deepseek-ai-DeepSeek-V4": JINJA, "deepseek-ai-DeepSeek-V4-Flash-0731": JINJA},
     "off": {"meta-llama-Llama-3.1-8B-Instruct": DATE, "meta-llama-Llama-3.3-70B-Instruct": DATE,
             "poolside-Laguna-S-2.1": JINJA},
 }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from functools import partial
 
 from chatapp.config import ThinkingHistory, Settings, validate
 from chatapp.engine.backend import Backend
@@ -66,14 +67,17 @@ class Thinking:
         """The model's thinking format, from what its template renders (probed once)."""
         if self._format is None:
             try:
-                self._format = detect(self._render_dicts, self._is_one_special)
+                self._format = detect(self._render_dicts, self._is_one_special,
+                                      partial(self._render_dicts, switches=SWITCHED_OFF))
             except Exception:  # noqa: BLE001 - a backend that cannot render the probes: no thinking
                 self._format = NO_THINKING
         return self._format
 
-    def _render_dicts(self, messages: list[dict[str, str]], add_generation_prompt: bool) -> str:
+    def _render_dicts(self, messages: list[dict[str, str]], add_generation_prompt: bool,
+                      switches: dict[str, bool] | None = None) -> str:
         return self._backend.render([Message(m["role"], m["content"], thinking=m.get("reasoning_content", ""))
-                                     for m in messages], add_generation_prompt=add_generation_prompt)
+                                     for m in messages], add_generation_prompt=add_generation_prompt,
+                                    **({"switches": switches} if switches is not None else {}))
 
     def _is_one_special(self, piece: str) -> bool:
         tokens = [t for t in self._backend.describe(self._backend.tokenize_prompt(piece)) if t.piece]

@@ -283,7 +283,9 @@ class LocalBackend:
         began = time.perf_counter()
         sampler = self._sampler(generation)
         parts, generated, finish, sampled = [], 0, "length", 0
-        markers = steer is not None and steer.fmt.kind == "harmony"  # its markers are control tokens
+        # the thinking format's markers where the vocabulary has them as control tokens (harmony's,
+        # Gemma 4's channel, Command R7B's): kept in the text, so the split finds them
+        markers = set(rt.tokenize(steer.fmt.markers, special=True)) if steer is not None else set()
         due: list[int] = []
         try:
             while generated < generation.max_tokens:
@@ -309,7 +311,7 @@ class LocalBackend:
                         break
                     sampled += 1
                 generated += 1
-                text = "" if rt.is_special(token) and not markers else stream.feed(rt.token_bytes(token))
+                text = "" if rt.is_special(token) and token not in markers else stream.feed(rt.token_bytes(token))
                 text = self._stop_text.feed(text)
                 if self._stop_text.stopped:
                     parts.append(text)
