@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # both are imported where they are first needed, after the ar
     from chatapp.engine.chat.engine import Engine
     from chatapp.engine.chat.tool_turns import ToolTurns
     from chatapp.engine.sessions import LiveSession, SessionManager
+    from chatapp.engine.shape import ReplyShape
 
 
 def stats_line(record: TurnRecord) -> str:
@@ -146,6 +147,13 @@ def sources_line(context: RetrievedContext) -> str:
                                      for entry in context.entries)
 
 
+def schema_line(extra: dict) -> str:
+    """After a reply under --schema: whether it is valid, and where it is not (rich markup)."""
+    if extra["schema_valid"]:
+        return "[dim]schema: the reply is valid[/]"
+    return f"[yellow]schema: the reply is not valid: {escape(str(extra.get('schema_error', '')))}[/]"
+
+
 def alternatives_table(probs: Sequence[TokenProbs]) -> str:
     """`ask --logprobs N` without --json: one line per reply token, its probability and the
     model's top candidates, e.g. `  ' blue'  62.1%  | ' red' 20.3% · ' green' 9.8%`."""
@@ -161,7 +169,7 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
             session: str | None = None, attachments: list[Loaded] | None = None, system: str | None = None,
             branch_from: str | None = None, logprobs: int = 0, at_token: tuple[int, int] | None = None,
             tools: ToolOptions | None = None, think_more: int = 0, given: frozenset[str] = frozenset(),
-            hide_thinking: bool = False, edit: str | None = None) -> None:
+            hide_thinking: bool = False, edit: str | None = None, shape: ReplyShape | None = None) -> None:
     """`system`: the --system given, which replaces a resumed session's system prompt;
     `given`: the thinking flags given ("think": --think-budget, "history": --thinking-history),
     which hold over the session's kept choices and are kept (a flag not given: the session's
@@ -170,7 +178,8 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
     `branch_from`: the message (of `session`) the first prompt branches after;
     `edit`: the message (of `session`, a question or a tool's result) the first prompt replaces;
     `logprobs`: candidates per reply token for the JSON records (0: none);
-    `think_more`: after the last reply, a reply beside it that thinks on that many more tokens."""
+    `think_more`: after the last reply, a reply beside it that thinks on that many more tokens;
+    `shape`: the schema or grammar every reply keeps to (ask --schema, --grammar)."""
     from chatapp.commands.opening import open_engine
 
     err = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
@@ -191,7 +200,7 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
     engine = open_engine(settings, model, err)
     for notice in engine.load_notices:
         err.print(f"[yellow]{escape(notice)}[/]")
-    engine.set_generation(logprobs=logprobs)
+    engine.set_generation(logprobs=logprobs, shape=shape)
     registry, stopped = None, threading.Event()
     try:
         if tools is not None:
@@ -385,6 +394,8 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
                     if record.probs:
                         out.write(alternatives_table(record.probs))
                     err.print(f"[dim]{stats_line(record)}[/]")
+                    if "schema_valid" in record.extra:
+                        err.print(schema_line(record.extra))
                     if end := record.extra.get("tool_loop_end"):  # why the tool loop went no further
                         err.print(f"[yellow]tool loop: {escape(str(end))}[/]")
                 why = str(record.extra.get("draft_off_because", ""))

@@ -202,6 +202,14 @@ def ask(
         "--incognito", help="Keep this chat nowhere. Without it (or --session), every ask is kept as a new "
                             "session named after its first question, as every TUI chat is."
                             + configured("incognito"))] = False,
+    schema: Annotated[Optional[str], typer.Option(
+        "--schema", help="Every reply is a JSON value of this schema: a file, JSON text, or llm's concise form "
+                         "('name, age int, bio: one sentence'; types int, float, bool, str). llama.cpp keeps the "
+                         "reply to it with a grammar; the reply is checked after the turn (--json: schema_valid, "
+                         "schema_error).")] = None,
+    grammar: Annotated[Optional[Path], typer.Option(
+        "--grammar", help="Every reply follows this GBNF file (its `root` rule), as llama.cpp's "
+                          "--grammar-file.")] = None,
 ) -> None:
     """Ask one or more questions in one conversation; print replies and per-turn stats.
 
@@ -232,6 +240,7 @@ def ask(
 
     tool_options = ToolOptions(tuple(tool or ()), tools, tool_choice, tuple(allow_tool or ()), allow_tools)
     tool_options.check()
+    shape = reply_shape(schema, grammar, tools_wanted=tool_options.wanted)
     from chatapp.engine.retrieval.loading import load_paths
 
     loaded = load_paths(list(attach or ()))  # a bad file fails here, before the model loads
@@ -247,7 +256,21 @@ def ask(
             branch_from=branch_from, logprobs=logprobs, at_token=(at_token, token) if at_token is not None else None,
             tools=tool_options if tool_options.wanted else None, think_more=think_more,
             given=frozenset(name for name, value in (("think", think_budget), ("history", thinking_history))
-                            if value is not None), hide_thinking=hide_thinking, edit=edit)
+                            if value is not None), hide_thinking=hide_thinking, edit=edit, shape=shape)
+
+
+def reply_shape(schema: str | None, grammar: Path | None, *, tools_wanted: bool):
+    """--schema or --grammar as the engine takes it (chatapp.engine.shape), checked before the model loads."""
+    if schema is None and grammar is None:
+        return None
+    if schema is not None and grammar is not None:
+        raise InputError("--schema and --grammar each set the reply's shape: give one of them")
+    if tools_wanted:
+        raise InputError("--schema and --grammar do not go with --tool/--tools: a tool call's grammar shapes those "
+                         "replies")
+    from chatapp.engine.shape import grammar_shape, schema_shape
+
+    return schema_shape(schema) if schema is not None else grammar_shape(str(grammar))
 
 
 PIPED_CAP = 16 << 20

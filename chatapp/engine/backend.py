@@ -18,6 +18,7 @@ from chatapp.config import DraftMode, Settings
 from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable
 from chatapp.engine.events import BackendEvent, Message
 from chatapp.engine.sampling import Scored
+from chatapp.engine.shape import ReplyShape
 from chatapp.engine.thinking import Steering
 from chatapp.engine.tokens import Token
 from chatapp.engine.tools.grammar import CallGrammar
@@ -86,6 +87,15 @@ class GenerationSettings:
     0 computes nothing extra."""
     grammar: CallGrammar | None = None
     """The reply must be this tool call (chatapp.engine.tools.grammar); None: free text."""
+    shape: ReplyShape | None = None
+    """The shape every reply must have (ask --schema/--grammar); a tool call's grammar comes first."""
+
+    @property
+    def reply_grammar(self) -> CallGrammar | None:
+        """The grammar the backend samples under: the tool call's, else the shape's, else none."""
+        if self.grammar is not None or self.shape is None:
+            return self.grammar
+        return CallGrammar(self.shape.schema or {}, gbnf=self.shape.gbnf)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "GenerationSettings":

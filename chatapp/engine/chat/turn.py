@@ -162,6 +162,9 @@ class TurnRunner:
         if more is not None:  # think more: how much more, and whether the cache was cut, not prefilled
             record.extra.update(think_more=more[0], think_more_from=(
                 "cache" if more[1] is not None else "kept" if finished.forced_prefilled < len(forced) else "text"))
+        if generation.shape is not None and generation.grammar is None and (
+                checked := generation.shape.check(answer)) is not None:  # a tool call's grammar took its place
+            record.extra.update(checked.record())
         if question.context is not None or self._attached.plans:
             record.extra["retrieved"] = question.context.to_json() if question.context else []
         drafted = finished.drafted

@@ -181,6 +181,8 @@ class LocalBackend:
                reuse_limit: int | None = None, forced: Sequence[int] = (),
                steer: Steering | None = None) -> Iterator[BackendEvent]:
         rt = self.runtime
+        if generation.shape is not None:  # a grammar llama.cpp refuses is said before the prompt is read
+            self._sampler(generation).close()
         self._bandwidth.wait()
         forced = list(forced)
         n_prompt = len(prompt)
@@ -236,7 +238,7 @@ class LocalBackend:
         if steer is not None:
             steer.started(forced_text)
         self._stop_text = StopText(() if rt.metadata.get(TEMPLATE_KEY) else FALLBACK_STOPS)  # a base model's turn ends
-        if drafting.active and steer is None and generation.grammar is None:  # a grammar samples one at a time
+        if drafting.active and steer is None and generation.reply_grammar is None:  # a grammar samples one at a time
             finished = self._decode_drafting(generation, stop, prefill, drafting, utf8)
         else:
             off_because = drafting.off_because or (
@@ -417,8 +419,8 @@ class LocalBackend:
 
     def _sampler(self, generation: GenerationSettings) -> Sampler | ProbingSampler:
         """The turn's chain; one that reports each step when the turn asks for probabilities."""
-        grammar = generation.grammar
-        gbnf = call_gbnf(grammar.schema, grammar.prefix, grammar.suffix) if grammar is not None else None
+        grammar = generation.reply_grammar
+        gbnf = (grammar.gbnf or call_gbnf(grammar.schema, grammar.prefix, grammar.suffix)) if grammar else None
         sampler = self.runtime.sampler(temperature=generation.temperature, top_k=generation.top_k,
                                        top_p=generation.top_p, min_p=generation.min_p, seed=generation.seed,
                                        grammar=gbnf)

@@ -77,8 +77,11 @@ def call_grammar(grammar: CallGrammar | None) -> dict:
     """A tool call's grammar (chatapp.engine.tools.grammar) in llama-server's words: its JSON
     schema, which the server turns into a grammar itself. The markers a call is wrapped in
     (`<tool_call>`, `[TOOL_CALLS]`) have no room in a schema: `stream` forces the opening one as
-    the reply's first tokens and writes the closing one after the call (see there)."""
-    return {} if grammar is None else {"json_schema": grammar.schema}
+    the reply's first tokens and writes the closing one after the call (see there). GBNF text
+    (ask --grammar) goes as the server's `grammar`."""
+    if grammar is None:
+        return {}
+    return {"grammar": grammar.gbnf} if grammar.gbnf else {"json_schema": grammar.schema}
 
 
 class ServerBackend:
@@ -193,7 +196,7 @@ class ServerBackend:
         as chatapp's local GBNF would make the model write it), the server keeps the JSON to the
         schema, and the closing marker, which the finished schema leaves no room for, is added to
         the reply's text (the next turn renders the call through the template anyway)."""
-        grammar = generation.grammar
+        grammar = generation.reply_grammar
         forced = list(forced) + (self._vocab.tokenize(grammar.prefix, special=True, add_bos=False)  # mid-prompt: no BOS
                                  if grammar and grammar.prefix else [])
         n_prompt = len(prompt)
@@ -207,7 +210,7 @@ class ServerBackend:
         body = {"prompt": prompt, "stream": True, "cache_prompt": True, "id_slot": SLOT,
                 "n_predict": generation.max_tokens, "timings_per_token": True, "return_tokens": True,
                 "return_progress": True, **sampling(generation)}
-        body.update(call_grammar(generation.grammar))
+        body.update(call_grammar(grammar))
         forced_text = self._forced_text(forced)
         try:
             if reuse_limit is not None and reuse_limit < min(shared, len(prompt) - 1):

@@ -17,11 +17,13 @@ SYNTAXES = ("hermes", "mistral", "llama3", "generic")
 
 @dataclass(frozen=True)
 class CallGrammar:
-    """The reply as `prefix` + a JSON value of `schema` + `suffix`."""
+    """The reply as `prefix` + a JSON value of `schema` + `suffix`; or, where `gbnf` is given,
+    as that GBNF text says (a reply shape from `ask --grammar`, chatapp.engine.shape)."""
 
     schema: dict[str, Any] = field(default_factory=dict)
     prefix: str = ""
     suffix: str = ""
+    gbnf: str = ""
 
 
 def _call_schema(tool: ToolSpec, arguments_key: str) -> dict[str, Any]:

@@ -13,7 +13,8 @@ from chatapp.engine.local.llama.runtime import (
     KV_GGML_TYPES, LlamaRuntime, LoadOptions, PerfCounters, RuntimeInfo, backend_name, can_remove_cells,
     gpu_offload_supported, llama_cpp_build, silence_llama_logs, versions)
 from chatapp.engine.local.llama.sampler import (
-    SAMPLER_STAGES, ChainDistribution, Sampler, StagedSampler, call_gbnf)
+    SAMPLER_STAGES, ChainDistribution, Sampler, StagedSampler)
+from chatapp.engine.local.llama.schema_gbnf import call_gbnf
 from chatapp.engine.local.llama.taps import (
     CAPTURE_BATCH, CAPTURE_KV_TYPE, CAPTURE_SOFT_MAX_BYTES, TapContext, capture_batch, has_eval_callback,
     model_n_head, replay_soft_max)

@@ -1,6 +1,6 @@
 """llama.cpp's sampler chain, as a turn draws with it (`Sampler`), as the distribution it draws
-from (`ChainDistribution`), stage by stage (`StagedSampler`), and the GBNF a constrained reply
-follows (`call_gbnf`)."""
+from (`ChainDistribution`) and stage by stage (`StagedSampler`); a constrained reply's GBNF
+comes from chatapp.engine.local.llama.schema_gbnf."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Protocol
 import llama_cpp
 import numpy as np
 
-from chatapp.errors import ModelError
+from chatapp.errors import InputError, ModelError
 
 
 class _Context(Protocol):
@@ -51,7 +51,7 @@ class Sampler:
         if grammar is not None:
             constrained = llama_cpp.llama_sampler_init_grammar(grammar[0], grammar[1].encode("utf-8"), b"root")
             if not constrained:
-                raise ModelError("llama.cpp refused the tool call's grammar")
+                raise InputError("llama.cpp cannot parse the reply's grammar (GBNF with a root rule)")
             add(constrained)
         if temperature <= 0:
             add(llama_cpp.llama_sampler_init_greedy())
@@ -217,14 +217,3 @@ class StagedSampler:
 
     def __del__(self):
         self.close()
-
-
-def call_gbnf(schema: dict, prefix: str = "", suffix: str = "") -> str:
-    """GBNF for `prefix` + a JSON value of `schema` + `suffix`, by llama.cpp's own converter
-    (a tool call's grammar: chatapp.engine.tools.grammar)."""
-    import json
-
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
-
-    rules = json_schema_to_gbnf(json.dumps(schema)).replace("root ::=", "call ::=", 1)
-    return f"root ::= {json.dumps(prefix)} call {json.dumps(suffix)}\n" + rules
