@@ -9,6 +9,7 @@ or by llama-server from the schema; the check after the turn uses the jsonschema
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,8 @@ def schema_from_dsl(text: str) -> dict[str, Any]:
         if not words or len(words) > 2:
             raise InputError(f"--schema: {field!r} is not `name [type][: description]`")
         name, kind = words[0], words[1] if len(words) == 2 else "str"
+        if not re.fullmatch(r"[\w-]+", name):
+            raise InputError(f"--schema: {name!r} is not a field name (letters, digits, _ and -)")
         if kind not in DSL_TYPES:
             raise InputError(f"--schema: {name}'s type {kind!r} is not one of {', '.join(DSL_TYPES)}")
         if name in properties:
@@ -100,9 +103,11 @@ def schema_shape(given: str) -> ReplyShape:
     """`--schema FILE|JSON|DSL`: a file's JSON schema when `given` names a file, JSON text when it
     starts with `{`, else llm's concise form."""
     text, source = given, "DSL"
-    path = Path(given).expanduser()
-    if not given.lstrip().startswith("{") and "," not in given and "\n" not in given and path.is_file():
-        text, source = _read(path, "--schema"), path.name
+    one_word = not given.lstrip().startswith("{") and "," not in given and "\n" not in given
+    if one_word and Path(given).expanduser().is_file():
+        text, source = _read(Path(given).expanduser(), "--schema"), Path(given).name
+    elif one_word and (given.endswith(".json") or "/" in given):  # meant as a file: not a field's name
+        raise InputError(f"--schema {given}: no such file")
     if text.lstrip().startswith("{"):
         try:
             schema = json.loads(text)
