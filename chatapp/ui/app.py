@@ -111,6 +111,8 @@ class ChatApp(KeyBurstApp[None]):
     """The shown branch's cache: set after every action that changes the shown leaf."""
     live_cells: var[int | None] = var(None)
     """Cells in use while a turn runs; None between turns (the branch's figures say then)."""
+    live_reply: var[str | None] = var(None)
+    """The running turn's reply (its thought, then its answer) as far as it has streamed; None between turns."""
     prefill_progress: var[PrefillProgress | None] = var(None)
     prefill_done: var[PrefillDone | None] = var(None)
     decode: var[LiveDecode | None] = var(None)
@@ -163,6 +165,7 @@ class ChatApp(KeyBurstApp[None]):
             self.typing_prefill.stop(), self.attachments_ui.stop(), self.tools_ui.close()))
         # The widgets the app composes, kept (never looked up): only the app draws into them.
         self._transcript = Transcript(id="transcript")
+        self._thought_so_far = ""  # the running turn's thought, which live_reply's answer follows
         self._composer = Composer(id="composer")
         self._tokens = TokensPanel(id="tokens", classes="panel -current")
         self._panels: dict[str, Widget] = {"tokens": self._tokens, "kv": KVPanel(id="kv", classes="panel"),
@@ -189,7 +192,8 @@ class ChatApp(KeyBurstApp[None]):
             summary=app.model, session=app.session_name, attachments=app.attached, status=app.status)
         with self._main:
             yield self._transcript.data_bind(app.confidence)
-            self._tokens.data_bind(app.branch, app.composer_tokens, app.confidence, app.neighbours)
+            self._tokens.data_bind(app.branch, app.composer_tokens, app.confidence, app.neighbours, app.live_reply,
+                                   app.prefill_done, app.decode)
             self._panels["kv"].data_bind(app.branch, app.live_cells, app.model)
             self._panels["speed"].data_bind(app.branch, app.prefill_progress, app.prefill_done, app.decode,
                                             app.thought_decode, app.model, typing=app.typed_ahead)
@@ -339,6 +343,7 @@ class ChatApp(KeyBurstApp[None]):
         else:
             await self._transcript.add_user(message.user_text)
         await self._transcript.start_reply()
+        self.live_reply = ""
 
     @dropped_after_exit
     async def on_turn_trimmed(self, message: TurnTrimmed) -> None:
@@ -366,6 +371,7 @@ class ChatApp(KeyBurstApp[None]):
             self.reply_pacer.mark()
         self.decode = message.live
         self.live_cells = message.live.kv_used
+        self.live_reply = (self._thought_so_far + message.text) if message.text else self._thought_so_far
 
     @dropped_after_exit
     async def on_thought_progress(self, message: ThoughtProgress) -> None:
@@ -374,6 +380,7 @@ class ChatApp(KeyBurstApp[None]):
         if message.live is not None:  # the Speed panel's live decode, its thinking part
             self.decode = self.thought_decode = message.live
             self.live_cells = message.live.kv_used
+        self.live_reply = self._thought_so_far = message.text
 
     @dropped_after_exit
     async def on_tool_step(self, message: ToolStep) -> None:
@@ -433,6 +440,7 @@ class ChatApp(KeyBurstApp[None]):
 
     def _live_over(self) -> None:
         self.prefill_progress = self.prefill_done = self.decode = self.thought_decode = self.live_cells = None
+        self.live_reply, self._thought_so_far = None, ""
 
     def _turn_over(self) -> None:
         self.generating = False

@@ -575,3 +575,24 @@ async def test_a_toast_never_covers_the_composer_or_the_newest_reply(make_app, s
             covered = {(x, y) for x in range(region.x, region.right) for y in range(region.y, region.bottom)
                        if isinstance(app.screen.get_widget_at(x, y)[0], (Toast, ToastRack))}
             assert not covered, (region, sorted(covered)[:3])
+
+
+async def test_the_tokens_panel_follows_a_reply_while_it_streams(make_app):
+    """It showed the turn before until the reply ended, while KV and Speed followed it live."""
+    app, seen = make_app(max_tokens=1000, n_ctx=2048)  # long enough to still be streaming below
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        first = (await send_text(pilot, app, seen, "Say hi.")).record
+        tokens = app.query_one(TokensPanel)
+        app.query_one(Composer).load_text("Tell me a long story about a lighthouse keeper.")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: seen.count(ReplyProgress) > 2, TURN_TIMEOUT)
+        await pilot.pause()
+        streamed = seen.of(ReplyProgress)[-1].text
+        summary, pieces = tokens.query_one("#tokens-summary").plain, tokens.query_one("#tokens-pieces").render().plain
+        assert app.generating and tokens.mode == "turn" and tokens.live_reply is not None
+        assert summary.startswith("this turn · ") and "last turn" not in summary
+        assert streamed.strip()[:20] in pieces.replace("\n", " ") and first.reply.strip() not in pieces
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not app.generating, TURN_TIMEOUT)
+        await pilot.pause()
+        assert tokens.live_reply is None and tokens.query_one("#tokens-summary").plain.startswith("last turn · ")

@@ -19,10 +19,11 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from chatapp.engine.events import PromptToken
+from chatapp.engine.events import PrefillDone, PromptToken
 from chatapp.engine.sampling import TokenProbs, band
+from chatapp.engine.stats import LiveDecode
 from chatapp.engine.tokens import Token
-from chatapp.format import count
+from chatapp.format import count, visible_text
 from chatapp.ui.shown import ShownBranch
 from chatapp.ui.widgets.confidence import (
     CHOOSABLE, AlternativeChosen, alternatives, band_styles, legend_line, summary)
@@ -95,6 +96,13 @@ class TokensPanel(VerticalScroll):
     neighbours: reactive[Neighbours | None] = reactive(None, init=False)
     """(token id, its neighbours or None while they are looked up, a problem): the App's, for the
     token this panel asked about; drawn while that token is the one selected."""
+    live_reply: reactive[str | None] = reactive(None, init=False)
+    """The running turn's reply as far as it has streamed (the App's); None between turns. While
+    it runs, "turn" mode follows it instead of showing the turn before."""
+    prefill_done: reactive[PrefillDone | None] = reactive(None, init=False)
+    """The running turn's prompt once prefilled (the App's): its cached and prefilled tokens."""
+    decode: reactive[LiveDecode | None] = reactive(None, init=False)
+    """The running turn's decode so far (the App's): its tokens generated."""
 
     def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
@@ -149,6 +157,18 @@ class TokensPanel(VerticalScroll):
             self.mode = "composer"
         elif self.mode == "composer":
             self._paint()
+
+    def watch_live_reply(self, before: str | None, now: str | None) -> None:
+        """A turn starts, streams or ends: the panel follows it, scrolled to its newest text,
+        unless the composer's tokens are being looked at."""
+        if now is not None and before is None:
+            self._unselect()
+            if not self.composer_tokens:
+                self.mode = "turn"
+                return
+        if self.mode == "turn":
+            self._paint()
+            self.scroll_end(animate=False)
 
     def watch_neighbours(self) -> None:
         if self.is_mounted:
@@ -262,7 +282,8 @@ class TokensPanel(VerticalScroll):
         if not self.is_mounted:
             return
         self.query_one("#tokens-summary", Sketch).redraw()
-        pieces = self._composer_pieces() if self.mode == "composer" else self._turn_pieces()
+        pieces = self._composer_pieces() if self.mode == "composer" else \
+            self._live_pieces() if self.live_reply is not None else self._turn_pieces()
         self.query_one("#tokens-pieces", Static).update(pieces)
         self.query_one("#tokens-neighbours", Sketch).redraw()
         self.query_one("#tokens-alternatives", Sketch).redraw()
@@ -272,6 +293,8 @@ class TokensPanel(VerticalScroll):
             tokens = self.composer_tokens
             chars = sum(len(t.piece) for t in tokens)
             lines = [Text(f"composer · {_plural(len(tokens), 'token')} · {_plural(chars, 'char')}")]
+        elif self.live_reply is not None:
+            lines = self._live_summary(width)
         elif not self.turn_view:
             lines = [Text("no turn yet", style="italic")]
         else:
@@ -328,6 +351,25 @@ class TokensPanel(VerticalScroll):
                               f"{count(at)} ({shown_piece(view[at].token.piece)!r}): {figures.reprefill_reason}",
                               style=fg(self, "warning")))
         return lines
+
+    def _live_summary(self, width: int) -> list[Text]:
+        """The running turn's prompt and reply in figures: as the engine reports them while it runs."""
+        done, decode = self.prefill_done, self.decode
+        if done is None:
+            return [Text("this turn · prefilling its prompt…", style="italic")]
+        generated = decode.decode_tokens if decode is not None else 0
+        entries = [swatch(f"cached {count(done.cached_tokens)}", fg(self, ORIGIN_COLOURS["cached"])),
+                   swatch(f"prefilled {count(done.prefill_tokens)}", fg(self, ORIGIN_COLOURS["prefilled"])),
+                   swatch(f"generated {count(generated)}", fg(self, ORIGIN_COLOURS["generated"]))]
+        return [Text(f"this turn · {_plural(done.prompt_tokens + generated, 'token')} in the cache so far"),
+                legend(entries, width),
+                Text("the reply as it streams; cut into its tokens when it ends", style="dim italic")]
+
+    def _live_pieces(self) -> Text:
+        """The reply so far as one run of text (its tokens are drawn one by one once the turn ends)."""
+        text = self.live_reply or ""
+        shown = visible_text(text[-20_000:]) if text else "…"  # control characters escaped, as everywhere
+        return Text(shown, style=fg(self, ORIGIN_COLOURS["generated"]))
 
     @property
     def next_break(self) -> int | None:
