@@ -28,6 +28,7 @@ SWEEP = (
     ("delete, refused", ("M-Up", "M-d"), "Delete message", ("n",)),
     ("fork", ("M-n",), "Fork the shown path", ("Escape",)),
     ("continue here, cancelled", ("M-Down", "M-c"), "branches after reply", ("Escape",)),
+    ("attach, as /attach", ("/attach", "Enter"), "Attach a file or folder", ("Escape",)),
     ("token popup, branched from", ("M-p",), "1–9 branch", ("2",)),  # the keys were lost here once
 )
 
