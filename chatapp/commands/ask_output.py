@@ -169,7 +169,8 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
             session: str | None = None, attachments: list[Loaded] | None = None, system: str | None = None,
             branch_from: str | None = None, logprobs: int = 0, at_token: tuple[int, int] | None = None,
             tools: ToolOptions | None = None, think_more: int = 0, given: frozenset[str] = frozenset(),
-            hide_thinking: bool = False, edit: str | None = None, shape: ReplyShape | None = None) -> None:
+            hide_thinking: bool = False, edit: str | None = None, shape: ReplyShape | None = None,
+            grammar_mask: bool = False) -> None:
     """`system`: the --system given, which replaces a resumed session's system prompt;
     `given`: the thinking flags given ("think": --think-budget, "history": --thinking-history),
     which hold over the session's kept choices and are kept (a flag not given: the session's
@@ -179,7 +180,8 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
     `edit`: the message (of `session`, a question or a tool's result) the first prompt replaces;
     `logprobs`: candidates per reply token for the JSON records (0: none);
     `think_more`: after the last reply, a reply beside it that thinks on that many more tokens;
-    `shape`: the schema or grammar every reply keeps to (ask --schema, --grammar)."""
+    `shape`: the schema or grammar every reply keeps to (ask --schema, --grammar), and with
+    `grammar_mask` its mask counted per token."""
     from chatapp.commands.opening import open_engine
 
     err = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
@@ -200,7 +202,7 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
     engine = open_engine(settings, model, err)
     for notice in engine.load_notices:
         err.print(f"[yellow]{escape(notice)}[/]")
-    engine.set_generation(logprobs=logprobs, shape=shape)
+    engine.set_generation(logprobs=logprobs, shape=shape, grammar_mask=grammar_mask)
     registry, stopped = None, threading.Event()
     try:
         if tools is not None:

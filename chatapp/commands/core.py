@@ -210,6 +210,10 @@ def ask(
     grammar: Annotated[Optional[Path], typer.Option(
         "--grammar", help="Every reply follows this GBNF file (its `root` rule), as llama.cpp's "
                           "--grammar-file.")] = None,
+    grammar_mask: Annotated[bool, typer.Option(
+        "--grammar-mask", metavar=FLAG, help="With --schema or --grammar and --json: per reply token, how many "
+                                             "vocabulary entries the grammar allowed and the probability it cut "
+                                             "(every token is checked then, not only the one drawn: slower).")] = False,
 ) -> None:
     """Ask one or more questions in one conversation; print replies and per-turn stats.
 
@@ -241,6 +245,8 @@ def ask(
     tool_options = ToolOptions(tuple(tool or ()), tools, tool_choice, tuple(allow_tool or ()), allow_tools)
     tool_options.check()
     shape = reply_shape(schema, grammar, tools_wanted=tool_options.wanted)
+    if grammar_mask and shape is None:
+        raise InputError("--grammar-mask counts a grammar's mask: give --schema or --grammar too")
     from chatapp.engine.retrieval.loading import load_paths
 
     loaded = load_paths(list(attach or ()))  # a bad file fails here, before the model loads
@@ -256,7 +262,8 @@ def ask(
             branch_from=branch_from, logprobs=logprobs, at_token=(at_token, token) if at_token is not None else None,
             tools=tool_options if tool_options.wanted else None, think_more=think_more,
             given=frozenset(name for name, value in (("think", think_budget), ("history", thinking_history))
-                            if value is not None), hide_thinking=hide_thinking, edit=edit, shape=shape)
+                            if value is not None), hide_thinking=hide_thinking, edit=edit, shape=shape,
+            grammar_mask=grammar_mask)
 
 
 def reply_shape(schema: str | None, grammar: Path | None, *, tools_wanted: bool):

@@ -90,6 +90,10 @@ class GenerationSettings:
     shape: ReplyShape | None = None
     """The shape every reply must have (ask --schema/--grammar); a tool call's grammar comes first."""
 
+    grammar_mask: bool = False
+    """Count, per token sampled under a grammar, the vocabulary entries it allows and the
+    probability it cuts: every token is then checked against it, not only the one drawn (slower)."""
+
     @property
     def reply_grammar(self) -> CallGrammar | None:
         """The grammar the backend samples under: the tool call's, else the shape's, else none."""

@@ -26,6 +26,7 @@ from chatapp.engine.backend import (SMALL_MIN, CacheState, Drafting, GenerationS
                                     split_evenly)
 from chatapp.engine.drafting.policy import DraftPolicy
 from chatapp.engine.local.drafting import LocalDrafting, kv_for_drafting
+from chatapp.engine.local.grammar_figures import grammar_record
 from chatapp.engine.local import scoring
 from chatapp.engine.local.probing import ProbingSampler
 from chatapp.engine.local.prompt_end import PromptEnd
@@ -350,6 +351,7 @@ class LocalBackend:
             plain |= {"draft_off_because": draft_off_because, **self._drafting.record(rt.threads[0])}
         if steer is not None:
             plain |= steer.record() | {"thinking_forced_tokens": generated - sampled}
+        plain |= grammar_record(getattr(sampler, "grammar_steps", ()))
         yield Generated(finish, "".join(parts), generated, live.decode_tokens, live.decode_ms, live.kv_used,
                         prefill, self._turn_extra(prefill, live, plain), probs=self._probs(sampler, sampled))
 
@@ -423,7 +425,7 @@ class LocalBackend:
         gbnf = (grammar.gbnf or call_gbnf(grammar.schema, grammar.prefix, grammar.suffix)) if grammar else None
         sampler = self.runtime.sampler(temperature=generation.temperature, top_k=generation.top_k,
                                        top_p=generation.top_p, min_p=generation.min_p, seed=generation.seed,
-                                       grammar=gbnf)
+                                       grammar=gbnf, count_mask=generation.grammar_mask)
         return ProbingSampler(sampler, generation.logprobs) if generation.logprobs > 0 else sampler
 
     def _probs(self, sampler: Sampler | ProbingSampler, generated: int) -> tuple:

@@ -1,17 +1,21 @@
 """Replies in a shape, on the real model: every schema of a fixed set (objects, arrays, enums,
 bounded numbers, nesting, anyOf) gives a reply that is valid JSON of it, through llama.cpp's own
-converter and grammar sampler; and the check after the turn says where a reply fails."""
+converter and grammar sampler; the check after the turn says where a reply fails; and the
+grammar's mask figures are what llama.cpp's grammar sampler gives on the same logits."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 from pathlib import Path
 
 import jsonschema
+import llama_cpp
+import numpy as np
 import pytest
 
-from chatapp.engine.backend import GenerationSettings
-from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
+from chatapp.engine.backend import GenerationSettings, prefill_batches
+from chatapp.engine.local.llama import LlamaRuntime, LoadOptions, call_gbnf
 from chatapp.engine.shape import ReplyShape, check_schema
 from chatapp.errors import InputError
 from tests.engine.conftest import make_engine
@@ -94,3 +98,69 @@ def test_the_check_says_where_a_reply_fails(reply, where):
     checked = shape.check(reply)
     assert not checked.valid and checked.error == where
     assert shape.check('{"age": 7}').valid
+
+
+MASKED = SCHEMAS[8]  # a city: strings, an integer, keys the grammar forces one by one
+
+
+def test_the_mask_figures_equal_a_direct_count_with_llama_cpps_grammar_sampler(one_thread_runtime):
+    """Replay the turn: the same prompt prefilled in the same batches, then each reply token
+    decoded, and at each step a grammar sampler of llama.cpp's own (made here from the same
+    GBNF) applied to every token of the same logits: the entries it leaves finite, and the
+    probability of the others, are the record's figures; the turn's token is then accepted."""
+    rt = one_thread_runtime
+    schema = MASKED["schema"]
+    engine = make_engine(rt, "", GenerationSettings(temperature=0.0, max_tokens=MAX_TOKENS, grammar_mask=True,
+                                                    shape=ReplyShape(schema=schema)))
+    record = list(engine.send(MASKED["ask"]))[-1].record
+    reply = engine.last_reply_ids()
+    prompt = rt.kv_tokens[:record.prompt_tokens]
+    assert record.finish_reason == "stop"
+    steps = reply + [None]  # the last step drew the end of generation
+    assert len(record.extra["grammar_allowed"]) == len(record.extra["grammar_cut"]) == len(steps)
+
+    rt.clear_kv()
+    for size in prefill_batches(0, len(prompt)):
+        rt.prefill(prompt[rt.n_cached:rt.n_cached + size])
+    grammar = llama_cpp.llama_sampler_init_grammar(rt.vocab, call_gbnf(schema).encode(), b"root")
+    counted, cuts = [], []
+    try:
+        for token in steps:
+            logits = rt.last_logits()
+            data = np.zeros(rt.n_vocab, dtype=np.dtype([("id", np.int32), ("logit", np.float32),
+                                                        ("p", np.float32)], align=True))
+            data["id"], data["logit"] = np.arange(rt.n_vocab), logits
+            array = llama_cpp.llama_token_data_array(data=data.ctypes.data_as(llama_cpp.llama_token_data_p),
+                                                     size=rt.n_vocab, selected=-1, sorted=False)
+            llama_cpp.llama_sampler_apply(grammar, ctypes.byref(array))
+            allowed = np.isfinite(data["logit"])
+            p = np.exp(logits.astype(np.float64) - logits.max())
+            counted.append(int(allowed.sum()))
+            cuts.append(1 - p[allowed].sum() / p.sum())
+            if token is not None:
+                assert allowed[token]  # the grammar let the turn's token through
+                llama_cpp.llama_sampler_accept(grammar, token)
+                rt.decode_one(token)
+    finally:
+        llama_cpp.llama_sampler_free(grammar)
+    assert record.extra["grammar_allowed"] == counted
+    assert record.extra["grammar_cut"] == pytest.approx(cuts, abs=2e-6)
+    assert record.extra["grammar_forced"] == counted.count(1)  # the grammar alone chose these
+    assert min(counted) < 10 and max(counted) > 10_000  # a key's few spellings and a string's free text
+
+
+def test_checking_only_the_drawn_token_gives_the_reply_masking_every_token_gives(one_thread_runtime):
+    """The fast path (llama.cpp's common sampler's: the drawn token checked, the vocabulary masked
+    only when it is refused) against the full mask, greedy: the same replies on the fixed set's
+    first schemas, and the fast one reports no mask. Each turn starts from an empty cache: a
+    prompt's last token run again alone gives logits a batch does not quite (backend.TILE_ROWS)."""
+    for case in SCHEMAS[:6]:
+        shape = ReplyShape(schema=case["schema"])
+        one_thread_runtime.clear_kv()
+        fast = shaped_turn(one_thread_runtime, case["ask"], shape)
+        one_thread_runtime.clear_kv()
+        engine = make_engine(one_thread_runtime, "", GenerationSettings(
+            temperature=0.0, max_tokens=MAX_TOKENS, shape=shape, grammar_mask=True))
+        full = list(engine.send(case["ask"]))[-1].record
+        assert fast.reply == full.reply
+        assert "grammar_allowed" not in fast.extra and fast.extra["grammar_ms"] > 0

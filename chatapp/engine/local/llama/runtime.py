@@ -396,10 +396,12 @@ class LlamaRuntime:
 
     # --- sampling and counters -----------------------------------------------------
     def sampler(self, *, temperature: float, top_k: int = 40, top_p: float = 0.95,
-                min_p: float = 0.05, seed: int = -1, grammar: str | None = None) -> Sampler:
-        """`grammar`: GBNF the reply must follow (call_gbnf)."""
+                min_p: float = 0.05, seed: int = -1, grammar: str | None = None,
+                count_mask: bool = False) -> Sampler:
+        """`grammar`: GBNF the reply must follow (call_gbnf); `count_mask`: see Sampler."""
         return Sampler(self._llm.ctx, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed,
-                       n_vocab=self.n_vocab, grammar=(self._vocab, grammar) if grammar else None)
+                       n_vocab=self.n_vocab, grammar=(self._vocab, grammar) if grammar else None,
+                       count_mask=count_mask)
 
     @property
     def n_vocab(self) -> int:
