@@ -10,6 +10,7 @@ import secrets
 import sqlite3
 from collections.abc import Callable
 
+from chatapp.engine.sessions import search_index
 from chatapp.errors import SessionError
 
 
@@ -127,6 +128,10 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
        # the thinking mode, how earlier thoughts are kept and the tool choice, as a JSON object
         "ALTER TABLE sessions ADD COLUMN choices TEXT NOT NULL DEFAULT '{}'",
     ),
+    (  # 8: a full-text index over every message of every branch, kept by triggers
+       # (chatapp.engine.sessions.search_index), built from the messages already saved
+        search_index.build,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -140,11 +145,18 @@ def check_not_newer(version: int) -> None:
         raise SessionError(f"session database is from a newer chatapp (schema {version} > {SCHEMA_VERSION})")
 
 
-def migrate(conn: sqlite3.Connection) -> None:
-    """Bring the database to SCHEMA_VERSION. `conn` is in autocommit mode."""
+def needs_work(conn: sqlite3.Connection) -> bool:
+    """Whether `migrate` has something to do: an older schema, or a search index (or one of its
+    triggers) dropped since, which it builds again from the messages."""
     version = user_version(conn)
     check_not_newer(version)
-    if version == SCHEMA_VERSION:
+    return version < SCHEMA_VERSION or not search_index.complete(conn)
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Bring the database to SCHEMA_VERSION, and its search index back if it went missing.
+    `conn` is in autocommit mode."""
+    if not needs_work(conn):
         return
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("BEGIN IMMEDIATE")
@@ -154,6 +166,8 @@ def migrate(conn: sqlite3.Connection) -> None:
         for number in range(version + 1, SCHEMA_VERSION + 1):
             for step in MIGRATIONS[number - 1]:
                 step(conn) if callable(step) else conn.execute(step)
+        if version == SCHEMA_VERSION and not search_index.complete(conn):
+            search_index.build(conn)  # dropped by hand (or by a tool): never left missing, so never stale
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:

@@ -39,7 +39,7 @@ from chatapp.engine.sessions.merge import Conflict, SavePlan, plan_save
 from chatapp.engine.sessions.names import free_name, new_state_key, valid_state_key
 from chatapp.engine.sessions.records import read_record, record_text
 from chatapp.engine.sessions.rows import SESSION_COLUMNS, RowReader, session_row
-from chatapp.engine.sessions.schema import SCHEMA_VERSION, check_not_newer, migrate, user_version
+from chatapp.engine.sessions.schema import SCHEMA_VERSION, check_not_newer, migrate, needs_work, user_version
 from chatapp.errors import SessionConflict, SessionError, SessionRemoved
 from chatapp.private import make_private_dir, owner_problem, precreate_private
 
@@ -210,11 +210,17 @@ class SessionStore:
         elif store.path.exists():
             with store._connect(readonly=True) as conn:
                 version = user_version(conn)
-            check_not_newer(version)
+                check_not_newer(version)
+                stale = version > 0 and needs_work(conn)
             store.was_empty = version == 0
-            if 0 < version < SCHEMA_VERSION:  # an older chatapp's database: upgraded once, then read
-                with store._connect() as conn:
-                    migrate(conn)
+            if stale:  # an older chatapp's database, or its search index dropped: upgraded once, then read
+                try:
+                    with store._connect() as conn:
+                        migrate(conn)
+                except SessionError:
+                    if version < SCHEMA_VERSION:
+                        raise
+                    # only the index is missing, on a disk that takes no write: everything but a search reads
         return store
 
     @contextlib.contextmanager
@@ -260,6 +266,14 @@ class SessionStore:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+
+    def reading(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        """A read-only connection, for a reader outside the store (chatapp.engine.sessions.search)."""
+        return self._connect(readonly=True)
+
+    def readable(self) -> bool:
+        """Whether there is a database with sessions' tables to read."""
+        return self._readable()
 
     def _readable(self) -> bool:
         return self.path.exists() and not (self.was_empty and not self._has_tables())

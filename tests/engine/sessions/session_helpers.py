@@ -70,3 +70,23 @@ def saved(store) -> str:
     model = ModelIdentity("m", "/models/m.gguf", "ab" * 32, "Q4_1")
     store.save(Snapshot("s", model, [Message("user", "Hi."), Message("assistant", "Hello.")], 0, 10))
     return next(m.id for m in store.get("s").tree if m.role == "assistant")
+
+
+def search_index_disagreements(database: Path) -> list[str]:
+    """What the search index (chatapp.engine.sessions.search_index) holds that the messages table
+    does not, or lacks that it does: every message but the system prompt once, under its rowid,
+    with its text and thought; and FTS5's own check that its postings match the text it keeps.
+    [] when they agree."""
+    import sqlite3
+
+    with sqlite3.connect(database) as conn:
+        messages = conn.execute("SELECT rowid, content, thinking FROM messages WHERE role != 'system'"
+                                " ORDER BY rowid").fetchall()
+        indexed = conn.execute("SELECT rowid, body, thinking FROM message_text ORDER BY rowid").fetchall()
+        problems = [f"only in messages: {row}" for row in sorted(set(messages) - set(indexed))]
+        problems += [f"only in the index: {row}" for row in sorted(set(indexed) - set(messages))]
+        try:
+            conn.execute("INSERT INTO message_text (message_text) VALUES ('integrity-check')")
+        except sqlite3.DatabaseError as exc:
+            problems.append(f"FTS5 integrity-check: {exc}")
+    return problems
