@@ -1,7 +1,8 @@
-"""`chatapp sessions`: list, show, remove, rename and export saved sessions."""
+"""`chatapp sessions`: list, show, search, remove, rename and export saved sessions."""
 
 from __future__ import annotations
 
+import re
 import time
 from enum import Enum
 from pathlib import Path
@@ -295,3 +296,57 @@ def checkout(name: NameArg,
                          f"starts after one" + (f" (check out {' or '.join(options)})" if options else ""))
     manager.store.set_leaf(name, message_id)
     SafeConsole(stderr=True, highlight=False).print(f"session {escape(name)}: active path now ends at {message_id}")
+
+
+@app.command("search")
+def search(
+    query: Annotated[str, typer.Argument(help='Words to find (SQLite FTS5: "a phrase", prefix*, AND, OR, NOT).')],
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object: the hits, newest first.")] = False,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="The most hits shown.")] = 20,
+) -> None:
+    """Find words in every saved message of every branch (questions, replies, thoughts, tools'
+    calls and results, attached files' names), newest first. Each hit says how to open its
+    session on the hit's branch, with that branch's kept KV state."""
+    from chatapp.engine.sessions.search import search as find
+
+    manager = _manager()
+    hits = find(manager.store, query, limit)
+    if as_json:
+        print(strict_json({"query": query, "hits": [
+            {"session": h.session, "message_id": h.message_id, "role": h.role, "snippet": h.snippet,
+             "matches": [text for text, matched in h.parts if matched], "created_at": h.created_at,
+             "leaf": h.leaf, "on_active_path": h.active} for h in hits]}, ensure_ascii=False))
+        return
+    console = SafeConsole(highlight=False)
+    if not hits:
+        console.print(f"No saved message matches {escape(one_line_text(query))}")
+        return
+    for h in hits:
+        snippet = "".join(f"[bold yellow]{escape(_flat(text))}[/]" if matched else escape(_flat(text))
+                          for text, matched in h.parts)
+        style = ROLE_STYLES.get(h.role, "white")
+        console.print(f"[bold]{escape(one_line_text(h.session))}[/bold] [{style}]{h.message_id}[/] {h.role} "
+                      f"[dim]{_when(h.created_at)}{'' if h.active else ' · another branch'}[/dim]")
+        console.print(f"  {snippet.strip()}")
+        console.print(f"  [dim]open: {_opening(h)}[/dim]")
+
+
+def _opening(hit) -> str:
+    """The commands that open a hit's session on its branch (sessions checkout restores that
+    branch's kept state at the next open)."""
+    name = escape(_shell_word(hit.session))
+    if hit.active or hit.leaf is None:
+        return f"chatapp --session {name}"
+    return f"chatapp sessions checkout {name} {hit.leaf} && chatapp --session {name}"
+
+
+def _flat(text: str) -> str:
+    """A piece of a snippet on one line: each run of whitespace one space (kept at its ends, where
+    the piece meets a match), every other control character escaped."""
+    return one_line_text(re.sub(r"\s+", " ", text))
+
+
+def _shell_word(text: str) -> str:
+    import shlex
+
+    return shlex.quote(one_line_text(text))
