@@ -398,6 +398,8 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
                     err.print(f"[dim]{stats_line(record)}[/]")
                     if "schema_valid" in record.extra:
                         err.print(schema_line(record.extra))
+                    if said := record.extra.get("grammar_not_reported"):
+                        err.print(f"[dim]grammar: {escape(str(said))}[/]")
                     if end := record.extra.get("tool_loop_end"):  # why the tool loop went no further
                         err.print(f"[yellow]tool loop: {escape(str(end))}[/]")
                 why = str(record.extra.get("draft_off_because", ""))

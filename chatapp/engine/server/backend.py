@@ -73,6 +73,10 @@ def sampling(generation: GenerationSettings) -> dict:
     }
 
 
+GRAMMAR_NOT_REPORTED = ("llama-server reports neither its grammar's time (it is inside its sampling) nor the "
+                        "grammar's mask per token")
+
+
 def call_grammar(grammar: CallGrammar | None) -> dict:
     """A tool call's grammar (chatapp.engine.tools.grammar) in llama-server's words: its JSON
     schema, which the server turns into a grammar itself. The markers a call is wrapped in
@@ -244,6 +248,9 @@ class ServerBackend:
         finished = self._finish(run, prompt, min(shared, len(prompt) - 1), error, generation)
         if steer is not None and steer.budget is not None:
             finished.extra["think_budget"] = "not enforced by llama-server"
+        if generation.shape is not None:  # the server samples under it, and tells nothing of it
+            finished.extra.update(grammar_ms=None, grammar_ms_per_token=None,
+                                  grammar_not_reported=GRAMMAR_NOT_REPORTED)
         if forced:
             cached = finished.prefill.cached_tokens if finished.prefill is not None else 0
             finished = replace(finished, reply=forced_text + finished.reply, forced=len(forced),
