@@ -13,7 +13,7 @@ from chatapp.engine.backend import GenerationSettings
 from chatapp.engine.opening import connect_engine
 from chatapp.engine.server.backend import GRAMMAR_NOT_REPORTED
 from chatapp.engine.shape import ReplyShape
-from tests.engine.local.test_schema_replies import SCHEMAS
+from tests.engine.local.schema_set import SCHEMAS
 
 SERVER_MAX_TOKENS = 192
 """More room than in process: the server's converter (llama.cpp's C++ one) lets whitespace and

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-from pathlib import Path
 
 import jsonschema
 import llama_cpp
@@ -19,8 +18,8 @@ from chatapp.engine.local.llama import LlamaRuntime, LoadOptions, call_gbnf
 from chatapp.engine.shape import ReplyShape, check_schema
 from chatapp.errors import InputError
 from tests.engine.conftest import make_engine
+from tests.engine.local.schema_set import SCHEMAS
 
-SCHEMAS = json.loads((Path(__file__).parent / "schemas.json").read_text(encoding="utf-8"))
 MAX_TOKENS = 64
 
 
