@@ -7,10 +7,11 @@ say what the fields mean).
 
 from __future__ import annotations
 
+import errno
 import json
 import secrets
+import os
 import sys
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -22,6 +23,7 @@ from chatapp.commands.core import FLAG, ModelOpt, configured, default_note
 from chatapp.commands.terminal import SafeConsole
 from chatapp.errors import InputError, ModelError
 from chatapp.format import one_line_text, visible_piece, visible_text
+from chatapp.paths import RefusedFile, read_capped, size_text
 
 JsonOpt = Annotated[bool, typer.Option("--json", metavar=FLAG, help="One JSON object instead of the table.")]
 SHADE_STYLES = ("", "yellow", "bold red", "bold white on red")
@@ -40,15 +42,28 @@ def _open(model: str | None, n_ctx: int = 256):
     return open_next_token(settings, path, n_ctx), settings
 
 
+MAX_TEXT_BYTES = 32 * 2**20
+"""Text perplexity reads at most: wikitext-2's test set, llama-perplexity's usual text, is 1.3 MB,
+and 32 MB is some 8 million tokens, hours of scoring on a CPU."""
+
+
 def _read_text(file: str) -> str:
+    """The text of a regular file or of standard input, at most MAX_TEXT_BYTES: a device
+    (/dev/zero) or a named pipe is refused in one line rather than read without end or waited
+    on (a pipe's text goes in as `-`)."""
+    shown = one_line_text(file)
     try:
-        data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
+        data = sys.stdin.buffer.read(MAX_TEXT_BYTES + 1) if file == "-" else read_capped(file, MAX_TEXT_BYTES)
     except OSError as exc:
-        raise InputError(f"cannot read {file}: {exc.strerror or exc}") from None
+        hint = "; pipe it in as -" if isinstance(exc, RefusedFile) and exc.errno == errno.EINVAL \
+            and not os.path.isdir(file) else ""  # a device's or a pipe's text can come on stdin
+        raise InputError(f"cannot read {shown}: {exc.strerror or exc}{hint}") from None
+    if len(data) > MAX_TEXT_BYTES:
+        raise InputError(f"standard input holds more than the {size_text(MAX_TEXT_BYTES)} chatapp reads of it")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise InputError(f"{file} is not UTF-8 text") from None
+        raise InputError(f"{shown} is not UTF-8 text") from None
 
 
 def perplexity(

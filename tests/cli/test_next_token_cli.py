@@ -43,6 +43,28 @@ def test_perplexity_strip_and_refusals(chatapp_exe, tmp_path):
         assert bad.returncode == 2 and message in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
 
 
+def test_hostile_inputs_to_perplexity_and_lens_are_one_line_each(chatapp_exe, tmp_path):
+    """A device read without end, a named pipe nobody writes to (a wait without end, before), a
+    folder, a text past the cap and a one-token text for --token: one line, exit 2, at once."""
+    import os
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.txt"
+    with big.open("wb") as out:  # sparse: past the cap without writing 32 MiB
+        out.truncate(33 * 2**20)
+    cases = [(("perplexity", "/dev/zero"), "cannot read /dev/zero: it is a character device, not a regular file; "
+                                           "pipe it in as -"),
+             (("perplexity", str(fifo)), "it is a named pipe, not a regular file; pipe it in as -"),
+             (("perplexity", str(tmp_path)), "it is a directory, not a regular file"),
+             (("perplexity", str(big)), "it is 33 MiB, more than the 32 MiB chatapp reads of it"),
+             (("lens", "hello", "--token", "9"), "--token needs a text of at least 2 tokens (this one is 1)")]
+    for args, message in cases:
+        bad = chatapp_exe(*args)
+        assert bad.returncode == 2 and message in bad.stderr, (args, bad.stderr)
+        assert len(bad.stderr.strip().splitlines()) == 1 and not bad.stdout
+
+
 def test_lens_json_ends_in_the_models_own_logits(chatapp_exe):
     out = chatapp_exe("lens", "The capital of France is", "--k", "3", "--json")
     assert out.returncode == 0, out.stderr

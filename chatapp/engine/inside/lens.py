@@ -227,6 +227,10 @@ def positions_for(n_tokens: int, token: int | None) -> tuple[int, bool]:
     before it) or, without it, the next token after the text: (position, token given)."""
     if token is None:
         return n_tokens - 1, False
+    if n_tokens < 2:
+        raise InputError(f"--token needs a text of at least 2 tokens (this one is {n_tokens}): "
+                         "the first token has nothing before it")
     if not 2 <= token <= n_tokens:
-        raise InputError(f"--token must be between 2 and {n_tokens}: the first token has nothing before it")
+        raise InputError(f"--token must be between 2 and {n_tokens} (the text's tokens), got {token}: "
+                         "the first token has nothing before it")
     return token - 2, True
