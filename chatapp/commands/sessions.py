@@ -91,7 +91,8 @@ def list_sessions(
                   collapse_padding=short, show_edge=not short, pad_edge=not short)
     table.add_column("#", justify="right", no_wrap=True)  # what a command may name it by (find_name)
     table.add_column("name", overflow="fold", min_width=8, max_width=max(16, console.width // 5))
-    table.add_column("first question", overflow="ellipsis", no_wrap=True, min_width=12,
+    # below 100 columns the header says "question": "first question" was cut to "first quest…"
+    table.add_column("question" if short else "first question", overflow="ellipsis", no_wrap=True, min_width=12,
                      max_width=max(12, console.width // 4 - 8))
     table.add_column("model", overflow="fold", min_width=12)
     for column in ("turns", "tokens", "state"):
