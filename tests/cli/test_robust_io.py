@@ -129,6 +129,17 @@ def result(results: Path, n: int) -> tuple[int, str, str]:
 
 
 READS = ["sessions list", "sessions show work", "sessions export work --format json"]
+TURNS = ["ask -n 2 --threads 1 --session work 'Once more.'", "ask -n 2 --threads 1 'A new chat here.'"]
+"""A turn's save where nothing can be written: going on with a session is refused before the turn
+(nothing is lost: the question is the user's still), and a new chat is answered and said not kept."""
+
+
+def check_turns(results: Path, first: int, cause: str) -> None:
+    rc, stdout, stderr = result(results, first)
+    assert rc == 2 and stdout == "" and cause in one_error_line(stderr), stderr
+    rc, stdout, stderr = result(results, first + 1)
+    assert rc == 0 and stdout.strip() and "Traceback" not in stderr, stderr
+    assert any(line.startswith("sessions: this chat is not kept: ") and cause in line for line in stderr.splitlines())
 
 
 def test_reads_work_on_a_full_disk_and_a_write_names_the_cause(env, tmp_path):
@@ -143,8 +154,11 @@ umask 077
 mount -t tmpfs -o size=1m tmpfs {shlex.quote(str(sessions))}
 cp -a {shlex.quote(str(copy))}/. {shlex.quote(str(sessions))}/
 dd if=/dev/zero of={shlex.quote(str(sessions / 'fill'))} bs=4k 2>/dev/null || true
-{commands_script(results, READS + ['sessions rename work other'])}
+{commands_script(results, READS + ['sessions rename work other'] + TURNS)}
+rm {shlex.quote(str(sessions / 'fill'))}
+{commands_script(results / 'after', ['sessions show work'])}
 """
+    (results / "after").mkdir()
     out = namespace_run(script, env)
     assert out.returncode == 0, out.stderr
     for n in range(len(READS)):
@@ -154,6 +168,9 @@ dd if=/dev/zero of={shlex.quote(str(sessions / 'fill'))} bs=4k 2>/dev/null || tr
     rc, _, stderr = result(results, len(READS))
     assert rc == 2 and "Traceback" not in stderr and len(stderr.strip().splitlines()) == 1
     assert f"(the disk holding {sessions} is full" in stderr
+    check_turns(results, len(READS) + 1, f"the disk holding {sessions} is full")
+    rc, stdout, _ = result(results / "after", 0)  # the database came through whole
+    assert rc == 0 and "work" in stdout
 
 
 def test_reads_work_in_a_read_only_folder_and_a_write_names_the_cause(env, tmp_path):
@@ -164,7 +181,7 @@ def test_reads_work_in_a_read_only_folder_and_a_write_names_the_cause(env, tmp_p
     script = f"""
 mount --bind {sessions} {sessions}
 mount -o remount,bind,ro {sessions}
-{commands_script(results, READS + ['sessions rm work'])}
+{commands_script(results, READS + ['sessions rm work'] + TURNS)}
 """
     out = namespace_run(script, env)
     assert out.returncode == 0, out.stderr
@@ -175,3 +192,4 @@ mount -o remount,bind,ro {sessions}
     rc, _, stderr = result(results, len(READS))
     assert rc == 2 and "Traceback" not in stderr and len(stderr.strip().splitlines()) == 1
     assert f"({paths.sessions_dir()} is on a read-only file system)" in stderr
+    check_turns(results, len(READS) + 1, f"{paths.sessions_dir()} is on a read-only file system")
