@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from chatapp.engine.tools.servers import McpServer
-from chatapp.engine.tools.spec import ToolResult, ToolSpec, cap_result, schema_problem
+from chatapp.engine.tools.spec import MAX_TOOLS_PER_SERVER, ToolResult, ToolSpec, cap_result, schema_problem
 from chatapp.errors import ToolError
 
 
@@ -144,6 +144,10 @@ class McpConnection:
                 continue
             self.tools.append(ToolSpec(tool.name, (tool.description or "")[:2000], dict(tool.input_schema),
                                        self.server.name, origin=self.server.describe()))
+        if len(self.tools) > MAX_TOOLS_PER_SERVER:
+            self.skipped.append(f"{self.server.name}: lists {len(self.tools):,} tools; the first "
+                                f"{MAX_TOOLS_PER_SERVER} are offered (each one's schema is in every prompt)")
+            del self.tools[MAX_TOOLS_PER_SERVER:]
         return self.tools
 
     def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:

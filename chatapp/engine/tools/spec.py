@@ -15,6 +15,10 @@ BUILTIN = "builtin"
 MAX_SCHEMA_BYTES = 64 * 1024
 """A tool schema past this is refused: a real one is a few hundred bytes, and each byte is
 prompt every turn (a 1 MB schema would be most of any context window)."""
+MAX_TOOLS_PER_SERVER = 128
+"""Tools one MCP server may offer: every offered tool's schema is in every prompt, so a server
+listing 10,000 (seen from a hostile one) would fill the context before the first question.
+OpenAI's chat API takes at most 128 tools in a request; so does chatapp, per server."""
 MAX_RESULT_CHARS = 32 * 1024
 """A tool result is cut to this many characters before the model reads it (and says so)."""
 

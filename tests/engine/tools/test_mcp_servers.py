@@ -6,7 +6,7 @@ import time
 
 from chatapp.engine.tools.registry import ToolRegistry
 from chatapp.engine.tools.servers import McpServer, ToolSettings
-from chatapp.engine.tools.spec import MAX_RESULT_CHARS, ToolCall
+from chatapp.engine.tools.spec import MAX_RESULT_CHARS, MAX_TOOLS_PER_SERVER, ToolCall
 from tests.engine.tools.conftest import script_server, stdio_server
 
 
@@ -94,3 +94,43 @@ server.run("stdio")
     with ToolRegistry.open(ToolSettings(servers=(huge,), timeout=30)) as registry:
         assert [t.name for t in registry.all()] == ["current_time", "small"]
         assert any("'wide' left out" in n and "input schema is" in n for n in registry.notices), registry.notices
+
+
+def test_a_server_listing_thousands_of_tools_offers_the_first_128_and_says_so(tmp_path):
+    many = script_server(tmp_path, "many", """
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.tools import Tool
+server = MCPServer("many")
+for i in range(2000):
+    server._tool_manager._tools[f"t{i}"] = Tool.from_function(lambda: "n", name=f"t{i}")
+server.run("stdio")
+""")
+    with ToolRegistry.open(ToolSettings(servers=(many,), timeout=30)) as registry:
+        offered = [t.name for t in registry.all() if t.server == "many"]
+        assert offered == [f"t{i}" for i in range(MAX_TOOLS_PER_SERVER)]
+        assert registry.notices == [f"many: lists 2,000 tools; the first {MAX_TOOLS_PER_SERVER} are offered "
+                                    "(each one's schema is in every prompt)"]
+
+
+def test_a_call_that_never_answers_or_kills_its_server_is_a_one_line_result(tmp_path):
+    dying = script_server(tmp_path, "dying", """
+import os, time
+from mcp.server.mcpserver import MCPServer
+server = MCPServer("dying")
+@server.tool(description="never answers")
+def hang() -> str:
+    time.sleep(3600)
+    return "late"
+@server.tool(description="exits in the middle of its call")
+def crash() -> str:
+    os._exit(9)
+server.run("stdio")
+""")
+    with ToolRegistry.open(ToolSettings(servers=(dying,), timeout=3)) as registry:
+        started = time.monotonic()
+        late = registry.call(ToolCall("hang", {}))
+        assert late.error and late.text == "MCP server dying failed on hang: Request 'tools/call' timed out"
+        gone = registry.call(ToolCall("crash", {}))
+        assert gone.error and gone.text == "MCP server dying failed on crash: Connection closed"
+        after = registry.call(ToolCall("hang", {}))  # the server is gone: said at once, no wait
+        assert after.error and "\n" not in after.text and time.monotonic() - started < 20
