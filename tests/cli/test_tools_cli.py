@@ -126,3 +126,29 @@ def test_calls_and_results_are_kept_in_the_session_and_its_export(chatapp_exe, i
     assert {m["parent"] for m in results} == {result["parent"]} and [m["active"] for m in results] == [False, True]
     refused = chatapp_exe("ask", "--edit", result["id"], "x")
     assert refused.returncode == 2 and "--edit needs --session" in refused.stderr
+
+
+def test_a_resumed_or_edited_tool_step_and_a_required_call_run_only_when_allowed(chatapp_exe, isolated_dirs,
+                                                                                 tmp_path):
+    """The server writes each call that really runs to a log: an approved call runs once; going on
+    with the session, editing its question and --tool-choice required then run nothing that was
+    not allowed again, and resuming never replays the calls it holds."""
+    log = tmp_path / "calls.log"
+    write_config(isolated_dirs, TEST_SERVER + f'env = {{ CALL_LOG = "{log}" }}\n')
+    common = ("--temperature", "0", "-n", "40", "--json")
+    first = chatapp_exe("ask", "--session", "s", "--tool", "add", "--tool-choice", "add", "--allow-tool", "add",
+                        *common, "What is 17 plus 25?")
+    assert first.returncode == 0, first.stderr
+    assert log.read_text().splitlines() and len(log.read_text().splitlines()) == 1
+    resumed = chatapp_exe("ask", "--session", "s", "--tool", "add", "--tool-choice", "required", *common,
+                          "And 2 plus 3?")
+    assert resumed.returncode == 0, resumed.stderr
+    call = json.loads(resumed.stdout.splitlines()[0])["tool_calls"][0]
+    assert call["approved"] is False and "refused a call of add (test): not allowed" in resumed.stderr
+    question = next(m for m in json.loads(chatapp_exe("sessions", "tree", "s", "--json").stdout)
+                    if m["role"] == "user")
+    edited = chatapp_exe("ask", "--session", "s", "--tool", "add", "--tool-choice", "add", "--edit", question["id"],
+                         *common, "What is 1 plus 1?")
+    assert edited.returncode == 0, edited.stderr
+    assert json.loads(edited.stdout.splitlines()[0])["tool_calls"][0]["approved"] is False
+    assert len(log.read_text().splitlines()) == 1  # only the call that was allowed ever ran

@@ -15,6 +15,9 @@ server = MCPServer("chatapp-test")
 @server.tool()
 def add(a: int, b: int) -> int:
     """Add two integers."""
+    if log := os.environ.get("CALL_LOG"):  # where tests count the calls that really ran
+        with open(log, "a") as calls:
+            calls.write(f"add {a} {b}\n")
     return a + b
 
 
