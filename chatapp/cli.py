@@ -77,6 +77,23 @@ def closest_command(typed: str, names: Sequence[str]) -> str | None:
     return close[0] if close else None
 
 
+def joined_help(text: str) -> str:
+    """A docstring's paragraphs with each one's line breaks joined, as click does for the first:
+    typer 0.29 keeps them in the later paragraphs in rich mode, so at 80 columns a sentence broke
+    where the source line ended ("the second" / "half of each full window"). A line that starts a
+    list item ("- ", "* ") or an example ("$ ") stays a line of its own."""
+    paragraphs = []
+    for paragraph in inspect.cleandoc(text).split("\n\n"):
+        lines: list[str] = []
+        for line in paragraph.split("\n"):
+            if lines and not paragraph.startswith("\b") and not line.lstrip().startswith(("- ", "* ", "$ ")):
+                lines[-1] = f"{lines[-1].rstrip()} {line.strip()}"
+            else:
+                lines.append(line)
+        paragraphs.append("\n".join(lines))
+    return "\n\n".join(paragraphs)
+
+
 def help_option_without_metavar(get_help_option, ctx):
     option = get_help_option(ctx)
     if option is not None:
@@ -103,6 +120,8 @@ class ChatappCommands(TyperGroup):
             return None
         if command.help and not command.short_help:
             command.short_help = " ".join(inspect.cleandoc(command.help).split("\n\n")[0].split())
+        if command.help:
+            command.help = joined_help(command.help)
         for param in command.params:
             if getattr(param, "is_flag", False) and param.metavar is None:
                 param.metavar = ""

@@ -54,3 +54,14 @@ def test_a_chat_command_as_the_whole_prompt_is_refused_before_loading(chatapp_ex
 def test_two_slashes_send_the_text(chatapp_exe):
     out = chatapp_exe("ask", "//bye", "-n", "2", "--json", "--threads", "1", "--incognito")
     assert out.returncode == 0, out.stderr
+
+
+def test_help_paragraphs_wrap_as_sentences_at_80_columns(chatapp_exe):
+    """typer kept the docstring's line breaks after its first paragraph: at 80 columns a sentence
+    broke where the source line ended ("estimate (the second" / "half of each full window")."""
+    from chatapp.cli import joined_help
+
+    out = chatapp_exe("perplexity", "--help")  # conftest's COLUMNS is 200: one sentence, one line
+    assert "its estimate (the second half of each full window) is given beside the perplexity" in out.stdout
+    assert joined_help("First.\n\nA long\n    sentence.\n- an item\n  goes on\n$ chatapp ask") == \
+        "First.\n\nA long sentence.\n- an item goes on\n$ chatapp ask"
