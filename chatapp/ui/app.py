@@ -154,6 +154,7 @@ class ChatApp(KeyBurstApp[None]):
         self.attachments_ui = AttachController(self)
         self.inside_ui = InsideController(self)
         self.branches_ui = BranchController(self, self.sessions_ui)
+        self.sessions_ui.jump = self.branches_ui.jump  # a search hit in this chat: a switch of branch
         self.confidence_ui = ConfidenceController(self, self.sessions_ui)
         self.models_ui = ModelController(self, opener, self.sessions_ui)
         self.themes_ui = ThemeController(self)
@@ -560,7 +561,7 @@ class ChatApp(KeyBurstApp[None]):
     def on_sessions_screen_request(self, message: SessionsScreen.Request) -> None:
         message.stop()
         self.typing_prefill.stop()
-        self.sessions_ui.request(message.action, message.session, message.new_name, message.origin)
+        self.sessions_ui.request(message.action, message.session, message.new_name, message.origin, message.hit)
 
     @dropped_after_exit
     async def on_session_opened(self, message: SessionOpened) -> None:

@@ -30,6 +30,7 @@ from chatapp.ui.screens.help import HelpScreen
 from chatapp.ui.screens.next_token import NextTokenScreen
 from chatapp.ui.screens.model_picker import ModelPickerScreen
 from chatapp.ui.screens.sampling import Sampling, SamplingScreen
+from chatapp.ui.screens.search import SearchScreen
 from chatapp.ui.screens.session_changed import SessionChangedScreen
 from chatapp.ui.screens.sessions import ConfirmScreen, NameScreen, SessionsScreen
 from chatapp.ui.screens.system_prompt import SystemPromptScreen
@@ -167,7 +168,7 @@ def every_dialog(tmp_path: Path) -> list[Dialog]:
             SessionChangedScreen("It changed elsewhere"), HelpScreen([("Anywhere", [Binding("a", "b", "Do b")])]),
             TreeScreen(TreeSnapshot(tree)), AnatomyScreen(tmp_path / "missing.gguf"), AttentionScreen(no_capture),
             ToolApprovalScreen(ToolCall("add", {"a": 1}), ToolSpec("add", "Add.", {}, "test")),
-            NextTokenScreen("lens", lambda index, stop: "no model loaded")]
+            NextTokenScreen("lens", lambda index, stop: "no model loaded"), SearchScreen(manager)]
 
 
 async def test_escape_closes_each_of_chatapps_dialogs_with_none(tmp_path: Path) -> None:

@@ -301,9 +301,10 @@ class BranchController:
 
     def tree_ready(self, message: TreeReady) -> None:
         if not isinstance(self.app.screen, TreeScreen):
-            self.app.push_screen(TreeScreen(message.snapshot), self._jump)
+            self.app.push_screen(TreeScreen(message.snapshot), self.jump)
 
-    def _jump(self, message_id: str | None) -> None:
+    def jump(self, message_id: str | None) -> None:
+        """Show the branch through `message_id` (the tree's Enter, a search hit in this chat)."""
         if message_id is None or self.app.busy("switch branches"):
             return
 

@@ -30,6 +30,7 @@ from chatapp.engine.stats import TurnRecord
 from chatapp.errors import ChatappError, SessionConflict, SessionError, SessionRemoved
 from chatapp.ui.messages import SessionFailed, SessionOpened, SessionSaved
 from chatapp.ui.screens.session_changed import KEEP, RELOAD, SessionChangedScreen
+from chatapp.engine.sessions.search import Hit
 from chatapp.ui.screens.sessions import ConfirmScreen, NameScreen, SessionAction, SessionsScreen
 from chatapp.ui.shown import fresh, shown_path
 
@@ -97,6 +98,10 @@ class SessionController:
         self._choices_due = False
         """`chosen` is not in the open session yet: the next save writes it (a chat kept at its
         first turn is written by that turn's save)."""
+        self.jump: Callable[[str], None] | None = None
+        """Switch the open chat to the branch through a message (the branches controller's)."""
+        self._select: str | None = None
+        """The message a search hit opens its session at: selected once the session is shown."""
 
     @property
     def name(self) -> str | None:
@@ -162,12 +167,19 @@ class SessionController:
         self.app.push_screen(NameScreen("Save as", "Save this chat as a new session named:"), chosen)
 
     def request(self, action: SessionAction | SessionWork, name: str, new_name: str | None = None,
-                screen: SessionsScreen | None = None) -> None:
-        """Carry out one sessions action, or say in one line why not."""
+                screen: SessionsScreen | None = None, hit: Hit | None = None) -> None:
+        """Carry out one sessions action, or say in one line why not. `hit`: an open comes from
+        a search, and opens the session on the hit's branch (its kept KV state restored)."""
         manager = self._session_manager()
         if manager is None:
             return
         app, current = self.app, self.name
+        if hit is not None and action == "open" and name == current:  # this chat: a switch of branch
+            if hit.leaf is not None and not hit.active and self.jump is not None:
+                self.jump(hit.leaf)
+            if screen is not None:
+                screen.dismiss(None)
+            return
         try:
             if action == "rename" or action == "delete":
                 self._rename_or_delete(manager, action, name, new_name, current, screen)
@@ -180,6 +192,10 @@ class SessionController:
             elif app.busy(WHAT[action]):
                 return
             else:
+                if hit is not None:  # as `sessions checkout` does: the session opens on the hit's branch
+                    if hit.leaf is not None and not hit.active:
+                        manager.store.set_leaf(name, hit.leaf)
+                    self._select = hit.message_id
                 self._start_work(action, name)
         except SessionError as exc:
             app.notify(exc.one_line(), severity="error", timeout=8, markup=False)
@@ -460,7 +476,10 @@ class SessionController:
         app.show_attachments()
         report = live.report
         if message.replaced:  # another conversation: every panel starts from the session's figures
-            await app.show_path(*shown_path(app.engine), anew=True)
+            path, dropped = shown_path(app.engine)
+            select = next((i for i, shown in enumerate(path) if shown.message.id == self._select), None)
+            self._select = None
+            await app.show_path(path, dropped, select, anew=True)
             app.branch = fresh(message.figures, "session" if report.restored else "")
         if report.notice:  # once, in the transcript above the restored turns; a toast said it again
             await app.add_notice(f"session {live.name}: {report.notice}",

@@ -1,4 +1,4 @@
-"""F6: the saved sessions. Open, new, save as, rename and delete.
+"""F6: the saved sessions. Open, new, save as, rename, delete, and search every message (/).
 
 The screen lists sessions and asks for names and confirmations. Every action goes to the app
 as a `SessionsScreen.Request`: the app owns the engine and the open session, so it checks
@@ -18,9 +18,11 @@ from textual.message import Message
 from textual.widgets import Button, DataTable, Input, Label, Static
 
 from chatapp.engine.sessions import SessionManager, validate_name
+from chatapp.engine.sessions.search import Hit
 from chatapp.errors import SessionError
 from chatapp.format import count, human_bytes, one_line_text
 from chatapp.ui.screens.dialog import Dialog
+from chatapp.ui.screens.search import SearchScreen
 
 SessionAction = Literal["open", "new", "save_as", "rename", "delete"]
 """What the screen asks the app to do with a session."""
@@ -47,6 +49,7 @@ class SessionsScreen(Dialog[None]):
         Binding("s", "save_as", "Save as", tooltip="Save this chat as a new session and keep saving into it"),
         Binding("r", "rename", "Rename", tooltip="Rename the selected session"),
         Binding("d,delete", "delete", "Delete", tooltip="Delete the selected session (asks first)"),
+        Binding("slash", "search", "Search", tooltip="Search every saved message of every branch; Enter opens a hit"),
     ]
 
     DEFAULT_CSS = f"SessionsScreen > #dialog {{ width: {round(DIALOG_SHARE * 100)}%; max-width: {DIALOG_MAX}; }}" + """
@@ -60,12 +63,14 @@ class SessionsScreen(Dialog[None]):
         """An action on a session for the app to carry out: open, new, save_as, rename or delete."""
 
         def __init__(self, origin: "SessionsScreen", action: SessionAction, session: str,
-                     new_name: str | None = None) -> None:
+                     new_name: str | None = None, hit: Hit | None = None) -> None:
             super().__init__()
             self.origin = origin
             self.action = action
             self.session = session
             self.new_name = new_name
+            self.hit = hit
+            """For "open": the search hit it comes from, opened on its branch with its message selected."""
 
     def __init__(self, manager: SessionManager, current: str | None) -> None:
         super().__init__(frame_subtitle=str(manager.store.directory))
@@ -76,7 +81,7 @@ class SessionsScreen(Dialog[None]):
         """The cells of each session in `names`, as last read."""
 
     def compose_body(self) -> ComposeResult:
-        yield Label("Enter/o open · n new · s save this chat as · r rename · d delete · Esc close",
+        yield Label("Enter/o open · n new · s save this chat as · r rename · d delete · / search · Esc close",
                     id="sessions-keys")
         yield DataTable(id="sessions-table", cursor_type="row", zebra_stripes=True)
         yield Static(EMPTY, id="sessions-empty", markup=False)
@@ -168,6 +173,13 @@ class SessionsScreen(Dialog[None]):
         name = self._selected_or_say()
         if name is not None:
             self._request("open", name)
+
+    def action_search(self) -> None:
+        def chosen(hit: Hit | None) -> None:
+            if hit is not None:
+                self.post_message(self.Request(self, "open", hit.session, hit=hit))
+
+        self.app.push_screen(SearchScreen(self.manager), chosen)
 
     def action_new(self) -> None:
         def chosen(name: str | None) -> None:
