@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual import on
 from textual.app import App, ComposeResult
+from textual.binding import Binding
 from textual.command import CommandPalette
 from textual.containers import Horizontal
 from textual.events import Resize
@@ -44,7 +45,7 @@ from chatapp.ui.event_loop import close_loop
 from chatapp.ui.host import EngineGate
 from chatapp.ui.controllers.inside import InsideController, NeighboursFound
 from chatapp.ui.key_bursts import KeyBurstApp
-from chatapp.ui.keys import APP_BINDINGS, help_sections
+from chatapp.ui.keys import APP_BINDINGS, footer_key, help_sections
 from chatapp.ui.controllers.models import ModelController, Opener
 from chatapp.ui.pacing import UpdatePacer
 from chatapp.ui.messages import (
@@ -202,6 +203,9 @@ class ChatApp(KeyBurstApp[None]):
             yield self._panels_deck
         yield self._composer
         yield Footer()
+
+    def get_key_display(self, binding: Binding) -> str:
+        return binding.key_display or footer_key(super().get_key_display(binding))
 
     def on_mount(self) -> None:
         self.session_name = self.session

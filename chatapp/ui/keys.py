@@ -4,6 +4,8 @@ screens' own keys for F1)."""
 
 from __future__ import annotations
 
+import re
+
 from textual.binding import Binding
 
 from chatapp.ui.controllers import branches as branch_control
@@ -73,3 +75,16 @@ def help_sections() -> list[tuple[str, list[Binding]]]:
             ("In the attention view (F9)", AttentionScreen.BINDINGS),
             ("In the sessions list (F6)", SessionsScreen.BINDINGS),
             ("In the conversation tree (Alt+T)", TreeScreen.BINDINGS)]
+
+
+def footer_key(shown: str) -> str:
+    """A key as Textual's footer writes it ("^n", "f1", "esc") in the form the rest of chatapp
+    writes keys ("^N", "F1", "Esc"): the footer showed "^J New line" beside "^n New"."""
+    parts = []
+    for part in shown.split("+"):
+        if re.fullmatch(r"\^[a-z]", part) or re.fullmatch(r"f\d+", part):
+            part = part.upper()
+        elif part in ("esc", "tab", "enter", "space"):
+            part = part.capitalize()
+        parts.append(part)
+    return "+".join(parts)
