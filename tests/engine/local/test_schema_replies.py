@@ -148,18 +148,25 @@ def test_the_mask_figures_equal_a_direct_count_with_llama_cpps_grammar_sampler(o
     assert min(counted) < 10 and max(counted) > 10_000  # a key's few spellings and a string's free text
 
 
-def test_checking_only_the_drawn_token_gives_the_reply_masking_every_token_gives(one_thread_runtime):
-    """The fast path (llama.cpp's common sampler's: the drawn token checked, the vocabulary masked
-    only when it is refused) against the full mask, greedy: the same replies on the fixed set's
-    first schemas, and the fast one reports no mask. Each turn starts from an empty cache: a
-    prompt's last token run again alone gives logits a batch does not quite (backend.TILE_ROWS)."""
-    for case in SCHEMAS[:6]:
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_masking_only_the_best_entries_gives_the_reply_masking_every_token_gives(one_thread_runtime, temperature):
+    """The fast path (greedy: the best token checked first; else the best entries by logit until
+    the chain's top_k are allowed) against the grammar over the whole vocabulary, greedy and
+    sampled with one seed: the same replies on the fixed set's first schemas, and the fast one
+    reports no mask. Each turn starts from an empty cache: a prompt's last token run again alone
+    gives logits a batch does not quite (backend.TILE_ROWS)."""
+    replies = set()
+    for case in SCHEMAS[:8]:
         shape = ReplyShape(schema=case["schema"])
-        one_thread_runtime.clear_kv()
-        fast = shaped_turn(one_thread_runtime, case["ask"], shape)
-        one_thread_runtime.clear_kv()
-        engine = make_engine(one_thread_runtime, "", GenerationSettings(
-            temperature=0.0, max_tokens=MAX_TOKENS, shape=shape, grammar_mask=True))
-        full = list(engine.send(case["ask"]))[-1].record
+        records = []
+        for mask in (False, True):
+            one_thread_runtime.clear_kv()
+            engine = make_engine(one_thread_runtime, "", GenerationSettings(
+                temperature=temperature, seed=7, max_tokens=MAX_TOKENS, shape=shape, grammar_mask=mask))
+            records.append(list(engine.send(case["ask"]))[-1].record)
+        fast, full = records
         assert fast.reply == full.reply
         assert "grammar_allowed" not in fast.extra and fast.extra["grammar_ms"] > 0
+        assert len(full.extra["grammar_allowed"]) == full.generated_tokens + (full.finish_reason == "stop")
+        replies.add(fast.reply)
+    assert len(replies) == 8

@@ -28,6 +28,10 @@ _TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float3
 assert _TOKEN_DATA.itemsize == ctypes.sizeof(llama_cpp.llama_token_data)
 
 
+GRAMMAR_CHUNKS = (64, 1024)
+"""The best entries by logit a grammar is tried on before the whole vocabulary (Sampler)."""
+
+
 class Sampler:
     """The turn's llama.cpp sampler chain. `sample` is llama_sampler_sample; `draw` applies the
     same chain to candidates the caller gives and says what it drew from (see local.probing)."""
@@ -55,7 +59,7 @@ class Sampler:
         self.grammar_steps: list[tuple[int | None, float | None, float]] = []
         """Per token sampled under the grammar: the vocabulary entries it allowed and the share of
         the model's probability (softmax of the raw logits) it cut (None unless `count_mask`),
-        and its seconds (checks, mask and accept)."""
+        and the seconds the step took (checks, mask, chain and the grammar's accept)."""
         if grammar is not None:
             self._vocab_ids = np.arange(n_vocab, dtype=np.int32)
             self._one = np.zeros(1, dtype=_TOKEN_DATA)
@@ -84,45 +88,63 @@ class Sampler:
         return llama_cpp.llama_sampler_sample(self._chain, self._ctx, row)
 
     def _sample_constrained(self, row: int) -> int:
-        """The token under the grammar, with the grammar's time (its checks and its accept) and,
-        with `count_mask`, its mask: the entries it left finite and the probability of the rest.
+        """The token under the grammar, as if the grammar came first in the chain, with the time
+        the step took and, with `count_mask`, the grammar's mask over the whole vocabulary: the
+        entries it left finite and the probability of the rest.
 
-        Without `count_mask`, as llama.cpp's common sampler does (common/sampling.cpp): the chain
-        picks from every token, and only that token is checked against the grammar; the whole
-        vocabulary is masked only when it is refused. Greedy, this is the same token as masking
-        first (the first largest logit is the first largest allowed one when it is allowed), at
-        a fraction of the cost: a check of all 49k entries takes milliseconds a token here."""
+        Masking all 49k entries takes milliseconds a token here, so without `count_mask` as few
+        are masked as give the same token: greedy, the best token alone when the grammar allows
+        it (as llama.cpp's common sampler checks the drawn token first); else the best entries
+        by logit, in growing chunks, until the chain's top_k of them are allowed (greedy: one).
+        The chain's first sampler keeps only the top_k, and every entry outside the chunk has a
+        lower logit than all inside it, so the chain draws from what the whole mask leaves it."""
         logits = self.logits(row)
-        spent, allowed, cut, token = 0.0, None, None, None
-        if not self.count_mask:
-            token = int(np.argmax(logits)) if self.greedy else self._chain_pick(logits)
-            began = time.perf_counter()
-            if not self._grammar_allows(token, float(logits[token])):
-                token = None
-            spent += time.perf_counter() - began
-        if token is None:
-            data, array = self._candidates(self.n_vocab)
-            data["id"], data["logit"], data["p"] = self._vocab_ids, logits, 0.0
-            began = time.perf_counter()
-            llama_cpp.llama_sampler_apply(self._grammar, ctypes.byref(array))
-            spent += time.perf_counter() - began
-            if self.count_mask:
-                kept = np.isfinite(data["logit"])
-                weights = np.exp(logits - logits.max())
-                allowed, cut = int(np.count_nonzero(kept)), max(0.0, 1.0 - float(weights[kept].sum() / weights.sum()))
-            token = self._selected(array)
         began = time.perf_counter()
+        allowed = cut = token = None
+        if self.count_mask:
+            token, allowed, cut = self._masked_whole(logits, count=True)
+        else:
+            if self.greedy:
+                best = int(np.argmax(logits))
+                token = best if self._grammar_allows(best, float(logits[best])) else None
+            if token is None:
+                token = self._masked_best(logits)
         llama_cpp.llama_sampler_accept(self._grammar, token)
-        spent += time.perf_counter() - began
+        self.grammar_steps.append((allowed, cut, time.perf_counter() - began))
         llama_cpp.llama_sampler_accept(self._chain, token)
-        self.grammar_steps.append((allowed, cut, spent))
         return token
 
-    def _chain_pick(self, logits: np.ndarray) -> int:
-        """The chain's pick from every token, nothing accepted."""
+    def _masked_best(self, logits: np.ndarray) -> int:
+        """The chain's pick among the best entries the grammar allows (see _sample_constrained)."""
+        need = 1 if self.greedy else self.top_k
+        for size in GRAMMAR_CHUNKS if need > 0 else ():
+            if size >= self.n_vocab:
+                break
+            ids = np.argpartition(logits, -size)[-size:]
+            ids = ids[np.lexsort((ids, -logits[ids]))]  # falling logits, ties by id as the whole array has them
+            data, array = self._candidates(size)
+            data["id"], data["logit"], data["p"] = ids, logits[ids], 0.0
+            llama_cpp.llama_sampler_apply(self._grammar, ctypes.byref(array))
+            kept = np.isfinite(data["logit"])
+            n = int(np.count_nonzero(kept))
+            if n >= need:
+                data[:n] = data[kept]
+                array.size = n
+                return self._selected(array)
+        return self._masked_whole(logits)[0]
+
+    def _masked_whole(self, logits: np.ndarray, count: bool = False) -> tuple[int, int | None, float | None]:
+        """The grammar over every entry, then the chain: the token, and with `count` the entries
+        allowed and the share of the model's probability (softmax of the raw logits) cut."""
         data, array = self._candidates(self.n_vocab)
         data["id"], data["logit"], data["p"] = self._vocab_ids, logits, 0.0
-        return self._selected(array)
+        llama_cpp.llama_sampler_apply(self._grammar, ctypes.byref(array))
+        allowed = cut = None
+        if count:
+            kept = np.isfinite(data["logit"])
+            weights = np.exp(logits - logits.max())
+            allowed, cut = int(np.count_nonzero(kept)), max(0.0, 1.0 - float(weights[kept].sum() / weights.sum()))
+        return self._selected(array), allowed, cut
 
     def _selected(self, array) -> int:
         """Apply the chain to `array`; the id it selected (read where the samplers left the data)."""
