@@ -213,7 +213,7 @@ def ask(
     grammar_mask: Annotated[bool, typer.Option(
         "--grammar-mask", metavar=FLAG, help="With --schema or --grammar and --json: per reply token, how many "
                                              "vocabulary entries the grammar allowed and the probability it cut "
-                                             "(every token is checked then, not only the one drawn: slower).")] = False,
+                                             "(every entry is then masked, not only the best few: slower).")] = False,
 ) -> None:
     """Ask one or more questions in one conversation; print replies and per-turn stats.
 
