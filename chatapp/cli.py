@@ -207,6 +207,7 @@ def _register_subcommands() -> None:
     from chatapp.commands import config as config_cmd
     from chatapp.commands import core, neighbours, next_token
     from chatapp.commands import models as models_cmd
+    from chatapp.commands import presets as presets_cmd
     from chatapp.commands import sessions as sessions_cmd
     from chatapp.commands import themes as themes_cmd
     from chatapp.commands import tools as tools_cmd
@@ -222,6 +223,7 @@ def _register_subcommands() -> None:
     app.add_typer(themes_cmd.app, name="themes", cls=group)
     app.add_typer(sessions_cmd.app, name="sessions", cls=group)
     app.add_typer(tools_cmd.app, name="tools", cls=group, help="The tools the model may call, and their cost.")
+    app.add_typer(presets_cmd.app, name="presets", cls=group)
 
 
 def start_notices() -> list[str]:

@@ -55,8 +55,9 @@ SECRET_SETTINGS = ("api_key",)
 """Settings whose values are never shown: `config show` masks them, errors leave them out."""
 ENV_SETTINGS = {"server": "CHATAPP_SERVER", "api_key": "CHATAPP_API_KEY"}
 """Settings an environment variable overrides (a non-empty one beats the config file)."""
-TABLE_SECTIONS = ("tools", "mcp_servers")
-"""Tables of the config file that are not Settings: the tools' (chatapp.engine.tools.servers reads them)."""
+TABLE_SECTIONS = ("tools", "mcp_servers", "presets")
+"""Tables of the config file that are not Settings: the tools' (chatapp.engine.tools.servers reads them)
+and the presets' (chatapp.presets reads them)."""
 
 
 @dataclass(frozen=True)

@@ -170,8 +170,10 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
             branch_from: str | None = None, logprobs: int = 0, at_token: tuple[int, int] | None = None,
             tools: ToolOptions | None = None, think_more: int = 0, given: frozenset[str] = frozenset(),
             hide_thinking: bool = False, edit: str | None = None, shape: ReplyShape | None = None,
-            grammar_mask: bool = False) -> None:
-    """`system`: the --system given, which replaces a resumed session's system prompt;
+            grammar_mask: bool = False, preset: str | None = None) -> None:
+    """`preset`: the preset's name the settings came from (chatapp.presets), in every record and kept
+    with the session;
+    `system`: the --system given, which replaces a resumed session's system prompt;
     `given`: the thinking flags given ("think": --think-budget, "history": --thinking-history),
     which hold over the session's kept choices and are kept (a flag not given: the session's
     choice holds); `hide_thinking`: thoughts are
@@ -210,7 +212,7 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
         with ctrl_c_stops(engine) as stopped:
             kept = _ask(engine, manager, session, prompts, as_json, err, out, attachments or [], system, stopped,
                         branch_from, at_token, tool_turns if tools is not None else None, think_more, given,
-                        hide_thinking, edit, new=kept_as is not None)
+                        hide_thinking, edit, new=kept_as is not None, preset=preset)
         if kept_as is not None:  # the name it took: the next free one if another chat took this one meanwhile
             kept_as = kept
     finally:
@@ -289,6 +291,17 @@ def _keep_thinking(engine: Engine, live: LiveSession, given: frozenset[str], err
         err.print(f"[yellow]session {escape(live.name)}: thinking choices not kept: {escape(exc.one_line())}[/]")
 
 
+def _keep_preset(live: LiveSession, preset: str, err: Console) -> None:
+    """The session keeps the preset its turns ran with (its choices, beside the thinking mode)."""
+    store = live.manager.store
+    try:
+        kept = store.choices(live.name)
+        if kept.preset != preset:
+            store.set_choices(live.name, replace(kept, preset=preset))
+    except ChatappError as exc:
+        err.print(f"[yellow]session {escape(live.name)}: preset not kept: {escape(exc.one_line())}[/]")
+
+
 def _attach(engine: Engine, attachments: list[Loaded], err: Console) -> None:
     """Size the files read before the model loaded for it, and say how each one is used."""
     report = engine.add_attachments([a for loaded in attachments for a in loaded.attachments],
@@ -305,7 +318,7 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
          stopped: threading.Event | None = None, branch_from: str | None = None,
          at_token: tuple[int, int] | None = None, tool_turns: ToolTurns | None = None, think_more: int = 0,
          given: frozenset[str] = frozenset(), hide_thinking: bool = False, edit: str | None = None,
-         new: bool = False) -> str | None:
+         new: bool = False, preset: str | None = None) -> str | None:
     """Runs the prompts; returns the name the session is kept under (None: no session). `new`: the
     session is a new chat named after its question (see SessionManager.resume)."""
     from chatapp.engine.chat.tool_turns import ToolCallDone
@@ -372,12 +385,16 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
                 err.print(f"[dim]{escape(call_line(event))}[/]")
             elif isinstance(event, TurnDone):
                 record = event.record
+                if preset is not None:  # before the save: the turn's record keeps it
+                    record.extra["preset"] = preset
                 thought.end()
                 if not as_json:
                     out.end_reply()  # the reply's line ends before anything about its save
                 if live is not None:
                     saved = live.save_turn(record)
                     record = saved.record
+                    if preset is not None:
+                        _keep_preset(live, preset, err)
                     for notice in saved.notices:
                         err.print(f"[yellow]session {escape(live.name)}: {escape(notice)}[/]")
                 if as_json:

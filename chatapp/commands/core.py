@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from chatapp.commands.opening import open_engine, session_to_open, settings_with
+from chatapp.commands.opening import open_engine, session_to_open, settings_with, settings_with_preset
 from chatapp.commands.terminal import SafeConsole
 from chatapp.config import DRAFT_MODES, Settings
 from chatapp.engine.sampling import MAX_LOGPROBS, check_logprobs
@@ -73,6 +73,9 @@ ThinkingHistoryOpt = Annotated[Optional[str], typer.Option(
     "--thinking-history", help="Earlier thoughts in the prompt: template (as the model's template renders "
                                "them, usually dropped) or keep (as generated, so the cache is reused)."
                                + configured("thinking_history"))]
+PresetOpt = Annotated[Optional[str], typer.Option(
+    "--preset", help="Use this preset's settings (see chatapp presets list); options given here hold over it."
+                     + default_note("the preset whose model is this model, else none"))]
 ApiKeyOpt = Annotated[Optional[str], typer.Option(
     "--api-key", help="The key of a llama-server started with --api-key (also $CHATAPP_API_KEY).", show_default=False)]
 
@@ -98,7 +101,7 @@ def root(
     """Chat with a local model in the terminal and watch how inference works."""
     if ctx.invoked_subcommand is None:
         chat(model=None, theme=None, n_ctx=None, session=None, system=None, allow_long_ctx=False, server=None,
-             api_key=None, draft=None, draft_max=None, continue_latest=False)
+             api_key=None, draft=None, draft_max=None, continue_latest=False, preset=None)
 
 
 def chat(
@@ -118,14 +121,15 @@ def chat(
         "--incognito", help="Keep this chat nowhere: it is saved only if you save it as a session (F6). "
                             "Without it, every chat is kept as a session named after its first question."
                             + configured("incognito"))] = False,
+    preset: PresetOpt = None,
 ) -> None:
     """Open the chat TUI."""
     from chatapp.commands.tui import run_app
 
     session = session_to_open(session, continue_latest)
-    settings = settings_with(theme=theme, n_ctx=n_ctx, system_prompt=system, allow_long_ctx=allow_long_ctx or None,
-                             server=server, api_key=api_key, draft=draft, draft_max=draft_max,
-                             incognito=incognito or None)
+    settings, _preset = settings_with_preset(
+        preset, model, theme=theme, n_ctx=n_ctx, system_prompt=system, allow_long_ctx=allow_long_ctx or None,
+        server=server, api_key=api_key, draft=draft, draft_max=draft_max, incognito=incognito or None)
     run_app(settings, model=model, session=session, system=system)
 
 
@@ -214,6 +218,7 @@ def ask(
         "--grammar-mask", metavar=FLAG, help="With --schema or --grammar and --json: per reply token, how many "
                                              "vocabulary entries the grammar allowed and the probability it cut "
                                              "(every entry is then masked, not only the best few: slower).")] = False,
+    preset: PresetOpt = None,
 ) -> None:
     """Ask one or more questions in one conversation; print replies and per-turn stats.
 
@@ -250,12 +255,12 @@ def ask(
     from chatapp.engine.retrieval.loading import load_paths
 
     loaded = load_paths(list(attach or ()))  # a bad file fails here, before the model loads
-    settings = settings_with(system_prompt=system, max_tokens=max_tokens, temperature=temperature, seed=seed,
-                             n_ctx=n_ctx, kv_type=kv_type, threads=threads, gpu_layers=gpu_layers,
-                             allow_long_ctx=allow_long_ctx or None, server=server, api_key=api_key,
-                             draft=draft, draft_max=draft_max, think_budget=think_budget,
-                             think_budget_message=think_budget_message,
-                             thinking_history=thinking_history, incognito=incognito or None)
+    settings, preset = settings_with_preset(
+        preset, model, system_prompt=system, max_tokens=max_tokens, temperature=temperature, seed=seed,
+        n_ctx=n_ctx, kv_type=kv_type, threads=threads, gpu_layers=gpu_layers,
+        allow_long_ctx=allow_long_ctx or None, server=server, api_key=api_key, draft=draft, draft_max=draft_max,
+        think_budget=think_budget, think_budget_message=think_budget_message,
+        thinking_history=thinking_history, incognito=incognito or None)
     from chatapp.commands.ask_output import run_ask
 
     run_ask(settings, model, prompts, as_json=as_json, session=session, attachments=loaded, system=system,
@@ -263,7 +268,7 @@ def ask(
             tools=tool_options if tool_options.wanted else None, think_more=think_more,
             given=frozenset(name for name, value in (("think", think_budget), ("history", thinking_history))
                             if value is not None), hide_thinking=hide_thinking, edit=edit, shape=shape,
-            grammar_mask=grammar_mask)
+            grammar_mask=grammar_mask, preset=preset)
 
 
 def reply_shape(schema: str | None, grammar: Path | None, *, tools_wanted: bool):

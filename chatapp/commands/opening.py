@@ -45,6 +45,52 @@ def settings_with(**overrides) -> Settings:
     return settings
 
 
+def settings_with_preset(preset: str | None, model: str | None, **overrides) -> tuple[Settings, str | None]:
+    """`settings_with` for a command that chats: the command line's options over the preset over the
+    config file. The preset is `preset` (--preset NAME), else the one whose `model` names the model
+    the command will load (chatapp.presets). Returns the settings and the preset's name (None: none)."""
+    from chatapp.presets import load_presets
+
+    base = load_settings()
+    presets = load_presets()
+    chosen = presets.get(preset) if preset is not None else _model_default(presets, model, base)
+    if chosen is not None:
+        base = chosen.apply(base)
+        if preset is None:
+            print(f"chatapp: preset {chosen.name!r}: the default of this model ({chosen.source})", file=sys.stderr)
+    settings, notices = adjusted(base.replace(**overrides))
+    if notices:
+        print(f"chatapp: note: {'; '.join(notices)}", file=sys.stderr)
+    return settings, chosen.name if chosen is not None else None
+
+
+def _model_default(presets, model: str | None, settings: Settings):
+    """The preset that names the model this spec loads: by the spec, its file's name or stem, or
+    the catalog name of its file, or (only when a preset names a sha256) the catalog's sha256 or the local file's."""
+    if not presets.presets:
+        return None
+    from chatapp.engine.models.catalog import load_catalog
+    from chatapp.engine.models.resolve import model_spec
+
+    catalog = load_catalog()
+    spec = model_spec(model, settings, catalog)
+    names = {spec, Path(spec).name, Path(spec).stem}
+    names.update(entry.name for entry in catalog.entries if entry.file == Path(spec).name)  # a catalog file by path
+    sha256 = None
+    if presets.wants_sha256():
+        entry = catalog.find(spec)
+        if entry is not None:
+            sha256 = entry.sha256
+        elif Path(spec).expanduser().is_file():
+            from chatapp.engine.filecache import file_sha256
+
+            try:
+                sha256 = file_sha256(Path(spec).expanduser())
+            except OSError:
+                sha256 = None
+    return presets.for_model(names, sha256)
+
+
 def session_to_open(session: str | None, continue_latest: bool) -> str | None:
     """The session `--session NAME` or `--continue` names: with `--continue`, the one used last
     (`sessions list`'s first, the TUI's last chat included), as `llm -c` continues its last

@@ -1,5 +1,5 @@
 """What the user chose for one session, kept with it: the thinking mode, how earlier thoughts are
-kept, and the tool choice.
+kept, the tool choice and the preset.
 
 A session opened again (the TUI's F6, `ask --session`) comes back as it was left: a chat with
 thinking off stays off, a chat that offered tools offers them again, whatever the config's
@@ -23,6 +23,8 @@ class SessionChoices:
     """"none", "auto", "required" or a tool's name (chatapp.engine.chat.tool_turns.CHOICES)."""
     history: str = ""
     """Earlier thoughts in the prompt: "template" or "keep" (chatapp.config.THINKING_HISTORIES)."""
+    preset: str = ""
+    """The preset the session's turns last ran with (chatapp.presets; `--preset`)."""
 
     def chosen(self) -> dict[str, str]:
         """The choices made, by name (none: {})."""

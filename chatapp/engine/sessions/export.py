@@ -45,6 +45,8 @@ def journal_entry(turn: int, message_index: int, record: dict) -> dict:
     ok = isinstance(prompt, int) and isinstance(cached, int) and prompt > 0
     entry["cache_reuse"] = round(cached / prompt, 4) if ok else None
     entry.update({key: finite(record[key]) for key in THINKING_KEYS if record.get(key)})  # a thinking model's turn
+    if isinstance(record.get("preset"), str):  # the preset it ran with (chatapp.presets, --preset)
+        entry["preset"] = record["preset"]
     if "logprobs" in record:  # a turn run with --logprobs or the confidence view: its tokens' probabilities
         entry["logprobs"] = record["logprobs"]
     if UNREAD in record:  # too long to read: only the figures its row holds apart
