@@ -127,10 +127,10 @@ def chat(
     from chatapp.commands.tui import run_app
 
     session = session_to_open(session, continue_latest)
-    settings, _preset = settings_with_preset(
+    settings, preset = settings_with_preset(
         preset, model, theme=theme, n_ctx=n_ctx, system_prompt=system, allow_long_ctx=allow_long_ctx or None,
         server=server, api_key=api_key, draft=draft, draft_max=draft_max, incognito=incognito or None)
-    run_app(settings, model=model, session=session, system=system)
+    run_app(settings, model=model, session=session, system=system, preset=preset)
 
 
 def ask(

@@ -41,7 +41,7 @@ def check_terminal() -> None:
 
 
 def run_app(settings: Settings, *, model: str | None = None, session: str | None = None,
-            system: str | None = None) -> None:
+            system: str | None = None, preset: str | None = None) -> None:
     """Load (pulling the default model if missing) before the TUI starts, then run it. A session
     is resumed once the TUI is up (`system`, the --system given, replacing its system prompt),
     and saved again when it closes."""
@@ -69,7 +69,7 @@ def run_app(settings: Settings, *, model: str | None = None, session: str | None
 
             engine = loading.result()
     app = ChatApp(engine, settings=settings, session=session, sessions=sessions, system_prompt=system,
-                  opener=open_engine)
+                  opener=open_engine, preset=preset)
     try:
         app.run()
     finally:

@@ -59,6 +59,7 @@ from chatapp.ui.screens.sessions import SessionsScreen
 from chatapp.ui.controllers.sessions import SessionController
 from chatapp.ui.shown import Selection, Shown, ShownBranch, fresh
 from chatapp.ui.slash import as_message, slash_action, unknown_command
+from chatapp.ui.controllers.presets import PresetController
 from chatapp.ui.controllers.settings import SettingsController
 from chatapp.ui.controllers.theme_picker import ThemeController
 from chatapp.ui.controllers.tools import ToolController
@@ -107,6 +108,8 @@ class ChatApp(KeyBurstApp[None]):
     status: var[str] = var("")
     """What the app is doing: "", "prefill…", "generating…", "loading model…"."""
     session_name: var[str | None] = var(None)
+    preset_name: var[str | None] = var(None)
+    """The preset the chat runs with (chatapp.presets), in the header; None: none."""
     attached: var[tuple[str, ...]] = var(())
     branch: var[ShownBranch] = var(ShownBranch)
     """The shown branch's cache: set after every action that changes the shown leaf."""
@@ -129,11 +132,14 @@ class ChatApp(KeyBurstApp[None]):
 
     def __init__(self, engine: Engine, *, settings: Settings | None = None, session: str | None = None,
                  themes: ThemeLoadResult | None = None, sessions: SessionManager | None = None,
-                 system_prompt: str | None = None, opener: Opener | None = None) -> None:
+                 system_prompt: str | None = None, opener: Opener | None = None,
+                 preset: str | None = None) -> None:
         """`system_prompt`: one given on the command line, which replaces the system prompt of
         the session opened at start (the engine's settings start a new chat with it already).
         `opener(settings, spec)` opens another model for the model switch (Ctrl+L); without one
-        the app keeps the model it was given."""
+        the app keeps the model it was given. `preset`: the preset `settings` came from (--preset,
+        or the model's default), shown in the header."""
+        self._preset_at_start = preset
         self.gate = EngineGate(engine)
         """The engine and its locks: every worker that uses the engine goes through it."""
         self.settings: Settings = settings or engine.settings
@@ -160,6 +166,7 @@ class ChatApp(KeyBurstApp[None]):
         self.models_ui = ModelController(self, opener, self.sessions_ui)
         self.themes_ui = ThemeController(self)
         self.settings_ui = SettingsController(self, self.sessions_ui)
+        self.presets_ui = PresetController(self, self.sessions_ui)
         self.tools_ui = ToolController(self, keep=lambda choice: self.sessions_ui.keep_choice(tools=choice))
         self.typing_prefill = TypingPrefill(self)
         """Prefills the next prompt while it is typed (chatapp.ui.controllers.typing_prefill)."""
@@ -191,7 +198,8 @@ class ChatApp(KeyBurstApp[None]):
     def compose(self) -> ComposeResult:
         app = ChatApp
         yield AppHeader(id="header", incognito=self.settings.incognito).data_bind(
-            summary=app.model, session=app.session_name, attachments=app.attached, status=app.status)
+            summary=app.model, session=app.session_name, attachments=app.attached, status=app.status,
+            preset=app.preset_name)
         with self._main:
             yield self._transcript.data_bind(app.confidence)
             self._tokens.data_bind(app.branch, app.composer_tokens, app.confidence, app.neighbours, app.live_reply,
@@ -209,6 +217,7 @@ class ChatApp(KeyBurstApp[None]):
 
     def on_mount(self) -> None:
         self.session_name = self.session
+        self.preset_name = self._preset_at_start
         self.models_ui.show_loaded()
         self._apply_layout()
         for failure in self.theme_result.failures:
@@ -539,6 +548,9 @@ class ChatApp(KeyBurstApp[None]):
 
     def action_sampling(self, typed: str = "") -> None:
         self.settings_ui.sampling(typed)
+
+    def action_preset(self, name: str) -> None:
+        self.presets_ui.switch(name)
 
     def action_toggle_drafting(self) -> None:
         self.settings_ui.toggle_drafting()

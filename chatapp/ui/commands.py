@@ -86,6 +86,9 @@ class ChatCommands(Provider):
         tools = getattr(self.app, "tools_ui")
         named = [(f"Tools: call {name}", f"Offer every enabled tool; each question's first reply must call {name}",
                   f"tool_choice({name!r})") for name in tools.names()]
+        named += [(f"Preset: {name}", "Switch to this preset from the next turn (its system prompt, samplers, "
+                   "drafting); says first what it costs: samplers only keep the KV cache", f"preset({name!r})")
+                  for name in getattr(self.app, "presets_ui").names()]
         named += [(f"Tools: ask again before {line}", "Take back its \"always\": its next call asks first",
                    f"tools_allowed({key!r})") for key, line in tools.allowed()]
         for title, help_text, action in (*COMMANDS, *named):

@@ -129,6 +129,8 @@ class ChatHost(Protocol):
     """What the app is doing, in the header: "", "prefill…", "opening session…"."""
     session_name: str | None
     """The open session's name, in the header; None: nothing is saved."""
+    preset_name: str | None
+    """The preset the chat runs with, in the header; None: none."""
     attached: tuple[str, ...]
     """The attached files' names, in the header."""
     branch: ShownBranch

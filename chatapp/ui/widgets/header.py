@@ -39,6 +39,8 @@ class AppHeader(Widget):
 
     summary: reactive[ModelSummary | None] = reactive(None)
     session: reactive[str | None] = reactive(None)
+    preset: reactive[str | None] = reactive(None)
+    """The preset the chat runs with (chatapp.presets); None: none."""
     attachments: reactive[tuple[str, ...]] = reactive(())
     """Names of the attached files, in the order they were attached."""
     status: reactive[str] = reactive("")
@@ -54,7 +56,7 @@ class AppHeader(Widget):
         status = f"  {self.status}" if self.status else ""
         # The parts of the line, cut in CUTS' order until it fits: the model, quant, backend and
         # context stay at any width a terminal has (the model's name cut with …, never dropped).
-        parts = {"brand": "chatapp", "name": "", "figures": "", "session": "", "status": status}
+        parts = {"brand": "chatapp", "name": "", "figures": "", "session": "", "preset": "", "status": status}
         if self.summary is not None:
             name, figures = describe_parts(self.summary)
             parts["name"], parts["figures"] = f"  {name}", figures
@@ -62,11 +64,13 @@ class AppHeader(Widget):
             parts["session"] = f"  session: {self.session}"
         else:
             parts["session"] = "  incognito: not kept" if self.incognito else "  session: new"
+        if self.preset:
+            parts["preset"] = f"  preset: {one_line_text(self.preset)}"
         if width > 0:
             fit(parts, width)
         left = Text(no_wrap=True)
         left.append(parts["brand"], style="bold")
-        for key in ("name", "figures", "session"):
+        for key in ("name", "figures", "session", "preset"):
             left.append(parts[key])
         if self.attachments:  # what is attached comes last: on a narrow line it is what is cut
             # Names come from outside (a saved session's may predate escaping at load): one line each.
@@ -81,11 +85,12 @@ class AppHeader(Widget):
 
 
 CUTS: tuple[tuple[str, int], ...] = (
-    ("name", 22), ("session", 16), ("name", 10), ("session", 0), ("brand", 0), ("name", 4),
+    ("preset", 0), ("name", 22), ("session", 16), ("name", 10), ("session", 0), ("brand", 0), ("name", 4),
 )
 """Which part of the header gives way first, and how far (0: dropped whole; else the characters
-it keeps, its last one an …): the model's name down to a recognisable stem, the session's name,
-the name further, the session and "chatapp" themselves. What is attached is not counted: it
+it keeps, its last one an …): the preset's name first (a palette entry names it too), the
+model's name down to a recognisable stem, the session's name, the name further, the session and
+"chatapp" themselves. What is attached is not counted: it
 comes last and is cut where the line ends."""
 
 

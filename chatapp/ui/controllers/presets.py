@@ -1,0 +1,59 @@
+"""The app's side of presets (chatapp.presets): each one a palette entry ("Preset: NAME"); picking
+one switches the open chat to it from the next turn, says first what that costs (samplers only:
+nothing prefilled again; a new system prompt: the tokens prefilled again, counted before), shows
+its name in the header and keeps it with the session."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from chatapp.engine.chat import preset_switch
+from chatapp.errors import ChatappError
+from chatapp.presets import Presets, load_presets
+from chatapp.ui.host import ChatHost, SessionKeeper
+
+
+class PresetController:
+    def __init__(self, app: ChatHost, sessions: SessionKeeper) -> None:
+        self.app = app
+        self.sessions = sessions
+        self._presets: Presets | None = None
+
+    def names(self) -> list[str]:
+        """The presets the palette offers (read once, when the palette first asks)."""
+        if self._presets is None:
+            self._presets = load_presets()
+        return sorted(self._presets.presets)
+
+    def switch(self, name: str) -> None:
+        """Switch to preset NAME from the next turn (on a worker: counting the cost tokenizes)."""
+        app = self.app
+        if app.busy("switch presets"):
+            return
+        try:
+            self._presets = load_presets()  # read again: the file may have been edited meanwhile
+            preset = self._presets.get(name)
+        except ChatappError as exc:
+            app.notify(exc.message, title="Preset", severity="error", timeout=8, markup=False)
+            return
+        wanted = preset.apply(app.engine.settings)
+
+        def run() -> None:
+            with app.gate.turn() as engine:
+                if engine is None:
+                    return
+                done = preset_switch.switch(engine, wanted)
+                figures = engine.branch_figures()
+            try:
+                app.call_from_thread(self._switched, name, done, figures)
+            except RuntimeError:  # the app is gone: nothing to show
+                pass
+
+        app.run_worker(run, name="preset", group="preset", thread=True, exit_on_error=False)
+
+    def _switched(self, name: str, done: preset_switch.SwitchPlan, figures) -> None:
+        app = self.app
+        app.preset_name = name
+        self.sessions.keep_choice(preset=name)
+        app.branch = replace(app.branch, figures=figures)
+        app.notify(f"{name}: {done.notice()}", title="Preset", timeout=8, markup=False)
