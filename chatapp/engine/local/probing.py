@@ -76,7 +76,10 @@ class ProbingSampler:
         n_vocab = sampler.n_vocab
         top_k = sampler.top_k
         self._greedy = sampler.greedy
-        self._exact_subset = sampler.greedy or 0 < top_k < n_vocab
+        # Under a grammar the chain draws from what the grammar allows, which a shortlist of the
+        # best logits may not hold: every token goes through it (llama.cpp aborts the process
+        # when its grammar is made to accept a token it refused).
+        self._exact_subset = (sampler.greedy or 0 < top_k < n_vocab) and not sampler.constrained
         self._n_candidates = min(n_vocab, max(n_top, top_k if self._exact_subset and not sampler.greedy else 1))
         self._all_ids = None if self._exact_subset else np.arange(n_vocab, dtype=np.int32)
         self._exp = np.empty(n_vocab, dtype=np.float32)

@@ -170,3 +170,18 @@ def test_masking_only_the_best_entries_gives_the_reply_masking_every_token_gives
         assert len(full.extra["grammar_allowed"]) == full.generated_tokens + (full.finish_reason == "stop")
         replies.add(fast.reply)
     assert len(replies) == 8
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_probabilities_under_a_grammar_come_from_what_it_allows(one_thread_runtime, temperature):
+    """With logprobs on, every token is drawn through the grammar too: a shortlist of the best
+    logits could hold none it allows, and llama.cpp aborts the process when its grammar is made
+    to accept a token it refused (it did, at a string's first character)."""
+    case = SCHEMAS[0]
+    one_thread_runtime.clear_kv()
+    engine = make_engine(one_thread_runtime, "", GenerationSettings(
+        temperature=temperature, seed=7, max_tokens=MAX_TOKENS, logprobs=3, shape=ReplyShape(schema=case["schema"])))
+    record = list(engine.send(case["ask"]))[-1].record
+    assert record.extra["schema_valid"] and record.finish_reason == "stop"
+    assert len(record.probs) == record.generated_tokens
+    jsonschema.validate(json.loads(record.reply), case["schema"])

@@ -76,6 +76,11 @@ class Sampler:
             add(llama_cpp.llama_sampler_init_temp(temperature))
             add(llama_cpp.llama_sampler_init_dist(llama_cpp.LLAMA_DEFAULT_SEED if seed < 0 else seed))
 
+    @property
+    def constrained(self) -> bool:
+        """A grammar comes first in the chain."""
+        return self._grammar is not None
+
     def sample(self, row: int = -1) -> int:
         if self._argmax:
             # What the greedy chain picks (np.argmax also takes the first largest), read in place:
