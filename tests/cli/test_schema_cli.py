@@ -62,3 +62,11 @@ def test_a_grammar_without_root_is_one_line(chatapp_exe, tmp_path):
     grammar.write_text('start ::= "x"\n')
     out = chatapp_exe("ask", "Hi", "--grammar", str(grammar), "--model", "/nonexistent/model.gguf")
     assert out.returncode == 2 and "no `root ::= ...` rule" in one_line(out)
+
+
+def test_drafting_asked_for_says_why_a_shaped_reply_goes_without_it(chatapp_exe):
+    out = chatapp_exe("ask", "Invent a person.", "--schema", "name, age int", "--draft", "ngram", "--max-tokens", "40",
+                      *FAST)
+    assert out.returncode == 0, out.stderr
+    assert "drafting off: a reply under a grammar is sampled a token at a time" in out.stderr
+    assert "schema: the reply is valid" in out.stderr

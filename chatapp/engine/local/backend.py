@@ -243,8 +243,10 @@ class LocalBackend:
             finished = self._decode_drafting(generation, stop, prefill, drafting, utf8)
         else:
             off_because = drafting.off_because or (
-                "a thinking turn decodes a token at a time (its budget and 'answer now' act per token)"
-                if drafting.active else "")
+                "" if not drafting.active else
+                "a reply under a grammar is sampled a token at a time (the grammar follows each one)"
+                if generation.reply_grammar is not None else
+                "a thinking turn decodes a token at a time (its budget and 'answer now' act per token)")
             finished = self._decode(generation, stop, after_prefill, prefill, off_because, utf8, steer)
         for event in finished:
             if isinstance(event, Generated) and forced:  # the reply (and its indexes) start with the forced
