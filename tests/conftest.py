@@ -36,6 +36,23 @@ def gemma_path() -> Path:
 
 
 @pytest.fixture(scope="session")
+def _measured_bandwidth(tmp_path_factory) -> Path:
+    """This machine's memory bandwidth at each thread count a test may run on, measured once for
+    the run (chatapp.engine.machine.bandwidth) and given to every test's own cache folder. Each
+    test starts with an empty cache, so each engine's first reply measured it again and its next
+    turn or close waited for the probe: 0.3 s here, 1-4 s under load, in most of the suite's tests.
+    A test of the probe itself asks for an empty cache with the `unmeasured_machine` mark."""
+    from chatapp.engine.machine import bandwidth
+
+    folder = tmp_path_factory.mktemp("machine-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(folder))
+        for threads in range(1, min(os.cpu_count() or 1, 8) + 1):
+            bandwidth.memory_bandwidth(threads)
+    return folder / "chatapp" / bandwidth.CACHE_FILE
+
+
+@pytest.fixture(scope="session")
 def _pip_cache_dir() -> str:
     return os.environ.get("PIP_CACHE_DIR") or platformdirs.user_cache_dir("pip")
 
@@ -50,9 +67,11 @@ server, key or model folders; every test runs with them unset."""
 
 
 @pytest.fixture(autouse=True)
-def isolated_env(default_model_path, _pip_cache_dir, tmp_path, monkeypatch) -> dict[str, str]:
+def isolated_env(default_model_path, _pip_cache_dir, _measured_bandwidth, request, tmp_path,
+                 monkeypatch) -> dict[str, str]:
     """Point HOME and the config, data and cache folders at tmp_path; CHATAPP_MODEL at the real
-    default model; unset every variable in LEAKING_VARIABLES.
+    default model; unset every variable in LEAKING_VARIABLES. The cache starts with this machine's
+    measured bandwidth (`_measured_bandwidth`), unless the test is marked `unmeasured_machine`.
 
     pip keeps its real cache, so a test that pulls from PyPI downloads at most once. The
     llama.cpp programs (chatapp.llama_tools) and the models are found by session fixtures that
@@ -67,6 +86,12 @@ def isolated_env(default_model_path, _pip_cache_dir, tmp_path, monkeypatch) -> d
         monkeypatch.setenv(var, value)
     for var in LEAKING_VARIABLES:
         monkeypatch.delenv(var, raising=False)
+    if request.node.get_closest_marker("unmeasured_machine") is None:
+        from chatapp.private import make_private_dir
+
+        cache = make_private_dir(tmp_path / "cache" / "chatapp")  # 0700, as chatapp makes it: no notice
+        (cache / _measured_bandwidth.name).write_bytes(_measured_bandwidth.read_bytes())
+        (cache / _measured_bandwidth.name).chmod(0o600)
     return env
 
 

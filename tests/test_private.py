@@ -100,6 +100,7 @@ def old_install(outside) -> None:
             os.chmod(path, 0o755 if path.is_dir() or path.name == "llama-server" else 0o644)
 
 
+@pytest.mark.unmeasured_machine  # a first run: the machine is not measured yet
 def test_an_old_install_is_tightened_once_with_one_line(tmp_path):
     outside = tmp_path / "not-chatapps.gguf"
     outside.write_bytes(b"GGUF")

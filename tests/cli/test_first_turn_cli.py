@@ -3,6 +3,8 @@ through the installed script on the real model, in a fresh home (every test gets
 memory-bandwidth probe runs after the first reply, which says so, and the next turn and the
 next process have its figure. Order and structure only: nothing here is timed."""
 
+import pytest
+
 from chatapp import paths
 from chatapp.engine.machine.bandwidth import CACHE_FILE, MEASURING
 from tests.cli.conftest import records
@@ -10,6 +12,7 @@ from tests.cli.conftest import records
 ASK = ("--json", "--temperature", "0", "--max-tokens", "8", "--ctx", "512")
 
 
+@pytest.mark.unmeasured_machine  # a first run: the machine is not measured yet
 def test_a_fresh_home_answers_first_and_measures_the_machine_after(chatapp_exe):
     first, second = records(chatapp_exe("ask", "Name a colour.", "Name another.", *ASK))
     # The first turn's figures were taken before the probe ran: it has none, and says why.

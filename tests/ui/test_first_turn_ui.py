@@ -5,6 +5,8 @@ default model, in a fresh home (every test gets one). Order and structure only: 
 
 from __future__ import annotations
 
+import pytest
+
 from chatapp import paths
 from chatapp.engine.machine.bandwidth import MEASURING
 from chatapp.ui.messages import TurnStarted
@@ -15,6 +17,7 @@ def database_made() -> bool:
     return (paths.sessions_dir() / "sessions.db").is_file()
 
 
+@pytest.mark.unmeasured_machine  # a first run: the machine is not measured yet
 async def test_the_sessions_database_is_made_before_the_first_question_is_sent(make_app):
     app, seen = make_app()
     assert not database_made()

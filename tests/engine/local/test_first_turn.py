@@ -4,6 +4,8 @@ folder (every test gets one). Order and structure only: no test here times anyth
 
 from __future__ import annotations
 
+import pytest
+
 import threading
 
 from chatapp import paths
@@ -17,6 +19,7 @@ def probed() -> bool:
     return (paths.cache_dir() / bandwidth.CACHE_FILE).exists()
 
 
+@pytest.mark.unmeasured_machine  # a first run: the machine is not measured yet
 def test_the_first_token_comes_before_the_bandwidth_probe_and_the_next_turn_has_its_figure(runtime):
     engine = make_engine(runtime)
     assert not probed()
@@ -35,6 +38,7 @@ def test_the_first_token_comes_before_the_bandwidth_probe_and_the_next_turn_has_
     assert extra["memory_bandwidth_gbps"] > 0 and "memory_bandwidth_note" not in extra
 
 
+@pytest.mark.unmeasured_machine  # a first run: the machine is not measured yet
 def test_the_turn_ends_without_waiting_for_the_probe_and_the_next_turn_waits_for_it(runtime, monkeypatch):
     """A tool call's approval dialog comes at the turn's end: the probe must not hold it back.
     The probe here waits until the test has seen the TurnDone (at most 30 s): run inside the
