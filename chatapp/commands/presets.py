@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 from rich import box
@@ -46,3 +47,24 @@ def list_presets(
         out.print(table)
     for name in sorted(found.problems):
         typer.echo(f"warning: skipped preset {name!r}: {found.problems[name]}", err=True)
+
+
+@app.command("import")
+def import_presets(
+    file: Annotated[Path, typer.Argument(help="An LM Studio preset (*.preset.json) or a llama-server "
+                                              "--models-preset INI file (a preset per [section]).",
+                                         show_default=False)],
+    name: Annotated[Optional[str], typer.Option(
+        "--name", help="The preset's name (a file of one preset only).", show_default=False)] = None,
+    replace: Annotated[bool, typer.Option("--replace", metavar="", help="Overwrite a preset of the same name.")]
+    = False,
+) -> None:
+    """Write another tool's presets as chatapp's own, each a file in the presets folder; what chatapp has no
+    setting for is named."""
+    from chatapp.preset_import import import_file, write_presets
+
+    found = import_file(file, name)  # every preset checked before any is written
+    for preset, target in zip(found, write_presets(found, file, replace=replace)):
+        typer.echo(f"imported preset {preset.name!r} to {target}: {', '.join(preset.table) or 'no settings'}")
+        if preset.skipped:
+            typer.echo(f"  not imported (chatapp has no such setting): {', '.join(preset.skipped)}", err=True)

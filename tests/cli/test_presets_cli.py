@@ -74,3 +74,59 @@ def test_ask_takes_the_models_preset_under_its_options_and_keeps_its_name(chatap
     assert exported["choices"]["preset"] == "long"
     assert [entry.get("preset") for entry in exported["journal"]] == ["terse", "long"]
     assert exported["system_prompt"] == "Answer in one word."
+
+
+LM_STUDIO = {"name": "Creative Writing", "operation": {"fields": [
+    {"key": "llm.prediction.temperature", "value": 1.1},
+    {"key": "llm.prediction.topKSampling", "value": 50},
+    {"key": "llm.prediction.minPSampling", "value": {"checked": False, "value": 0.05}},
+    {"key": "llm.prediction.topPSampling", "value": {"checked": True, "value": 0.9}},
+    {"key": "llm.prediction.repeatPenalty", "value": {"checked": True, "value": 1.1}},
+    {"key": "llm.prediction.systemPrompt", "value": "You are a poet."}]},
+    "load": {"fields": [{"key": "llm.load.contextLength", "value": 8192}]}}
+MODELS_INI = """[*]
+ctx-size = 0
+mmap = 1
+
+[Qwen3.5-4B]
+hf = unsloth/Qwen3.5-4B-GGUF:Q4_K_M
+ctx-size = 16384
+top-k = 0
+temp = 1.0
+
+[small]
+model = /models/SmolLM2-135M-Instruct-Q4_1.gguf
+temp = 0.2
+cache-type-k = q8_0
+"""
+
+
+def test_lm_studio_and_llama_server_presets_import_as_chatapps_own(chatapp_exe, isolated_dirs, tmp_path):
+    lm = tmp_path / "creative.preset.json"
+    lm.write_text(json.dumps(LM_STUDIO))
+    ini = tmp_path / "models.ini"
+    ini.write_text(MODELS_INI)
+    out = chatapp_exe("presets", "import", str(lm))
+    assert out.returncode == 0, out.stderr
+    assert "imported preset 'creative-writing'" in out.stdout and "llm.prediction.repeatPenalty" in out.stderr
+    out = chatapp_exe("presets", "import", str(ini))
+    assert out.returncode == 0 and "chat-template-kwargs" not in out.stderr and "mmap" in out.stderr
+    listed = {p["name"]: p for p in json.loads(chatapp_exe("presets", "list", "--json").stdout)["presets"]}
+    assert listed["creative-writing"]["settings"] == {"temperature": 1.1, "top_k": 50, "min_p": 0.0, "top_p": 0.9,
+                                                      "system_prompt": "You are a poet.", "n_ctx": 8192}
+    assert listed["qwen3.5-4b"]["model"] == "hf:unsloth/Qwen3.5-4B-GGUF:Q4_K_M"
+    assert listed["qwen3.5-4b"]["settings"] == {"n_ctx": 16384, "top_k": 0, "temperature": 1.0}
+    assert listed["small"] == {**listed["small"], "model": "SmolLM2-135M-Instruct-Q4_1.gguf",
+                               "settings": {"temperature": 0.2, "kv_type": "q8_0"}}
+    small = Path(listed["small"]["source"])
+    small.unlink()
+    again = chatapp_exe("presets", "import", str(ini))  # one exists: nothing is written, small included
+    assert again.returncode != 0 and "preset 'qwen3.5-4b' exists" in again.stderr and not small.exists()
+    assert chatapp_exe("presets", "import", str(ini), "--replace").returncode == 0 and small.exists()
+    bad = tmp_path / "bad.ini"
+    for text, said in (("[x]\ntemp = hot\n", "[x]: temp must be a number, got 'hot'"),
+                       ("[x]\ncache-type-k = q9\n", "kv_type must be one of"),
+                       ("not a preset", "neither an LM Studio preset (JSON) nor a llama-server preset INI")):
+        bad.write_text(text)
+        out = chatapp_exe("presets", "import", str(bad))
+        assert out.returncode != 0 and said in out.stderr and out.stderr.strip().count("\n") == 0
