@@ -128,7 +128,7 @@ def chat(
 
     session = session_to_open(session, continue_latest)
     settings, preset = settings_with_preset(
-        preset, model, theme=theme, n_ctx=n_ctx, system_prompt=system, allow_long_ctx=allow_long_ctx or None,
+        preset, model, session, theme=theme, n_ctx=n_ctx, system_prompt=system, allow_long_ctx=allow_long_ctx or None,
         server=server, api_key=api_key, draft=draft, draft_max=draft_max, incognito=incognito or None)
     run_app(settings, model=model, session=session, system=system, preset=preset)
 
@@ -256,7 +256,7 @@ def ask(
 
     loaded = load_paths(list(attach or ()))  # a bad file fails here, before the model loads
     settings, preset = settings_with_preset(
-        preset, model, system_prompt=system, max_tokens=max_tokens, temperature=temperature, seed=seed,
+        preset, model, session, system_prompt=system, max_tokens=max_tokens, temperature=temperature, seed=seed,
         n_ctx=n_ctx, kv_type=kv_type, threads=threads, gpu_layers=gpu_layers,
         allow_long_ctx=allow_long_ctx or None, server=server, api_key=api_key, draft=draft, draft_max=draft_max,
         think_budget=think_budget, think_budget_message=think_budget_message,

@@ -29,7 +29,7 @@ from rich.progress import (
 
 from chatapp.commands.terminal import SafeConsole
 from chatapp.config import Settings, adjusted, load_settings
-from chatapp.errors import InputError
+from chatapp.errors import ChatappError, InputError
 from chatapp.format import display_url
 
 if TYPE_CHECKING:  # the engine is imported once the arguments are checked
@@ -45,23 +45,46 @@ def settings_with(**overrides) -> Settings:
     return settings
 
 
-def settings_with_preset(preset: str | None, model: str | None, **overrides) -> tuple[Settings, str | None]:
+def settings_with_preset(preset: str | None, model: str | None, session: str | None = None,
+                         **overrides) -> tuple[Settings, str | None]:
     """`settings_with` for a command that chats: the command line's options over the preset over the
-    config file. The preset is `preset` (--preset NAME), else the one whose `model` names the model
-    the command will load (chatapp.presets). Returns the settings and the preset's name (None: none)."""
+    config file. The preset is `preset` (--preset NAME), else the one the saved `session` last ran
+    with, else the one whose `model` names the model the command will load (chatapp.presets).
+    Returns the settings and the preset's name (None: none)."""
     from chatapp.presets import load_presets
 
     base = load_settings()
     presets = load_presets()
-    chosen = presets.get(preset) if preset is not None else _model_default(presets, model, base)
+    kept = _kept_preset(base, session) if preset is None and session is not None else ""
+    if kept and kept not in presets.presets:
+        print(f"chatapp: session {session!r} ran with preset {kept!r}, which is no longer there "
+              f"({presets.problems.get(kept, 'see chatapp presets list')}); going on without it", file=sys.stderr)
+        kept = ""
+    if preset is None and kept:
+        chosen = presets.get(kept)
+        print(f"chatapp: preset {kept!r}, as session {session!r} was left", file=sys.stderr)
+    elif preset is not None:
+        chosen = presets.get(preset)
+    else:
+        chosen = _model_default(presets, model, base)
+        if chosen is not None:
+            print(f"chatapp: preset {chosen.name!r}: the default of this model ({chosen.source})", file=sys.stderr)
     if chosen is not None:
         base = chosen.apply(base)
-        if preset is None:
-            print(f"chatapp: preset {chosen.name!r}: the default of this model ({chosen.source})", file=sys.stderr)
     settings, notices = adjusted(base.replace(**overrides))
     if notices:
         print(f"chatapp: note: {'; '.join(notices)}", file=sys.stderr)
     return settings, chosen.name if chosen is not None else None
+
+
+def _kept_preset(settings: Settings, session: str) -> str:
+    """The preset saved session `session` last ran with ("" for none, or no such session)."""
+    from chatapp.engine.sessions import SessionManager
+
+    try:
+        return SessionManager.open(settings, create=False).store.choices(session).preset
+    except (ChatappError, OSError):  # opening the session says what is wrong with it
+        return ""
 
 
 def _model_default(presets, model: str | None, settings: Settings):

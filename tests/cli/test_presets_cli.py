@@ -1,6 +1,6 @@
 """Presets from the config file and the presets folder: listed with their problems in one line
 each, chosen with --preset or as the model's default, under the command line's options, and
-kept in ask's records and the saved session."""
+kept in ask's records and the saved session, which goes on with it; other tools' presets imported."""
 
 from __future__ import annotations
 
@@ -70,9 +70,12 @@ def test_ask_takes_the_models_preset_under_its_options_and_keeps_its_name(chatap
     assert out.returncode == 0, out.stderr
     record = json.loads(out.stdout)
     assert record["preset"] == "long" and record["decode_tokens"] <= 2  # -n over the preset's max_tokens
+    out = chatapp_exe("ask", "--json", "--threads", "1", "--session", "p", "And?")  # the session's preset holds
+    assert out.returncode == 0, out.stderr
+    assert "preset 'long', as session 'p' was left" in out.stderr and json.loads(out.stdout)["preset"] == "long"
     exported = json.loads(chatapp_exe("sessions", "export", "p", "--format", "json").stdout)
     assert exported["choices"]["preset"] == "long"
-    assert [entry.get("preset") for entry in exported["journal"]] == ["terse", "long"]
+    assert [entry.get("preset") for entry in exported["journal"]] == ["terse", "long", "long"]
     assert exported["system_prompt"] == "Answer in one word."
 
 
@@ -130,3 +133,18 @@ def test_lm_studio_and_llama_server_presets_import_as_chatapps_own(chatapp_exe, 
         bad.write_text(text)
         out = chatapp_exe("presets", "import", str(bad))
         assert out.returncode != 0 and said in out.stderr and out.stderr.strip().count("\n") == 0
+
+
+def test_a_preset_naming_the_models_sha256_is_its_default(chatapp_exe, isolated_dirs, default_model_path):
+    import hashlib
+
+    digest = hashlib.sha256(Path(default_model_path).read_bytes()).hexdigest()
+    folder = Path(isolated_dirs["XDG_CONFIG_HOME"]) / "chatapp" / "presets"
+    folder.mkdir(parents=True)
+    (folder / "by-hash.toml").write_text(f'model = "{digest.upper()}"\nmax_tokens = 2\n')
+    (folder / "other.toml").write_text(f'model = "{"0" * 64}"\nmax_tokens = 9\n')
+    out = chatapp_exe("ask", "--json", "--threads", "1", "--incognito", "Name a colour.")
+    assert out.returncode == 0, out.stderr
+    record = json.loads(out.stdout)
+    assert "preset 'by-hash': the default of this model" in out.stderr
+    assert record["preset"] == "by-hash" and record["decode_tokens"] <= 2
