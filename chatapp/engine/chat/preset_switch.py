@@ -18,14 +18,16 @@ from typing import TYPE_CHECKING
 
 from chatapp.config import Settings
 from chatapp.engine.backend import GenerationSettings
+from chatapp.engine.chat.thoughts import think_mode
 from chatapp.engine.events import Message
 from chatapp.engine.tokens import common_prefix
 
 if TYPE_CHECKING:
     from chatapp.engine.chat.engine import Engine
 
-LIVE = ("system_prompt", "draft", "draft_max")
-"""Settings beyond the samplers that a switch applies to the open chat from the next turn."""
+LIVE = ("system_prompt", "draft", "draft_max", "think_budget", "think_budget_message")
+"""Settings beyond the samplers that a switch applies to the open chat from the next turn (the
+thinking budget acts after the prompt, as the samplers do)."""
 
 
 @dataclass(frozen=True)
@@ -71,8 +73,11 @@ def plan(engine: Engine, settings: Settings) -> SwitchPlan:
     """What switching the open chat to `settings` changes and costs, without changing anything."""
     old, new = _samplers(engine.settings), _samplers(settings)
     samplers = {name: value for name, value in new.items() if old[name] != value}
+    thinking = engine.thinking
     current = {"system_prompt": engine.system_prompt, "draft": engine.drafting.mode,
-               "draft_max": engine.drafting.draft_max}
+               "draft_max": engine.drafting.draft_max,
+               "think_budget": -1 if thinking.budget is None else thinking.budget,
+               "think_budget_message": thinking.budget_message}
     live = {name: getattr(settings, name) for name in LIVE if getattr(settings, name) != current[name]}
     sampler_fields = {f.name for f in fields(Settings)} & set(new)
     later = tuple(f.name for f in fields(Settings) if f.name not in sampler_fields and f.name not in LIVE
@@ -97,6 +102,10 @@ def switch(engine: Engine, settings: Settings) -> SwitchPlan:
         engine.set_system_prompt(settings.system_prompt)
     if "draft" in done.live or "draft_max" in done.live:
         engine.set_drafting(settings.draft, settings.draft_max)
+    if "think_budget" in done.live:
+        engine.thinking.set_mode(think_mode(None if settings.think_budget < 0 else settings.think_budget))
+    if "think_budget_message" in done.live:
+        engine.thinking.budget_message = settings.think_budget_message
     applied = {name: getattr(settings, name) for name in {f.name for f in fields(Settings)}
                if name not in done.later}
     engine.settings = replace(engine.settings, **applied)

@@ -44,16 +44,19 @@ class PresetController:
                     return
                 done = preset_switch.switch(engine, wanted)
                 figures = engine.branch_figures()
+                think = engine.thinking.mode if engine.thinking.format.active else None  # probed here, not on the UI
             try:
-                app.call_from_thread(self._switched, name, done, figures)
+                app.call_from_thread(self._switched, name, done, figures, think)
             except RuntimeError:  # the app is gone: nothing to show
                 pass
 
         app.run_worker(run, name="preset", group="preset", thread=True, exit_on_error=False)
 
-    def _switched(self, name: str, done: preset_switch.SwitchPlan, figures) -> None:
+    def _switched(self, name: str, done: preset_switch.SwitchPlan, figures, think: str | None) -> None:
         app = self.app
         app.preset_name = name
         self.sessions.keep_choice(preset=name)
+        if "think_budget" in done.live and think is not None:  # kept as the palette's "Thinking: …" keeps it
+            self.sessions.keep_choice(think=think)
         app.branch = replace(app.branch, figures=figures)
         app.notify(f"{name}: {done.notice()}", title="Preset", timeout=8, markup=False)

@@ -75,9 +75,10 @@ def test_a_system_prompt_switch_says_its_reprefill_before_and_measures_as_said(e
 
 
 def test_a_switch_names_what_only_a_reload_changes_and_leaves_it(engine):
-    wanted = parse_preset("big", {"n_ctx": 2048, "kv_type": "q8_0", "temperature": 0.3}, "test").apply(
-        engine.settings)
+    wanted = parse_preset("big", {"n_ctx": 2048, "kv_type": "q8_0", "temperature": 0.3, "think_budget": 64},
+                          "test").apply(engine.settings)
     done = preset_switch.switch(engine, wanted)
     assert set(done.later) == {"n_ctx", "kv_type"} and "take effect when the model loads again" in done.notice()
+    assert done.live == {"think_budget": 64} and engine.thinking.mode == "64"
     assert engine.settings.n_ctx == BASE.n_ctx and engine.settings.kv_type == BASE.kv_type
     assert engine.generation.temperature == 0.3 and engine.settings.temperature == 0.3
