@@ -9,6 +9,8 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 CHATAPP = str(Path(sys.executable).with_name("chatapp"))
@@ -62,3 +64,21 @@ class Tmux:
 
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
+
+
+@contextmanager
+def chat_after_one_turn(env: dict[str, str], width: int = 160, height: int = 40) -> Iterator[Tmux]:
+    """chatapp in tmux (in `env`'s isolated folders) on 2 threads, greedy, 8 tokens a reply, after
+    one turn ("Name a colour.")."""
+    config = Path(env["XDG_CONFIG_HOME"]) / "chatapp" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("threads = 2\ntemperature = 0.0\nmax_tokens = 8\n")
+    term = Tmux(dict(env), ["--ctx", "1024"], width=width, height=height)
+    try:
+        term.wait_for("KV cache", 60)
+        term.type("Name a colour.")
+        term.keys("Enter")
+        term.wait_for("this turn wrote", 120)
+        yield term
+    finally:
+        term.close()

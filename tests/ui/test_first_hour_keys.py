@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from tests.ui._helpers import wait_until
-from tests.ui._tmux import Tmux
+from tests.ui._tmux import Tmux, chat_after_one_turn
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 
@@ -20,19 +20,9 @@ ALT = {  # how each terminal sends Alt+letter
 
 
 @pytest.fixture
-def chat(isolated_env, tmp_path):
-    config = tmp_path / "config" / "chatapp" / "config.toml"
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text("threads = 2\ntemperature = 0.0\nmax_tokens = 8\n")
-    term = Tmux(dict(isolated_env), ["--ctx", "1024"])
-    try:
-        term.wait_for("KV cache", 60)
-        term.type("Name a colour.")
-        term.keys("Enter")
-        term.wait_for("this turn wrote", 120)
+def chat(isolated_env):
+    with chat_after_one_turn(isolated_env) as term:
         yield term
-    finally:
-        term.close()
 
 
 def alt(term: Tmux, how: str, letter: str) -> None:

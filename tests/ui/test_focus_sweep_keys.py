@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from tests.ui._tmux import Tmux
+from tests.ui._tmux import chat_after_one_turn
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 
@@ -34,19 +34,9 @@ SWEEP = (
 
 
 @pytest.fixture
-def chat(isolated_env, tmp_path):
-    config = tmp_path / "config" / "chatapp" / "config.toml"
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text("threads = 2\ntemperature = 0.0\nmax_tokens = 8\n")
-    term = Tmux(dict(isolated_env), ["--ctx", "1024"], width=160, height=48)
-    try:
-        term.wait_for("KV cache", 60)
-        term.type("Name a colour.")
-        term.keys("Enter")
-        term.wait_for("this turn wrote", 120)
+def chat(isolated_env):
+    with chat_after_one_turn(isolated_env, width=160, height=48) as term:
         yield term
-    finally:
-        term.close()
 
 
 def test_after_every_dialog_typing_lands_in_the_composer(chat):
