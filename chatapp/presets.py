@@ -4,8 +4,10 @@ draft mode under one name, as LM Studio's presets and llama-server's --models-pr
 A preset is a `[presets.NAME]` table in the config file, or a `NAME.toml` file in the presets
 folder beside it (paths.presets_dir()); a file's preset wins over a table of the same name. Its
 keys are Settings' own names and every value goes through the config's own checks
-(config.from_table), so a preset holds nothing a config file could not. One key is its own:
-`model = "NAME or SHA256"` makes the preset that model's default, used when no --preset is given.
+(config.from_table), so a preset holds nothing a config file could not. Two keys are its own:
+`model = "NAME or SHA256"` makes the preset that model's default, used when no --preset is given,
+and `tools = "auto"` (none, required or a tool's name, as --tool-choice takes it) offers the
+enabled tools with that choice.
 
 Precedence: the command line's options, then the preset, then the config file's settings.
 """
@@ -29,6 +31,9 @@ NOT_IN_PRESETS = frozenset({*SECRET_SETTINGS, *ENV_SETTINGS, MODEL_KEY})
 to a way of chatting, and `model`, which is the preset's match instead."""
 PRESET_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Settings) if f.name not in NOT_IN_PRESETS)
 """The settings a preset may hold: derived from Settings, so a new setting is a preset key too."""
+TOOLS_KEY = "tools"
+"""A preset's tool choice: offered tools and how, as `ask --tool-choice` takes it (its parser checks it)."""
+MAX_TOOLS_CHOICE = 200
 SECTION = "presets"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -43,12 +48,15 @@ class Preset:
     """Where it was read: a file, or the config file and its table."""
     model: str = ""
     """The model it is the default of ("" for none)."""
+    tools: str = ""
+    """The tool choice it makes ("" for none: the tools stay as they are)."""
 
     def apply(self, settings: Settings) -> Settings:
         return settings.replace(**self.values)
 
     def to_json(self) -> dict:
-        return {"name": self.name, "source": self.source, "model": self.model or None, "settings": self.values}
+        return {"name": self.name, "source": self.source, "model": self.model or None, "tools": self.tools or None,
+                "settings": self.values}
 
 
 @dataclass(frozen=True)
@@ -95,15 +103,18 @@ def parse_preset(name: str, raw: object, source: str) -> Preset:
     model = raw.get(MODEL_KEY, "")
     if not isinstance(model, str):
         raise ConfigError(f"{source}: model must be a model's name or sha256, got {model!r}")
-    values = {k: v for k, v in raw.items() if k != MODEL_KEY}
+    tools = raw.get(TOOLS_KEY, "")
+    if not isinstance(tools, str) or len(tools) > MAX_TOOLS_CHOICE or tools != tools.strip() or "\n" in tools:
+        raise ConfigError(f"{source}: tools must be auto, none, required or a tool's name, got {tools!r}")
+    values = {k: v for k, v in raw.items() if k not in (MODEL_KEY, TOOLS_KEY)}
     for key in values:
-        if key in NOT_IN_PRESETS or key in (SECTION, "tools", "mcp_servers"):
+        if key in NOT_IN_PRESETS or key in (SECTION, "mcp_servers"):
             raise ConfigError(f"{source}: {key} cannot be set by a preset (keep it in the config file)")
     try:
         checked = from_table(values, source)  # type: ignore[arg-type]  # the config's own checks, one line each
     except ConfigError as exc:  # a type names the source already; a range (validate) does not
         raise ConfigError(exc.message if exc.message.startswith(source) else f"{source}: {exc.message}") from None
-    return Preset(name, {k: getattr(checked, k) for k in values}, source, model.strip())
+    return Preset(name, {k: getattr(checked, k) for k in values}, source, model.strip(), tools)
 
 
 def load_presets(config_path: Path | None = None, folder: Path | None = None) -> Presets:

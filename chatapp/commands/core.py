@@ -127,10 +127,10 @@ def chat(
     from chatapp.commands.tui import run_app
 
     session = session_to_open(session, continue_latest)
-    settings, preset = settings_with_preset(
+    settings, chosen = settings_with_preset(
         preset, model, session, theme=theme, n_ctx=n_ctx, system_prompt=system, allow_long_ctx=allow_long_ctx or None,
         server=server, api_key=api_key, draft=draft, draft_max=draft_max, incognito=incognito or None)
-    run_app(settings, model=model, session=session, system=system, preset=preset)
+    run_app(settings, model=model, session=session, system=system, preset=chosen.name if chosen else None)
 
 
 def ask(
@@ -255,12 +255,14 @@ def ask(
     from chatapp.engine.retrieval.loading import load_paths
 
     loaded = load_paths(list(attach or ()))  # a bad file fails here, before the model loads
-    settings, preset = settings_with_preset(
+    settings, chosen = settings_with_preset(
         preset, model, session, system_prompt=system, max_tokens=max_tokens, temperature=temperature, seed=seed,
         n_ctx=n_ctx, kv_type=kv_type, threads=threads, gpu_layers=gpu_layers,
         allow_long_ctx=allow_long_ctx or None, server=server, api_key=api_key, draft=draft, draft_max=draft_max,
         think_budget=think_budget, think_budget_message=think_budget_message,
         thinking_history=thinking_history, incognito=incognito or None)
+    if chosen is not None and chosen.tools and chosen.tools != "none" and not tool_options.wanted and shape is None:
+        tool_options = ToolOptions((), True, chosen.tools)  # the preset's tools; --tool, --tools, --schema hold over it
     from chatapp.commands.ask_output import run_ask
 
     run_ask(settings, model, prompts, as_json=as_json, session=session, attachments=loaded, system=system,
@@ -268,7 +270,7 @@ def ask(
             tools=tool_options if tool_options.wanted else None, think_more=think_more,
             given=frozenset(name for name, value in (("think", think_budget), ("history", thinking_history))
                             if value is not None), hide_thinking=hide_thinking, edit=edit, shape=shape,
-            grammar_mask=grammar_mask, preset=preset)
+            grammar_mask=grammar_mask, preset=chosen.name if chosen else None)
 
 
 def reply_shape(schema: str | None, grammar: Path | None, *, tools_wanted: bool):

@@ -34,6 +34,7 @@ from chatapp.format import display_url
 
 if TYPE_CHECKING:  # the engine is imported once the arguments are checked
     from chatapp.engine.chat import Engine
+    from chatapp.presets import Preset
 
 
 def settings_with(**overrides) -> Settings:
@@ -46,11 +47,11 @@ def settings_with(**overrides) -> Settings:
 
 
 def settings_with_preset(preset: str | None, model: str | None, session: str | None = None,
-                         **overrides) -> tuple[Settings, str | None]:
+                         **overrides) -> tuple[Settings, Preset | None]:
     """`settings_with` for a command that chats: the command line's options over the preset over the
     config file. The preset is `preset` (--preset NAME), else the one the saved `session` last ran
     with, else the one whose `model` names the model the command will load (chatapp.presets).
-    Returns the settings and the preset's name (None: none)."""
+    Returns the settings and the preset (None: none)."""
     from chatapp.presets import load_presets
 
     base = load_settings()
@@ -74,7 +75,7 @@ def settings_with_preset(preset: str | None, model: str | None, session: str | N
     settings, notices = adjusted(base.replace(**overrides))
     if notices:
         print(f"chatapp: note: {'; '.join(notices)}", file=sys.stderr)
-    return settings, chosen.name if chosen is not None else None
+    return settings, chosen
 
 
 def _kept_preset(settings: Settings, session: str) -> str:

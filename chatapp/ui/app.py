@@ -166,7 +166,8 @@ class ChatApp(KeyBurstApp[None]):
         self.models_ui = ModelController(self, opener, self.sessions_ui)
         self.themes_ui = ThemeController(self)
         self.settings_ui = SettingsController(self, self.sessions_ui)
-        self.presets_ui = PresetController(self, self.sessions_ui)
+        self.presets_ui = PresetController(self, self.sessions_ui,
+                                           choose_tools=lambda choice: self.tools_ui.choose(choice, by_user=True))
         self.tools_ui = ToolController(self, keep=lambda choice: self.sessions_ui.keep_choice(tools=choice))
         self.typing_prefill = TypingPrefill(self)
         """Prefills the next prompt while it is typed (chatapp.ui.controllers.typing_prefill)."""

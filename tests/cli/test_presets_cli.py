@@ -18,6 +18,10 @@ model = "smollm2-135m-instruct"
 
 [presets.hot]
 temperature = "very"
+
+[presets.clock]
+tools = "auto"
+max_tokens = 8
 """
 
 
@@ -37,7 +41,7 @@ def test_presets_list_shows_each_preset_and_each_bad_one_in_one_line(chatapp_exe
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     by_name = {p["name"]: p for p in data["presets"]}
-    assert set(by_name) == {"terse", "long"}
+    assert set(by_name) == {"terse", "long", "clock"} and by_name["clock"]["tools"] == "auto"
     assert by_name["terse"]["model"] == "smollm2-135m-instruct"
     assert by_name["terse"]["settings"] == {"system_prompt": "Answer in one word.", "max_tokens": 3,
                                             "temperature": 0.0}
@@ -53,7 +57,7 @@ def test_presets_list_shows_each_preset_and_each_bad_one_in_one_line(chatapp_exe
 
 def test_a_bad_or_unknown_preset_is_one_line_before_the_model_loads(chatapp_exe, isolated_dirs):
     write_presets(isolated_dirs)
-    for name, said in (("hot", "temperature must be float"), ("nope", "no preset 'nope' (presets: long, terse")):
+    for name, said in (("hot", "temperature must be float"), ("nope", "no preset 'nope' (presets: clock, long, terse")):
         out = chatapp_exe("ask", "--preset", name, "hi")
         assert out.returncode != 0 and said in out.stderr
         assert out.stderr.strip().count("\n") == 0 and "Traceback" not in out.stderr
@@ -148,3 +152,15 @@ def test_a_preset_naming_the_models_sha256_is_its_default(chatapp_exe, isolated_
     record = json.loads(out.stdout)
     assert "preset 'by-hash': the default of this model" in out.stderr
     assert record["preset"] == "by-hash" and record["decode_tokens"] <= 2
+
+
+def test_a_presets_tools_are_offered_unless_the_command_line_says_otherwise(chatapp_exe, isolated_dirs):
+    write_presets(isolated_dirs)
+    out = chatapp_exe("ask", "--json", "--threads", "1", "--incognito", "--preset", "clock", "What time is it?")
+    assert out.returncode == 0, out.stderr
+    record = json.loads(out.stdout)
+    assert record["preset"] == "clock" and "current_time" in record["tool_schema_tokens"]
+    plain = chatapp_exe("ask", "--json", "--threads", "1", "--incognito", "--preset", "clock", "--schema", "answer",
+                        "What time is it?")
+    assert plain.returncode == 0, plain.stderr
+    assert "tool_schema_tokens" not in json.loads(plain.stdout)  # --schema shapes the reply: no tools then

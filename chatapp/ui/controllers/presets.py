@@ -5,6 +5,7 @@ its name in the header and keeps it with the session."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from chatapp.engine.chat import preset_switch
@@ -14,9 +15,12 @@ from chatapp.ui.host import ChatHost, SessionKeeper
 
 
 class PresetController:
-    def __init__(self, app: ChatHost, sessions: SessionKeeper) -> None:
+    def __init__(self, app: ChatHost, sessions: SessionKeeper,
+                 choose_tools: Callable[[str], None] = lambda choice: None) -> None:
+        """`choose_tools(choice)`: the tool choice a preset makes, as the palette's "Tools: …" makes it."""
         self.app = app
         self.sessions = sessions
+        self.choose_tools = choose_tools
         self._presets: Presets | None = None
 
     def names(self) -> list[str]:
@@ -46,17 +50,22 @@ class PresetController:
                 figures = engine.branch_figures()
                 think = engine.thinking.mode if engine.thinking.format.active else None  # probed here, not on the UI
             try:
-                app.call_from_thread(self._switched, name, done, figures, think)
+                app.call_from_thread(self._switched, name, done, figures, think, preset.tools)
             except RuntimeError:  # the app is gone: nothing to show
                 pass
 
         app.run_worker(run, name="preset", group="preset", thread=True, exit_on_error=False)
 
-    def _switched(self, name: str, done: preset_switch.SwitchPlan, figures, think: str | None) -> None:
+    def _switched(self, name: str, done: preset_switch.SwitchPlan, figures, think: str | None, tools: str) -> None:
         app = self.app
         app.preset_name = name
         self.sessions.keep_choice(preset=name)
         if "think_budget" in done.live and think is not None:  # kept as the palette's "Thinking: …" keeps it
             self.sessions.keep_choice(think=think)
         app.branch = replace(app.branch, figures=figures)
-        app.notify(f"{name}: {done.notice()}", title="Preset", timeout=8, markup=False)
+        said = done.notice()
+        if tools:  # the tools' schemas join the prompt (or leave it): not counted in the plan
+            said += f"; tools {tools}: their schemas change the prompt, so the next turn may prefill again"
+        app.notify(f"{name}: {said}", title="Preset", timeout=8, markup=False)
+        if tools:
+            self.choose_tools(tools)
