@@ -7,8 +7,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from chatapp.config import Settings
+from chatapp.engine.opening import open_engine
+from chatapp.ui.app import ChatApp
 from chatapp.ui.commands import ChatCommands
-from tests.ui._helpers import WIDE, header, notified, send, workers_done
+from tests.ui._helpers import WIDE, header, notified, send, wait_until, workers_done
 
 PRESETS = """[presets.warm]
 temperature = 0.9
@@ -17,6 +20,9 @@ seed = 7
 
 [presets.pirate]
 system_prompt = "You are a pirate."
+
+[presets.clock]
+tools = "auto"
 """
 
 
@@ -50,3 +56,16 @@ async def test_a_preset_from_the_palette_keeps_the_cache_when_only_samplers_chan
         await app.run_action("preset('nope')")
         await notified(pilot, seen, lambda n: n.title == "Preset" and "no preset 'nope'" in n.message)
         assert "preset: pirate" in header(app)
+
+
+async def test_the_preset_the_app_starts_with_is_in_the_header_and_makes_its_tool_choice(default_model_path):
+    write_presets()
+    settings = Settings(n_ctx=1024, temperature=0.0, max_tokens=8, threads=2, incognito=True)
+    app = ChatApp(open_engine(settings, str(default_model_path)), settings=settings, preset="clock")
+    try:
+        async with app.run_test(size=WIDE) as pilot:
+            await wait_until(pilot, lambda: "preset: clock" in header(app))
+            await wait_until(pilot, lambda: app.tools_ui.choice == "auto")
+            await workers_done(pilot, "tools")
+    finally:
+        app.release_engine()

@@ -29,6 +29,18 @@ class PresetController:
             self._presets = load_presets()
         return sorted(self._presets.presets)
 
+    def at_start(self, name: str | None) -> None:
+        """The preset the app started with (its settings are the app's already): its tool choice,
+        after the config's (a session opened at start then sets its own)."""
+        if name is None:
+            return
+        try:
+            tools = load_presets().get(name).tools
+        except ChatappError:  # read when the command started; since edited: the palette says what is wrong
+            return
+        if tools:
+            self.choose_tools(tools)
+
     def switch(self, name: str) -> None:
         """Switch to preset NAME from the next turn (on a worker: counting the cost tokenizes)."""
         app = self.app
