@@ -9,9 +9,10 @@ from pathlib import Path
 
 from chatapp.config import Settings
 from chatapp.engine.opening import open_engine
+from chatapp.engine.sessions.export import session_data
 from chatapp.ui.app import ChatApp
 from chatapp.ui.commands import ChatCommands
-from tests.ui._helpers import WIDE, header, notified, send, wait_until, workers_done
+from tests.ui._helpers import WIDE, header, notified, send, store, wait_until, workers_done
 
 PRESETS = """[presets.warm]
 temperature = 0.9
@@ -49,6 +50,10 @@ async def test_a_preset_from_the_palette_keeps_the_cache_when_only_samplers_chan
         assert (app.engine.generation.temperature, app.engine.generation.top_k) == (0.9, 20)
         record = (await send(pilot, "Name a colour.", seen)).record
         assert record.cached_tokens >= held  # nothing the cache held was prefilled again
+        manager, name = store(), app.session_name
+        data = session_data(manager.store, name, manager.store.get(name))
+        assert [entry.get("preset") for entry in data["journal"]] == [None, "warm"]
+        assert data["choices"]["preset"] == "warm"
         await app.run_action("preset('pirate')")
         await workers_done(pilot, "preset")
         said = await notified(pilot, seen, lambda n: n.title == "Preset" and n.message.startswith("pirate"))

@@ -427,6 +427,8 @@ class SessionController:
     def autosave(self, live: LiveSession, record: TurnRecord) -> None:
         """On the turn's worker, right after TurnFinished: save the turn (its record annotated),
         and the choices made before the session was written."""
+        if self.app.preset_name is not None:  # the preset the turn ran with, as ask's records keep it
+            record.extra.setdefault("preset", self.app.preset_name)
         self._save(live, lambda: live.save_turn(record))
         self._write_choices(live)
 
