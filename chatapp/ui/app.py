@@ -110,6 +110,8 @@ class ChatApp(KeyBurstApp[None]):
     session_name: var[str | None] = var(None)
     preset_name: var[str | None] = var(None)
     """The preset the chat runs with (chatapp.presets), in the header; None: none."""
+    reply_shape: var[str | None] = var(None)
+    """The shape every reply must have, in words (chatapp.ui.screens.reply_shape); None: free text."""
     attached: var[tuple[str, ...]] = var(())
     branch: var[ShownBranch] = var(ShownBranch)
     """The shown branch's cache: set after every action that changes the shown leaf."""
@@ -200,7 +202,7 @@ class ChatApp(KeyBurstApp[None]):
         app = ChatApp
         yield AppHeader(id="header", incognito=self.settings.incognito).data_bind(
             summary=app.model, session=app.session_name, attachments=app.attached, status=app.status,
-            preset=app.preset_name)
+            preset=app.preset_name, shape=app.reply_shape)
         with self._main:
             yield self._transcript.data_bind(app.confidence)
             self._tokens.data_bind(app.branch, app.composer_tokens, app.confidence, app.neighbours, app.live_reply,
@@ -429,6 +431,7 @@ class ChatApp(KeyBurstApp[None]):
         else:
             await self._transcript.finish_reply(record)
             self._transcript.name_turn(record)
+            await self.settings_ui.shape_checked(record)
         self._live_over()
         self.branch = self.branch.after_turn(record, message.view, message.figures,
                                              self.branches_ui.turn_note(record))
@@ -550,6 +553,9 @@ class ChatApp(KeyBurstApp[None]):
 
     def action_sampling(self, typed: str = "") -> None:
         self.settings_ui.sampling(typed)
+
+    def action_reply_shape(self, typed: str = "") -> None:
+        self.settings_ui.reply_shape(typed)
 
     def action_preset(self, name: str) -> None:
         self.presets_ui.switch(name)

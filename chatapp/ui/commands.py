@@ -45,6 +45,9 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Toggle drafting (speculative decoding)",
      "Draft by prompt lookup and verify in one batch, or decode one token a step; from the next reply",
      "toggle_drafting"),
+    ("Reply shape: JSON schema", "Every reply from the next turn a JSON value of a schema (JSON text or "
+     "'name, age int, bio: one sentence'), checked after the turn (/schema TEXT, /schema off)", "reply_shape"),
+    ("Reply shape: off", "Replies are free text again from the next turn", "reply_shape('off')"),
     ("Switch model", "Load another local model", "switch_model"),
     ("Sessions: open, new, rename, delete", "Saved conversations with their KV cache (F6)", "sessions"),
     ("Save chat as session", "Save this chat under a name; it is saved after every turn from then on",

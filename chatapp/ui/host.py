@@ -131,6 +131,8 @@ class ChatHost(Protocol):
     """The open session's name, in the header; None: nothing is saved."""
     preset_name: str | None
     """The preset the chat runs with, in the header; None: none."""
+    reply_shape: str | None
+    """The shape every reply must have (chatapp.engine.shape), in words, in the header; None: free text."""
     attached: tuple[str, ...]
     """The attached files' names, in the header."""
     branch: ShownBranch

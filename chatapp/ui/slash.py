@@ -4,7 +4,8 @@ instead of going to the model as a question kept in the session forever. An unkn
 alone is never sent: one line says so and the text stays in the composer. Two slashes send a
 message that really starts with one (`//bye` sends "/bye"), as in `chatapp ask`
 (chatapp.commands.peer_words). `/set NAME VALUE` sets a sampler value at once, as Ollama's
-`/set parameter NAME VALUE` does. `/attach` and `/detach` are the attachments controller's."""
+`/set parameter NAME VALUE` does; `/schema TEXT` sets the reply shape and `/schema off` clears
+it. `/attach` and `/detach` are the attachments controller's."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ ACTIONS = {
     "/bye": "quit", "/exit": "quit", "/quit": "quit",
     "/clear": "new_chat", "/new": "new_chat",
     "/set": "sampling",
+    "/schema": "reply_shape",
 }
 """Each peer command and the app action it runs (ChatApp.action_<name>)."""
 
@@ -36,6 +38,8 @@ def slash_action(text: str) -> str | None:
     words = text.split()
     if len(words) > 1 and words[0].lower() == "/set":
         return f"sampling({' '.join(words[1:])!r})"
+    if len(words) > 1 and words[0].lower() == "/schema":  # the rest as typed: a schema may span lines
+        return f"reply_shape({text.strip()[len(words[0]):].strip()!r})"
     return ACTIONS.get(text.strip().lower())
 
 

@@ -1,6 +1,6 @@
-"""The app's side of the conversation's settings: the system prompt (Ctrl+S), sampling (Ctrl+O)
-and drafting (the palette), each asked in a dialog or toggled, and taken by the engine from the
-next turn on."""
+"""The app's side of the conversation's settings: the system prompt (Ctrl+S), sampling (Ctrl+O),
+drafting and the reply shape (the palette, `/schema`), each asked in a dialog or toggled, and
+taken by the engine from the next turn on."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ from dataclasses import replace
 from chatapp.config import THINKING_HISTORIES
 from chatapp.engine.chat.thoughts import parse_think, think_mode
 from chatapp.ui.host import ChatHost, SessionKeeper
+from chatapp.engine.shape import ReplyShape
+from chatapp.engine.stats import TurnRecord
 from chatapp.errors import ChatappError
+from chatapp.ui.screens.reply_shape import OFF, ReplyShapeScreen, describe_shape, read_shape, shape_error
 from chatapp.ui.screens.sampling import Sampling, SamplingScreen, checked_sampling
 from chatapp.ui.slash import set_values
 from chatapp.ui.screens.system_prompt import SystemPromptScreen
@@ -112,6 +115,46 @@ class SettingsController:
             return "off" + (" (the template's enable_thinking switch)" if thinking.switchable
                             else " (the thought is closed before its first token)")
         return "on" if thinking.mode == "on" else f"budget {int(thinking.mode):,} tokens"
+
+    def reply_shape(self, typed: str = "") -> None:
+        """The shape every reply must have from the next turn (chatapp.engine.shape). `typed`:
+        `/schema`'s text (a schema, or "off"), set at once; else the dialog asks."""
+        app = self.app
+
+        def apply(shape: ReplyShape | str | None) -> None:
+            if shape is None:
+                return
+            was = app.engine.generation.shape
+            app.engine.set_generation(shape=None if shape == OFF else shape)
+            app.reply_shape = None if shape == OFF else describe_shape(shape)
+            if shape == OFF:
+                app.notify("replies are free text again" if was is not None else "no reply shape was set",
+                           title="Reply shape", timeout=4, markup=False)
+            else:
+                app.notify(f"every reply from the next turn is a value of the {app.reply_shape}; "
+                           "the reply is checked after the turn", title="Reply shape", timeout=6, markup=False)
+
+        if typed.strip():
+            if typed.strip().lower() == OFF:
+                apply(OFF)
+                return
+            try:
+                apply(read_shape(typed))
+            except ChatappError as exc:
+                app.notify(shape_error(exc), title="Reply shape", severity="error", timeout=8, markup=False)
+                app.edit_text(f"/schema {typed}", only_if_empty=True)  # back in the composer, to mend
+            return
+        app.push_screen(ReplyShapeScreen(app.engine.generation.shape), apply)
+
+    async def shape_checked(self, record: TurnRecord) -> None:
+        """After a turn under a schema: whether the reply is a value of it and, if not, where."""
+        if "schema_valid" not in record.extra:
+            return
+        if record.extra["schema_valid"]:
+            await self.app.add_notice("schema: the reply is valid", "shape")
+        else:
+            await self.app.add_notice(f"schema: the reply is not valid: {record.extra.get('schema_error', '')}",
+                                      "shape-bad")
 
     def toggle_drafting(self) -> None:
         """Drafting on or off from the next reply (a reply being written keeps how it started)."""

@@ -41,6 +41,8 @@ class AppHeader(Widget):
     session: reactive[str | None] = reactive(None)
     preset: reactive[str | None] = reactive(None)
     """The preset the chat runs with (chatapp.presets); None: none."""
+    shape: reactive[str | None] = reactive(None)
+    """The shape every reply must have, in words (chatapp.ui.screens.reply_shape); None: free text."""
     attachments: reactive[tuple[str, ...]] = reactive(())
     """Names of the attached files, in the order they were attached."""
     status: reactive[str] = reactive("")
@@ -56,7 +58,8 @@ class AppHeader(Widget):
         status = f"  {self.status}" if self.status else ""
         # The parts of the line, cut in CUTS' order until it fits: the model, quant, backend and
         # context stay at any width a terminal has (the model's name cut with …, never dropped).
-        parts = {"brand": "chatapp", "name": "", "figures": "", "session": "", "preset": "", "status": status}
+        parts = {"brand": "chatapp", "name": "", "figures": "", "session": "", "preset": "", "shape": "",
+                 "status": status}
         if self.summary is not None:
             name, figures = describe_parts(self.summary)
             parts["name"], parts["figures"] = f"  {name}", figures
@@ -66,11 +69,13 @@ class AppHeader(Widget):
             parts["session"] = "  incognito: not kept" if self.incognito else "  session: new"
         if self.preset:
             parts["preset"] = f"  preset: {one_line_text(self.preset)}"
+        if self.shape:
+            parts["shape"] = "  shape: " + ("JSON" if self.shape.startswith("JSON") else "GBNF")
         if width > 0:
             fit(parts, width)
         left = Text(no_wrap=True)
         left.append(parts["brand"], style="bold")
-        for key in ("name", "figures", "session", "preset"):
+        for key in ("name", "figures", "session", "preset", "shape"):
             left.append(parts[key])
         if self.attachments:  # what is attached comes last: on a narrow line it is what is cut
             # Names come from outside (a saved session's may predate escaping at load): one line each.
@@ -85,13 +90,14 @@ class AppHeader(Widget):
 
 
 CUTS: tuple[tuple[str, int], ...] = (
-    ("preset", 0), ("name", 22), ("session", 16), ("name", 10), ("session", 0), ("brand", 0), ("name", 4),
+    ("preset", 0), ("name", 22), ("session", 16), ("name", 10), ("shape", 0), ("session", 0), ("brand", 0),
+    ("name", 4),
 )
 """Which part of the header gives way first, and how far (0: dropped whole; else the characters
 it keeps, its last one an …): the preset's name first (a palette entry names it too), the
-model's name down to a recognisable stem, the session's name, the name further, the session and
-"chatapp" themselves. What is attached is not counted: it
-comes last and is cut where the line ends."""
+model's name down to a recognisable stem, the session's name, the name further, the reply
+shape (said when it was set, and after each turn), the session and "chatapp" themselves. What
+is attached is not counted: it comes last and is cut where the line ends."""
 
 
 def fit(parts: dict[str, str], width: int) -> None:

@@ -65,6 +65,8 @@ class Host(App[None]):
         self.loading_model = False
         self.status = ""
         self.session_name = None
+        self.preset_name = None
+        self.reply_shape = None
         self.attached = ()
         self.branch = ShownBranch()
         self.neighbours = None

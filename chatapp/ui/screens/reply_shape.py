@@ -1,0 +1,98 @@
+"""The shape every reply must have from the next turn (the palette's "Reply shape", `/schema`):
+a JSON schema typed as JSON text or in llm's concise form (`name, age int, bio: one sentence`),
+or a file's name, read by chatapp.engine.shape as `ask --schema` reads it. Bad input is one line
+in the dialog and nothing changes."""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.widgets import Button, Label, TextArea
+
+from chatapp.engine.shape import ReplyShape, schema_shape
+from chatapp.errors import ChatappError
+from chatapp.ui.screens.dialog import Dialog
+
+OFF = "off"
+"""What the dialog (or `/schema off`) answers to take the shape away."""
+
+
+def read_shape(text: str) -> ReplyShape:
+    """`text` as a reply shape, by chatapp.engine.shape's own rules; ChatappError in one line."""
+    return schema_shape(text.strip())
+
+
+def shape_error(exc: ChatappError) -> str:
+    """The shape module's line without the CLI option it names."""
+    return exc.message.removeprefix("--schema: ").removeprefix("--schema ")
+
+
+def describe_shape(shape: ReplyShape) -> str:
+    """E.g. "JSON schema (DSL: name, age, bio)" or "GBNF (list.gbnf)": what the header and notices say."""
+    if shape.schema is None:
+        return f"GBNF ({shape.source})"
+    fields = list(shape.schema.get("properties", {}))[:4] if shape.schema.get("type") == "object" else []
+    named = f": {', '.join(fields)}" + ("…" if len(shape.schema.get("properties", {})) > 4 else "") if fields else ""
+    return f"JSON schema ({shape.source}{named})"
+
+
+def shape_text(shape: ReplyShape | None) -> str:
+    """The current shape as the dialog shows it to edit: its schema as JSON, else nothing."""
+    if shape is None or shape.schema is None:
+        return ""
+    return json.dumps(shape.schema, indent=2, ensure_ascii=False)
+
+
+class ReplyShapeScreen(Dialog[ReplyShape | Literal["off"] | None]):
+    """Dismisses with the shape read, OFF to clear it, or None when cancelled."""
+
+    FRAME_TITLE = "Reply shape"
+    BINDINGS = [Binding("ctrl+s", "save", "Save", priority=True)]
+
+    DEFAULT_CSS = """
+    ReplyShapeScreen TextArea { height: 10; }
+    ReplyShapeScreen #shape-error { color: $error; height: auto; }
+    ReplyShapeScreen Horizontal { height: auto; align-horizontal: right; }
+    ReplyShapeScreen Button { margin-left: 1; }
+    """
+
+    def __init__(self, shape: ReplyShape | None) -> None:
+        super().__init__()
+        self.shape = shape
+
+    def compose_body(self) -> ComposeResult:
+        yield Label("Every reply from the next turn is a JSON value of this schema: JSON text, the concise form "
+                    "(name, age int, bio: one sentence) or a file. Ctrl+S saves, Esc cancels.")
+        yield TextArea(shape_text(self.shape), id="shape-text", soft_wrap=True)
+        yield Label("", id="shape-error", markup=False)  # it quotes what was typed
+        with Horizontal():
+            yield Button("Cancel", id="cancel")
+            yield Button("No shape", id="off", disabled=self.shape is None)
+            yield Button("Save", id="save", variant="primary")
+
+    def on_mount(self) -> None:
+        self.query_one(TextArea).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "save":
+            self.action_save()
+        elif event.button.id == "off":
+            self.dismiss(OFF)
+        else:
+            self.action_close()
+
+    def action_save(self) -> None:
+        text = self.query_one(TextArea).text
+        if not text.strip():  # an empty box: no shape
+            self.dismiss(OFF)
+            return
+        try:
+            shape = read_shape(text)
+        except ChatappError as exc:
+            self.query_one("#shape-error", Label).update(shape_error(exc))
+            return
+        self.dismiss(shape)

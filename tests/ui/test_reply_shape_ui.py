@@ -1,0 +1,91 @@
+"""The reply shape in the TUI (issue 56, item 1): the palette's dialog and `/schema` set it through
+chatapp.engine.shape's own reading (bad input: one line, nothing changed), the header says it is
+on, each shaped turn says whether its reply matched the schema and where not, and the Speed
+panel shows the grammar's time a token beside decode's. Real model throughout."""
+
+from __future__ import annotations
+
+import json
+
+from textual.widgets import Label, TextArea
+
+from chatapp.ui.screens.reply_shape import ReplyShapeScreen
+from chatapp.ui.widgets.composer import Composer
+from chatapp.ui.widgets.speed_panel import SpeedPanel
+from chatapp.ui.widgets.transcript import Notice
+from tests.ui._helpers import NARROW, header, notified, send_text, texts, wait_until
+
+
+async def test_the_dialog_sets_a_shape_the_turn_keeps_then_off_clears_it(make_app):
+    app, seen = make_app(max_tokens=24)
+
+    def dialog_open() -> bool:  # pushed, and its box composed
+        return isinstance(app.screen, ReplyShapeScreen) and bool(app.screen.query(TextArea))
+
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        await app.run_action("reply_shape")
+        await wait_until(pilot, dialog_open)
+        screen = app.screen
+        screen.query_one(TextArea).load_text("answer integer")  # llm's types are int, float, bool, str
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        problem = screen.query_one("#shape-error", Label).render().plain
+        assert app.screen is screen and "'integer' is not one of int" in problem and "\n" not in problem
+        assert app.engine.generation.shape is None and "shape" not in header(app)
+
+        screen.query_one(TextArea).load_text("answer bool")
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: not isinstance(app.screen, ReplyShapeScreen))
+        shape = app.engine.generation.shape
+        assert shape is not None and shape.schema["properties"] == {"answer": {"type": "boolean"}}
+        assert "shape: JSON" in header(app)
+
+        record = (await send_text(pilot, app, seen, "Is the sky blue?")).record
+        assert json.loads(record.reply).keys() == {"answer"} and record.extra["schema_valid"] is True
+        await wait_until(pilot, lambda: "schema: the reply is valid" in texts(app, Notice))
+        grammar = app.query_one(SpeedPanel).figures["grammar"]
+        assert grammar.startswith(f"grammar {record.extra['grammar_ms_per_token']:.2f} ms/tok beside decode's")
+
+        await app.run_action("reply_shape")  # the dialog shows the schema now set, to edit
+        await wait_until(pilot, dialog_open)
+        assert json.loads(app.screen.query_one(TextArea).text) == shape.schema
+        await pilot.click("#off")
+        await wait_until(pilot, lambda: not isinstance(app.screen, ReplyShapeScreen))
+        assert app.engine.generation.shape is None and "shape" not in header(app)
+
+        free = (await send_text(pilot, app, seen, "Say hi.")).record
+        assert "schema_valid" not in free.extra and "grammar" not in app.query_one(SpeedPanel).figures
+
+
+async def test_slash_schema_refuses_in_one_line_and_says_where_a_reply_fails(make_app):
+    app, seen = make_app(max_tokens=3)  # too few for the object to close: the check says where it stops
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        composer = app.query_one(Composer)
+        composer.load_text("/schema bio: one sentence, bio")
+        await pilot.press("enter")
+        refused = await notified(pilot, seen, lambda n: n.title == "Reply shape")
+        assert refused.severity == "error" and "given twice" in refused.message and "\n" not in refused.message
+        assert app.engine.generation.shape is None and composer.text == "/schema bio: one sentence, bio"
+
+        composer.load_text("/schema bio: one sentence")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.engine.generation.shape is not None)
+        record = (await send_text(pilot, app, seen, "Tell me about yourself.")).record
+        assert record.finish_reason == "length" and record.extra["schema_valid"] is False
+        line = f"schema: the reply is not valid: {record.extra['schema_error']}"
+        assert record.extra["schema_error"].startswith("not JSON")
+        await wait_until(pilot, lambda: line in texts(app, Notice))
+
+        composer.load_text("/schema off")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.engine.generation.shape is None)
+        assert "shape" not in header(app)
+
+
+def test_slash_schema_keeps_the_text_as_typed():
+    from chatapp.ui.slash import slash_action
+
+    assert slash_action("/schema") == "reply_shape"
+    assert slash_action("/schema off") == "reply_shape('off')"
+    typed = "name\n  age int: in years"  # a schema over lines keeps them
+    assert slash_action(f"/SCHEMA {typed} ") == f"reply_shape({typed!r})"
