@@ -22,6 +22,7 @@ past them is cut off with one line, the reply so far kept.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing
@@ -44,7 +45,7 @@ from chatapp.engine.server.summary import SERVER_KIND, summarize, template_sha25
 from chatapp.engine.server.vocabulary import ServerVocabulary
 from chatapp.engine.tokens import Token, common_prefix
 from chatapp.engine.tools.grammar import CallGrammar
-from chatapp.errors import ContextFullError, InputError, ServerError
+from chatapp.errors import ContextFullError, InputError, ModelError, ServerError
 
 SLOT = 0
 """The slot chatapp pins its conversation to (start the server with -np 1 to keep it alone)."""
@@ -155,6 +156,8 @@ class ServerBackend:
                                                                  if switches else {})},
                                          answers.Rendered).prompt
             except ServerError as exc:
+                if (refused := template_refusal(str(exc))) is not None:
+                    raise refused from None
                 if not tools or "--jinja" not in str(exc):
                     raise
                 self._refuses_tools = True
@@ -433,3 +436,17 @@ class ServerBackend:
 
     def close(self) -> None:
         self._client.close()
+
+
+def template_refusal(said: str) -> ModelError | None:
+    """The server's template refusing a conversation (its `raise_exception`, which llama-server
+    answers with HTTP 500 and "Jinja Exception: ..."), as the ModelError the in-process template
+    raises, so chatapp's fallbacks for a refused side render (chatapp.engine.chat.userless) serve
+    both backends alike: Qwen3.5's "No user query found" refused a system-only render over
+    --server, and with it the first turn. None for any other error."""
+    found = re.search(r"Jinja Exception: (.+?)(?: \(HTTP \d+|$)", said)
+    if found is None:
+        return None
+    where = re.search(r"at line (\d+)", said)
+    return ModelError(f"the server's chat template refused the conversation: {found.group(1).strip()}"
+                      + (f" (raise_exception at its line {where.group(1)})" if where else ""))
