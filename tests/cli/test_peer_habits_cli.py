@@ -44,7 +44,7 @@ def run(isolated_dirs):
     (("tok", "x"), "chatapp: no such command 'tok'; did you mean 'tokenize'?"),
     (("models", "pul"), "chatapp: no such command 'models pul'; did you mean 'models pull'?"),
     (("frobnicate",), "chatapp: no such command 'frobnicate'; the commands are: chat, ask, tokenize, neighbours, "
-                      "perplexity, lens, sampler, models, config, bench, themes, sessions, tools"),
+                      "perplexity, lens, sampler, models, config, bench, themes, sessions, tools, presets"),
 ])
 def test_a_mistyped_command_is_one_line_naming_the_closest_real_one(run, args, expected):
     out = run(*args)
