@@ -48,6 +48,9 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("Reply shape: JSON schema", "Every reply from the next turn a JSON value of a schema (JSON text or "
      "'name, age int, bio: one sentence'), checked after the turn (/schema TEXT, /schema off)", "reply_shape"),
     ("Reply shape: off", "Replies are free text again from the next turn", "reply_shape('off')"),
+    ("Reply shape: count the grammar's mask", "Per reply token under a grammar, the entries it allowed and the "
+     "probability it cut, in the Tokens panel; the whole vocabulary is masked, so slower (/schema mask)",
+     "reply_shape('mask')"),
     ("Switch model", "Load another local model", "switch_model"),
     ("Sessions: open, new, rename, delete", "Saved conversations with their KV cache (F6)", "sessions"),
     ("Save chat as session", "Save this chat under a name; it is saved after every turn from then on",

@@ -89,3 +89,38 @@ def test_slash_schema_keeps_the_text_as_typed():
     assert slash_action("/schema off") == "reply_shape('off')"
     typed = "name\n  age int: in years"  # a schema over lines keeps them
     assert slash_action(f"/SCHEMA {typed} ") == f"reply_shape({typed!r})"
+
+
+async def test_the_tokens_panel_shows_the_grammars_mask_per_reply_token(make_app):
+    from chatapp.ui.widgets.paint import shown_piece
+    from chatapp.ui.widgets.tokens_panel import WINDOW, TokensPanel
+
+    app, seen = make_app(max_tokens=24)
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        for typed in ("/schema answer bool", "/schema mask"):
+            app.query_one(Composer).load_text(typed)
+            await pilot.press("enter")
+            await notified(pilot, seen, lambda n, typed=typed: n.title == "Reply shape" and (
+                "mask" in typed) == ("Tokens panel" in n.message))
+        record = (await send_text(pilot, app, seen, "Is the sky blue?")).record
+        assert record.finish_reason == "stop" and record.extra["schema_valid"]
+        panel = app.query_one(TokensPanel)
+        mask = panel._mask_at()
+        view = panel.turn_view
+        # one entry per reply token in the cache, in order: together they are the reply
+        assert "".join(view[i].token.piece for i in sorted(mask)) == record.reply
+        assert [a for a, _ in (mask[i] for i in sorted(mask))] == record.extra["grammar_allowed"][:-1]
+        forced = [i for i in sorted(mask) if mask[i][0] == 1]
+        assert len(forced) == record.extra["grammar_forced"] - (record.extra["grammar_allowed"][-1] == 1)
+        assert forced and all(0 <= mask[i][1] <= 1 for i in mask)
+        said = panel._summary(200).plain
+        assert f"grammar mask: {len(forced)} token{'s' * (len(forced) != 1)} forced (tinted) of {len(mask)}" in said
+        start = max(len(view) - WINDOW, 0)
+        panel.select(forced[0] - start)
+        await pilot.pause()
+        piece = shown_piece(view[forced[0]].token.piece)
+        assert f"{piece!r}: forced: the only entry the grammar allowed" in panel._summary(200).plain
+        free = next(i for i in sorted(mask) if mask[i][0] > 1)
+        panel.select(free - start)
+        await pilot.pause()
+        assert f"the grammar allowed {mask[free][0]} entries, cutting {mask[free][1]:.1%}" in panel._summary(200).plain

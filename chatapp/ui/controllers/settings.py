@@ -12,7 +12,7 @@ from chatapp.ui.host import ChatHost, SessionKeeper
 from chatapp.engine.shape import ReplyShape
 from chatapp.engine.stats import TurnRecord
 from chatapp.errors import ChatappError
-from chatapp.ui.screens.reply_shape import OFF, ReplyShapeScreen, describe_shape, read_shape, shape_error
+from chatapp.ui.screens.reply_shape import MASK, OFF, ReplyShapeScreen, describe_shape, read_shape, shape_error
 from chatapp.ui.screens.sampling import Sampling, SamplingScreen, checked_sampling
 from chatapp.ui.slash import set_values
 from chatapp.ui.screens.system_prompt import SystemPromptScreen
@@ -118,8 +118,16 @@ class SettingsController:
 
     def reply_shape(self, typed: str = "") -> None:
         """The shape every reply must have from the next turn (chatapp.engine.shape). `typed`:
-        `/schema`'s text (a schema, or "off"), set at once; else the dialog asks."""
+        `/schema`'s text (a schema, "off", or "mask": count the grammar's mask or stop), set at
+        once; else the dialog asks."""
         app = self.app
+        if typed.strip().lower() == MASK:
+            counting = not app.engine.generation.grammar_mask
+            app.engine.set_generation(grammar_mask=counting)
+            app.notify("each reply token under a grammar: the entries it allowed and the probability it cut, in "
+                       "the Tokens panel (the whole vocabulary is masked: slower)" if counting else
+                       "the grammar's mask is no longer counted", title="Reply shape", timeout=6, markup=False)
+            return
 
         def apply(shape: ReplyShape | str | None) -> None:
             if shape is None:

@@ -19,6 +19,8 @@ from chatapp.ui.screens.dialog import Dialog
 
 OFF = "off"
 """What the dialog (or `/schema off`) answers to take the shape away."""
+MASK = "mask"
+"""`/schema mask` (or the palette's entry): count the grammar's mask per reply token, or stop."""
 
 
 def read_shape(text: str) -> ReplyShape:

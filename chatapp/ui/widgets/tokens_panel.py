@@ -244,6 +244,39 @@ class TokensPanel(VerticalScroll):
         generated = [i for i, item in enumerate(self.turn_view) if item.origin == "generated"]
         return dict(zip(generated[len(generated) - len(self.probs):], self.probs)) if self.probs else {}
 
+    def _mask_at(self) -> dict[int, tuple[int, float]]:
+        """Index in the turn's view -> (entries the grammar allowed, probability it cut), for the
+        reply tokens sampled under a grammar whose mask was counted (`/schema mask`): the record's
+        grammar_allowed and grammar_cut, less the end-of-generation token's step (not in the cache)."""
+        extra = self.branch.turn.record.extra if self.branch.turn is not None else {}
+        allowed, cut = extra.get("grammar_allowed"), extra.get("grammar_cut")
+        if not isinstance(allowed, list) or not isinstance(cut, list) or len(allowed) != len(cut):
+            return {}
+        if self.branch.turn is not None and self.branch.turn.record.finish_reason == "stop":
+            allowed, cut = allowed[:-1], cut[:-1]
+        generated = [i for i, item in enumerate(self.turn_view) if item.origin == "generated"]
+        n = min(len(generated), len(allowed))
+        return dict(zip(generated[len(generated) - n:], zip(allowed[len(allowed) - n:], cut[len(cut) - n:])))
+
+    def _mask_lines(self) -> list[Text]:
+        """The grammar's mask over the reply, and the selected reply token's, in words."""
+        mask = self._mask_at()
+        if not mask:
+            return []
+        allowed = sorted(a for a, _ in mask.values())
+        forced = sum(1 for a in allowed if a == 1)
+        mean_cut = sum(c for _, c in mask.values()) / len(mask)
+        lines = [Text.assemble(("grammar mask: ", "dim"), f"{_plural(forced, 'token')} forced (", ("tinted", fg(
+            self, "accent", underline=True)), f") of {count(len(mask))}; median {count(allowed[len(allowed) // 2])} "
+            f"entries allowed; {mean_cut:.0%} of the probability cut on average")]
+        at = self.selected + max(len(self.turn_view) - WINDOW, 0) if self.selected is not None else None
+        if self.mode == "turn" and at in mask:
+            n, c = mask[at]
+            said = "forced: the only entry the grammar allowed" if n == 1 else f"the grammar allowed {count(n)} entries"
+            lines.append(Text(f"{shown_piece(self.turn_view[at].token.piece)!r}: {said}, cutting {c:.1%} of the "
+                              "probability", style=fg(self, "accent")))
+        return lines
+
     def selected_reply_position(self) -> int | None:
         """The cache position of the selected token, when it is one the last turn generated."""
         if self.mode != "turn" or self.selected is None:
@@ -342,6 +375,7 @@ class TokensPanel(VerticalScroll):
             lines += [Text("confidence (the chosen token's probability):", style="dim"), legend_line(self, width),
                       Text(summary(self.probs) or "no probabilities for this turn: the next reply has them",
                            style="" if self.probs else "italic")]
+        lines += self._mask_lines()
         if broken is not None and broken < len(view):
             lines.append(Text(f"▶ prefix reuse broke at token {count(broken)}: "
                               f"{shown_piece(view[broken].token.piece)!r}", style=fg(self, "warning")))
@@ -387,6 +421,7 @@ class TokensPanel(VerticalScroll):
         drafted = [bg(self, "token-drafted-a"), bg(self, "token-drafted-b")]
         special = fg(self, "token-special", bold=True)
         steps = self._step_at() if self.confidence else {}
+        forced = {i for i, (allowed, _) in self._mask_at().items() if allowed == 1}
         bands = band_styles(self)
         pieces = Text()
         for i in range(max(len(view) - WINDOW, 0), len(view)):
@@ -395,6 +430,8 @@ class TokensPanel(VerticalScroll):
             style = shade[i % 2] + (special if item.token.special else origin[item.origin])
             if i in steps:  # the confidence view: the token's band instead of its origin's colours
                 style = bands[band(steps[i].p)]
+            if i in forced:  # the grammar allowed this token alone
+                style += fg(self, "accent", underline=True)
             if item.role == "template" and not item.token.special:
                 style += Style(italic=True)
             elif item.role == "thought":
