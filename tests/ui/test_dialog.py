@@ -28,6 +28,7 @@ from chatapp.ui.screens.attention import AttentionScreen
 from chatapp.ui.screens.dialog import Dialog
 from chatapp.ui.screens.help import HelpScreen
 from chatapp.ui.screens.next_token import NextTokenScreen
+from chatapp.ui.screens.reply_shape import ReplyShapeScreen
 from chatapp.ui.screens.model_picker import ModelPickerScreen
 from chatapp.ui.screens.sampling import Sampling, SamplingScreen
 from chatapp.ui.screens.search import SearchScreen
@@ -168,7 +169,8 @@ def every_dialog(tmp_path: Path) -> list[Dialog]:
             SessionChangedScreen("It changed elsewhere"), HelpScreen([("Anywhere", [Binding("a", "b", "Do b")])]),
             TreeScreen(TreeSnapshot(tree)), AnatomyScreen(tmp_path / "missing.gguf"), AttentionScreen(no_capture),
             ToolApprovalScreen(ToolCall("add", {"a": 1}), ToolSpec("add", "Add.", {}, "test")),
-            NextTokenScreen("lens", lambda index, stop: "no model loaded"), SearchScreen(manager)]
+            NextTokenScreen("lens", lambda index, stop: "no model loaded"), SearchScreen(manager),
+            ReplyShapeScreen(None)]
 
 
 async def test_escape_closes_each_of_chatapps_dialogs_with_none(tmp_path: Path) -> None:

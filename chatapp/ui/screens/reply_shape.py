@@ -56,6 +56,7 @@ class ReplyShapeScreen(Dialog[ReplyShape | Literal["off"] | None]):
     BINDINGS = [Binding("ctrl+s", "save", "Save", priority=True)]
 
     DEFAULT_CSS = """
+    ReplyShapeScreen #shape-help { width: 1fr; }
     ReplyShapeScreen TextArea { height: 10; }
     ReplyShapeScreen #shape-error { color: $error; height: auto; }
     ReplyShapeScreen Horizontal { height: auto; align-horizontal: right; }
@@ -68,7 +69,7 @@ class ReplyShapeScreen(Dialog[ReplyShape | Literal["off"] | None]):
 
     def compose_body(self) -> ComposeResult:
         yield Label("Every reply from the next turn is a JSON value of this schema: JSON text, the concise form "
-                    "(name, age int, bio: one sentence) or a file. Ctrl+S saves, Esc cancels.")
+                    "(name, age int, bio: one sentence) or a file. Ctrl+S saves, Esc cancels.", id="shape-help")
         yield TextArea(shape_text(self.shape), id="shape-text", soft_wrap=True)
         yield Label("", id="shape-error", markup=False)  # it quotes what was typed
         with Horizontal():
@@ -77,7 +78,9 @@ class ReplyShapeScreen(Dialog[ReplyShape | Literal["off"] | None]):
             yield Button("Save", id="save", variant="primary")
 
     def on_mount(self) -> None:
-        self.query_one(TextArea).focus()
+        box = self.query_one(TextArea)
+        box.focus()
+        box.select_all()  # the schema now set: typing replaces it, an arrow key edits it
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "save":
