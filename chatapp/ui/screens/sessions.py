@@ -53,7 +53,7 @@ class SessionsScreen(Dialog[None]):
     ]
 
     DEFAULT_CSS = f"SessionsScreen > #dialog {{ width: {round(DIALOG_SHARE * 100)}%; max-width: {DIALOG_MAX}; }}" + """
-    SessionsScreen #sessions-keys { color: $text-muted; }
+    SessionsScreen #sessions-keys { color: $text-muted; width: 100%; }  /* wraps: at 80 columns it was cut */
     SessionsScreen DataTable { height: auto; max-height: 20; margin-top: 1; }
     SessionsScreen #sessions-empty { color: $text-muted; text-style: italic; margin-top: 1; }
     SessionsScreen #sessions-empty.-error { color: $error; text-style: bold; }

@@ -28,7 +28,8 @@ from chatapp.ui.path_complete import complete_path
 BURST_FLUSH_S = 0.05
 """While keys arrive in a burst, gather them this long between inserts (a paste of 20 KB
 arrives as 20,000 key events; each insert re-wraps and repaints the composer)."""
-PLACEHOLDER = "Message the model…  Enter sends · Ctrl+J for a new line · Ctrl+U clears · F1 help"
+PLACEHOLDER = "Message the model…  Enter sends · Ctrl+J new line · Ctrl+U clears · F1 help"
+"""One line at 80 columns ("Ctrl+J for a new line" pushed "help" onto a second)."""
 """Alt+Enter is no promise here: tmux and xterm send it as ESC Enter, which reads as Enter (it
 breaks the line only where the terminal reports modifiers, as kitty's protocol does)."""
 ATTACH = "/attach "
