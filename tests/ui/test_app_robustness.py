@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 from textual.command import CommandPalette
+from textual.notifications import Notify
 from textual.widgets import Input, Label, OptionList
 
 from chatapp import paths
@@ -153,11 +154,19 @@ async def test_f6_with_a_damaged_database_shows_the_error_not_an_empty_list(make
     app, seen = make_app()
     async with app.run_test(size=NARROW, message_hook=seen) as pilot:
         await pilot.press("f6")
-        await wait_until(pilot, lambda: isinstance(app.screen, SessionsScreen))
-        empty = app.screen.query_one("#sessions-empty")
-        shown = str(empty.render())
-        assert empty.display and "Cannot read the saved sessions" in shown and "malformed" in shown
-        assert "No saved sessions yet" not in shown
+        # With the search index's tables and triggers the schema no longer fits the first page, so
+        # the garbage reaches it and the database cannot even be opened: F6 then says so in one
+        # line. Where the schema survives, the dialog opens and says it instead of a list.
+        said = lambda: [n for n in (m.notification for m in seen.of(Notify)) if "malformed" in n.message]  # noqa: E731
+        await wait_until(pilot, lambda: isinstance(app.screen, SessionsScreen) or said())
+        if isinstance(app.screen, SessionsScreen):
+            empty = app.screen.query_one("#sessions-empty")
+            shown = str(empty.render())
+            assert empty.display and "Cannot read the saved sessions" in shown and "malformed" in shown
+            assert "No saved sessions yet" not in shown
+        else:
+            (line,) = said()
+            assert "\n" not in line.message and line.severity == "error"
 
 
 # --- the delete question at 80 and 100 columns -----------------------------------------------------------

@@ -127,6 +127,7 @@ def test_the_measured_policy_gives_the_same_replies_and_its_figures_carry_across
     assert later.policy.ratios.keys() >= policy.ratios.keys() and later.policy.t1_ms is None
 
 
+@pytest.mark.unmeasured_machine  # a first run: the machine is not measured yet
 def test_a_turn_says_what_it_read_per_token_against_the_bandwidth(smollm):
     engine = drafting_engine(smollm)
     first, _ = checked_turn(engine, smollm, PROMPTS["question"])

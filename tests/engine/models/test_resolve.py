@@ -213,6 +213,7 @@ def test_file_sha256_rehashes_a_changed_file(tmp_path):
     assert file_sha256(path) == hashlib.sha256(b"two").hexdigest()
 
 
+@pytest.mark.unmeasured_machine  # tmp_path is this test's own folder: no cache seeded in it
 def test_damaged_cache_file_is_ignored(tmp_path):
     cache = FileCache("t", tmp_path / "cache")
     cache.path.parent.mkdir()

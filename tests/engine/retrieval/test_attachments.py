@@ -154,6 +154,7 @@ def test_the_prompt_the_model_sees_holds_the_block_before_the_question(default_m
         runtime.close()
 
 
+@pytest.mark.unmeasured_machine  # tmp_path is the folder it attaches: no cache seeded in it
 def test_the_same_text_in_two_files_is_placed_once(count_tokens, tmp_path):
     licence = ("Licensed under the Apache License, Version 2.0; you may not use these files except in "
                "compliance with the License. They are distributed on an AS IS basis, without warranties "
