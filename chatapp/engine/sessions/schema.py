@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import secrets
 import sqlite3
+import time
 from collections.abc import Callable
 
 from chatapp.engine.sessions import search_index
@@ -153,12 +154,31 @@ def needs_work(conn: sqlite3.Connection) -> bool:
     return version < SCHEMA_VERSION or not search_index.complete(conn)
 
 
+WAL_SWITCH_TIMEOUT_S = 30.0
+
+
+def use_wal(conn: sqlite3.Connection, timeout_s: float = WAL_SWITCH_TIMEOUT_S) -> None:
+    """Put the database in WAL mode. SQLite answers this pragma "database is locked" at once,
+    without the busy handler, while another connection holds a lock: two openers of a new
+    database (the TUI's early open and its first turn, two `chatapp ask` at once) failed 7 times
+    in 60 here. So it is tried again until the other is done, as busy_timeout would."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 def migrate(conn: sqlite3.Connection) -> None:
     """Bring the database to SCHEMA_VERSION, and its search index back if it went missing.
     `conn` is in autocommit mode."""
     if not needs_work(conn):
         return
-    conn.execute("PRAGMA journal_mode = WAL")
+    use_wal(conn)
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = user_version(conn)  # another process may have migrated meanwhile
