@@ -43,7 +43,7 @@ def test_perplexity_strip_and_refusals(chatapp_exe, tmp_path):
         assert bad.returncode == 2 and message in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
 
 
-def test_hostile_inputs_to_perplexity_and_lens_are_one_line_each(chatapp_exe, tmp_path):
+def test_hostile_inputs_to_perplexity_and_lens_are_one_line_each(chatapp_exe, tmp_path, default_model_path):
     """A device read without end, a named pipe nobody writes to (a wait without end, before), a
     folder, a text past the cap and a one-token text for --token: one line, exit 2, at once."""
     import os
@@ -58,11 +58,22 @@ def test_hostile_inputs_to_perplexity_and_lens_are_one_line_each(chatapp_exe, tm
              (("perplexity", str(fifo)), "it is a named pipe, not a regular file; pipe it in as -"),
              (("perplexity", str(tmp_path)), "it is a directory, not a regular file"),
              (("perplexity", str(big)), "it is 33 MiB, more than the 32 MiB chatapp reads of it"),
-             (("lens", "hello", "--token", "9"), "--token needs a text of at least 2 tokens (this one is 1)")]
+             (("lens", "hello", "--token", "9"), "--token needs a text of at least 2 tokens (this one is 1)"),
+             (("lens", "The sky is", "--token", "99999999999999999999"),
+              "--token must be between 2 and 3 (the text's tokens), got 99999999999999999999"),
+             # a negative window crashed llama.cpp (SIGSEGV) before; one past the training context
+             # measured positions the model never saw, and said "windows of 100000000"
+             *((("perplexity", str(tmp_path / "words.txt"), f"--ctx={ctx}"), message) for ctx, message in (
+                 (-5, "--ctx must be at least 16, got -5"), (0, "--ctx must be at least 16, got 0"))),
+             (("perplexity", str(tmp_path / "words.txt"), "--ctx", "100000000"),
+              "--ctx 100,000,000 is above the model's training context of 8,192 tokens"),
+             (("perplexity", str(tmp_path / "words.txt"), "--ctx", "-5", "--compare", str(default_model_path)),
+              "--ctx must be at least 16, got -5")]
+    (tmp_path / "words.txt").write_text("The quick brown fox jumps over the lazy dog. " * 20)
     for args, message in cases:
         bad = chatapp_exe(*args)
         assert bad.returncode == 2 and message in bad.stderr, (args, bad.stderr)
-        assert len(bad.stderr.strip().splitlines()) == 1 and not bad.stdout
+        assert len(bad.stderr.strip().splitlines()) == 1 and not bad.stdout, (args, bad.stderr)
 
 
 def test_lens_json_ends_in_the_models_own_logits(chatapp_exe):

@@ -231,6 +231,6 @@ def positions_for(n_tokens: int, token: int | None) -> tuple[int, bool]:
         raise InputError(f"--token needs a text of at least 2 tokens (this one is {n_tokens}): "
                          "the first token has nothing before it")
     if not 2 <= token <= n_tokens:
-        raise InputError(f"--token must be between 2 and {n_tokens} (the text's tokens), got {token}: "
-                         "the first token has nothing before it")
+        why = ": the first token has nothing before it" if token == 1 else ""
+        raise InputError(f"--token must be between 2 and {n_tokens} (the text's tokens), got {token}{why}")
     return token - 2, True

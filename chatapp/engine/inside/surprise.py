@@ -156,14 +156,23 @@ def window_targets(ids: Sequence[int], start: int, end: int, first_row: int, onl
     return np.asarray(ids[start + first_row + 1:end if only_scored else end + 1], dtype=np.int64)
 
 
+def check_ctx(ctx: int, trained: int) -> None:
+    """`ctx` as a window size for a model trained on `trained` tokens, or one line saying why
+    not: checked before a window's context is made (a negative size crashed llama.cpp), and
+    above the training context the figures would measure positions the model never saw."""
+    if ctx < MIN_CTX:
+        raise InputError(f"--ctx must be at least {MIN_CTX}, got {ctx}")
+    if trained > 0 and ctx > trained:
+        raise InputError(f"--ctx {ctx:,} is above the model's training context of {trained:,} tokens")
+
+
 def measure(ids: Sequence[int], pieces: Sequence[str], ctx: int, decode: DecodeWindow, *, bos: int | None,
             should_stop: Callable[[], bool] = lambda: False, only_scored: bool = False) -> Surprise | None:
     """Surprise of every token of `ids`, or (only_scored) of those llama-perplexity scores (see
     the module); `bos`: the id each window starts with, or None when the model adds none. None
     when should_stop said so between windows."""
     ids = list(ids)
-    if ctx < MIN_CTX:
-        raise InputError(f"--ctx must be at least {MIN_CTX}, got {ctx}")
+    check_ctx(ctx, 0)
     if len(ids) < 2:
         raise InputError("the text is fewer than two tokens: nothing predicts anything")
     started = time.perf_counter()

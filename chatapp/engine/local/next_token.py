@@ -87,6 +87,7 @@ class NextTokenViews:
         """Each token's surprise in windows of `ctx` tokens, or (only_scored) only that of the tokens
         llama-perplexity scores (chatapp.engine.inside.surprise)."""
         ids = list(ids)
+        surprise.check_ctx(ctx, self.runtime.n_ctx_train)
         tap, decode = self._window_decoder(min(ctx, len(ids)))
         try:
             return surprise.measure(ids, self.pieces(ids), ctx, decode, bos=self._bos(), should_stop=should_stop,
@@ -117,6 +118,7 @@ class NextTokenViews:
         if other.runtime.n_vocab < self.runtime.n_vocab or other.text_ids("a b c") != self.text_ids("a b c"):
             raise InputError("the second model does not share this one's vocabulary: "
                              "it is not a quant of the same model")
+        surprise.check_ctx(ctx, min(self.runtime.n_ctx_train, other.runtime.n_ctx_train))
         tap, decode = self._window_decoder(min(ctx, len(ids)))
         other_tap, other_decode = other._window_decoder(min(ctx, len(ids)))
         try:

@@ -404,6 +404,11 @@ class LlamaRuntime:
                        count_mask=count_mask)
 
     @property
+    def n_ctx_train(self) -> int:
+        """The context length the model was trained for, as llama.cpp read it from the GGUF."""
+        return int(llama_cpp.llama_model_n_ctx_train(self._llm.model))
+
+    @property
     def n_vocab(self) -> int:
         return int(llama_cpp.llama_vocab_n_tokens(self._vocab))
 
