@@ -205,10 +205,19 @@ async def test_the_sampling_dialog_sets_a_thinking_budget(make_app):
         await pilot.press("ctrl+o")
         field = await wait_for_input(pilot, app, "#think")
         assert field.value == "on"
-        field.value = "lots"
+        for typed, said in (("lots", "thinking is on, off or a budget"),
+                            ("-5", "think_budget must be -1 (no budget) or 0 to"),
+                            ("99999999999999999999", "got 99999999999999999999")):
+            field.value = typed
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: said in str(app.screen.query_one("#sampling-error").render()))
+            assert app.engine.thinking.mode == "on"  # the dialog stays open; nothing was set
+        field.value = "0"  # a budget of 0 is thinking off
         await pilot.press("enter")
-        await wait_until(pilot, lambda: "thinking is on, off or a budget" in str(
-            app.screen.query_one("#sampling-error").render()))
+        await wait_until(pilot, lambda: app.engine.thinking.mode == "off")
+        await pilot.press("ctrl+o")
+        field = await wait_for_input(pilot, app, "#think")
+        assert field.value == "off"
         field.value = "5"
         await pilot.press("enter")
         await wait_until(pilot, lambda: app.engine.thinking.mode == "5")
