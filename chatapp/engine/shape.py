@@ -84,6 +84,11 @@ class ReplyShape:
     source: str = ""
     """What was given, as messages name it: a file's name, "JSON" or "DSL"."""
 
+    def to_json(self) -> str:
+        """The shape as text that `shape_from_json` reads back (kept with a session)."""
+        kept = {"schema": self.schema} if self.schema is not None else {"gbnf": self.gbnf}
+        return json.dumps(kept | {"source": self.source}, ensure_ascii=False)
+
     def check(self, reply: str) -> ShapeCheck | None:
         """The reply against the schema; None for a GBNF shape (nothing to check it with)."""
         if self.schema is None:
@@ -127,10 +132,29 @@ def grammar_shape(file: str) -> ReplyShape:
     path = Path(file).expanduser()
     if not path.is_file():
         raise InputError(f"--grammar {file}: no such file")
-    text = _read(path, "--grammar")
+    return gbnf_shape(_read(path, "--grammar"), path.name)
+
+
+def gbnf_shape(text: str, source: str = "GBNF") -> ReplyShape:
+    """GBNF text as a shape: it needs a `root` rule (llama.cpp parses the rest when the turn starts)."""
     if not any(line.split("::=")[0].strip() == "root" for line in text.splitlines() if "::=" in line):
-        raise InputError(f"--grammar {path.name}: no `root ::= ...` rule (GBNF starts from root)")
-    return ReplyShape(gbnf=text, source=path.name)
+        raise InputError(f"--grammar {source}: no `root ::= ...` rule (GBNF starts from root)")
+    return ReplyShape(gbnf=text, source=source)
+
+
+def shape_from_json(text: str) -> ReplyShape:
+    """A shape `ReplyShape.to_json` wrote, checked again as when it was given (a session file
+    edited since is refused in one line, not trusted)."""
+    try:
+        kept = json.loads(text)
+    except ValueError:
+        kept = None
+    if not isinstance(kept, dict) or not isinstance(kept.get("source", ""), str):
+        raise InputError("the kept reply shape is not one chatapp wrote")
+    source = kept.get("source") or "JSON"
+    if isinstance(kept.get("gbnf"), str):
+        return gbnf_shape(kept["gbnf"], source)
+    return ReplyShape(schema=check_schema(kept.get("schema"), source), source=source)
 
 
 def _read(path: Path, option: str) -> str:

@@ -124,3 +124,50 @@ async def test_the_tokens_panel_shows_the_grammars_mask_per_reply_token(make_app
         panel.select(free - start)
         await pilot.pause()
         assert f"the grammar allowed {mask[free][0]} entries, cutting {mask[free][1]:.1%}" in panel._summary(200).plain
+
+
+async def test_a_shape_is_kept_with_the_chat_and_comes_back_when_it_is_opened(make_app):
+    """Issue 56: the TUI's shape is a per-session setting. A GBNF grammar typed after `/schema`
+    shapes the kept chat's turn; the chat opened again in a new app has it on before any turn,
+    and `/schema off` there clears it from the session too."""
+    from chatapp.config import Settings
+    from chatapp.engine.sessions import SessionManager
+
+    grammar = 'root ::= "yes" | "no"'
+    app, seen = make_app(max_tokens=8)
+    async with app.run_test(size=NARROW, message_hook=seen) as pilot:
+        app.query_one(Composer).load_text(f"/schema {grammar}")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.engine.generation.shape is not None)
+        assert app.engine.generation.shape.gbnf == grammar and "shape: GBNF" in header(app)
+        record = (await send_text(pilot, app, seen, "Is the sky blue?")).record
+        assert record.reply in ("yes", "no")
+        name = app.sessions_ui.name
+    app.release_engine()
+    kept = SessionManager.open(Settings(), create=False).store.choices(name)
+    assert json.loads(kept.shape) == {"gbnf": grammar, "source": "GBNF"}
+
+    again, seen = make_app(session=name, max_tokens=8)
+    async with again.run_test(size=NARROW, message_hook=seen) as pilot:
+        await notified(pilot, seen, lambda n: "as session" in n.message and "GBNF" in n.message)
+        assert again.engine.generation.shape.gbnf == grammar and "shape: GBNF" in header(again)
+        assert (await send_text(pilot, again, seen, "Is grass green?")).record.reply in ("yes", "no")
+        again.query_one(Composer).load_text("/schema off")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: again.engine.generation.shape is None)
+    again.release_engine()
+    assert SessionManager.open(Settings(), create=False).store.choices(name).shape == ""
+
+
+def test_a_kept_shape_edited_since_is_refused_in_one_line():
+    import pytest
+
+    from chatapp.engine.shape import ReplyShape, shape_from_json
+    from chatapp.errors import InputError
+
+    schema = ReplyShape(schema={"type": "object", "properties": {"a": {"type": "integer"}}}, source="DSL")
+    assert shape_from_json(schema.to_json()) == schema
+    for edited, said in (("{", "not one chatapp wrote"), ('{"schema": {"type": 7}}', "not a valid JSON schema"),
+                         ('{"gbnf": "list ::= x"}', "no `root ::= ...` rule"), ("[]", "not one chatapp wrote")):
+        with pytest.raises(InputError, match=said):
+            shape_from_json(edited)

@@ -1,5 +1,5 @@
 """What the user chose for one session, kept with it: the thinking mode, how earlier thoughts are
-kept, the tool choice and the preset.
+kept, the tool choice, the preset and the reply shape.
 
 A session opened again (the TUI's F6, `ask --session`) comes back as it was left: a chat with
 thinking off stays off, a chat that offered tools offers them again, whatever the config's
@@ -12,7 +12,9 @@ import json
 from dataclasses import dataclass, fields
 
 MAX_CHOICE = 200
-"""The longest choice kept (a tool's name is the longest there is)."""
+"""The longest choice kept (a tool's name is the longest there is)..."""
+MAX_SHAPE = 64 * 1024
+"""...but a reply shape: a schema or grammar longer than this (as text) is not kept."""
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,8 @@ class SessionChoices:
     """Earlier thoughts in the prompt: "template" or "keep" (chatapp.config.THINKING_HISTORIES)."""
     preset: str = ""
     """The preset the session's turns last ran with (chatapp.presets; `--preset`)."""
+    shape: str = ""
+    """The reply shape set in the TUI, as `ReplyShape.to_json` writes it (chatapp.engine.shape)."""
 
     def chosen(self) -> dict[str, str]:
         """The choices made, by name (none: {})."""
@@ -42,4 +46,8 @@ class SessionChoices:
         if not isinstance(data, dict):
             return cls()
         return cls(**{f.name: data[f.name] for f in fields(cls)
-                      if isinstance(data.get(f.name), str) and len(data[f.name]) <= MAX_CHOICE})
+                      if isinstance(data.get(f.name), str) and len(data[f.name]) <= _longest(f.name)})
+
+
+def _longest(name: str) -> int:
+    return MAX_SHAPE if name == "shape" else MAX_CHOICE

@@ -26,9 +26,11 @@ from chatapp.engine.sessions import LiveSession, SaveReport, SessionManager, val
 from chatapp.engine.sessions.fingerprint import model_id, same_model
 from chatapp.engine.sessions.choices import SessionChoices
 from chatapp.engine.sessions.store import ModelIdentity
+from chatapp.engine.shape import shape_from_json
 from chatapp.engine.stats import TurnRecord
 from chatapp.errors import ChatappError, SessionConflict, SessionError, SessionRemoved
 from chatapp.ui.messages import SessionFailed, SessionOpened, SessionSaved
+from chatapp.ui.screens.reply_shape import describe_shape
 from chatapp.ui.screens.session_changed import KEEP, RELOAD, SessionChangedScreen
 from chatapp.engine.sessions.search import Hit
 from chatapp.ui.screens.sessions import ConfirmScreen, NameScreen, SessionAction, SessionsScreen
@@ -518,8 +520,8 @@ class SessionController:
         app.session_busy = False
 
     def _take_choices(self, choices: SessionChoices) -> None:
-        """An opened session's thinking mode and earlier thoughts' keeping, where it kept them, from
-        its next turn on (its tool choice: the app gives it to the tools' controller)."""
+        """An opened session's thinking mode, earlier thoughts' keeping and reply shape, where it
+        kept them, from its next turn on (its tool choice: the app gives it to the tools' controller)."""
         app = self.app
         if not choices.chosen():
             return
@@ -533,6 +535,23 @@ class SessionController:
             except ChatappError as exc:
                 app.notify(f"session {self.name}'s thinking mode is not used: {exc.one_line()}", title="Session",
                            severity="warning", timeout=8, markup=False)
+        if choices.shape:
+            self._take_shape(choices.shape)
+
+    def _take_shape(self, kept: str) -> None:
+        """The reply shape the session was left with, checked again (an edited database costs the
+        shape, in one line, not the session)."""
+        app = self.app
+        try:
+            shape = shape_from_json(kept)
+        except ChatappError as exc:
+            app.notify(f"session {self.name}'s reply shape is not used: {exc.one_line()}", title="Session",
+                       severity="warning", timeout=8, markup=False)
+            return
+        app.engine.set_generation(shape=shape)
+        app.reply_shape = describe_shape(shape)
+        app.notify(f"every reply is a value of the {app.reply_shape}, as session {self.name} was left",
+                   title="Session", timeout=5, markup=False)
 
     def failed(self, message: SessionFailed) -> None:
         self.app.session_busy = False

@@ -9,6 +9,7 @@ from dataclasses import replace
 from chatapp.config import THINKING_HISTORIES
 from chatapp.engine.chat.thoughts import parse_think, think_mode
 from chatapp.ui.host import ChatHost, SessionKeeper
+from chatapp.engine.sessions.choices import MAX_SHAPE
 from chatapp.engine.shape import ReplyShape
 from chatapp.engine.stats import TurnRecord
 from chatapp.errors import ChatappError
@@ -135,6 +136,12 @@ class SettingsController:
             was = app.engine.generation.shape
             app.engine.set_generation(shape=None if shape == OFF else shape)
             app.reply_shape = None if shape == OFF else describe_shape(shape)
+            kept = "" if shape == OFF else shape.to_json()
+            if len(kept) > MAX_SHAPE:
+                app.notify(f"this shape is longer than {MAX_SHAPE // 1024} KiB as text: it is used, not kept with "
+                           "the session", title="Reply shape", severity="warning", timeout=6, markup=False)
+                kept = ""
+            self.sessions.keep_choice(shape=kept)
             if shape == OFF:
                 app.notify("replies are free text again" if was is not None else "no reply shape was set",
                            title="Reply shape", timeout=4, markup=False)

@@ -1,7 +1,7 @@
 """The shape every reply must have from the next turn (the palette's "Reply shape", `/schema`):
 a JSON schema typed as JSON text or in llm's concise form (`name, age int, bio: one sentence`),
-or a file's name, read by chatapp.engine.shape as `ask --schema` reads it. Bad input is one line
-in the dialog and nothing changes."""
+or a file's name, read by chatapp.engine.shape as `ask --schema` reads it; or GBNF rules (or a
+`.gbnf` file) as `ask --grammar` takes them. Bad input is one line in the dialog and nothing changes."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import Button, Label, TextArea
 
-from chatapp.engine.shape import ReplyShape, schema_shape
+from chatapp.engine.shape import ReplyShape, gbnf_shape, grammar_shape, schema_shape
 from chatapp.errors import ChatappError
 from chatapp.ui.screens.dialog import Dialog
 
@@ -24,13 +24,19 @@ MASK = "mask"
 
 
 def read_shape(text: str) -> ReplyShape:
-    """`text` as a reply shape, by chatapp.engine.shape's own rules; ChatappError in one line."""
-    return schema_shape(text.strip())
+    """`text` as a reply shape, by chatapp.engine.shape's own rules; ChatappError in one line: a
+    `.gbnf` file's name or GBNF rules (`root ::= ...`) as a grammar, else a schema."""
+    given = text.strip()
+    if given.endswith(".gbnf") and "\n" not in given:
+        return grammar_shape(given)
+    if "::=" in given and not given.startswith("{"):
+        return gbnf_shape(given)
+    return schema_shape(given)
 
 
 def shape_error(exc: ChatappError) -> str:
     """The shape module's line without the CLI option it names."""
-    return exc.message.removeprefix("--schema: ").removeprefix("--schema ")
+    return exc.message.removeprefix("--schema: ").removeprefix("--schema ").removeprefix("--grammar ")
 
 
 def describe_shape(shape: ReplyShape) -> str:
@@ -43,9 +49,11 @@ def describe_shape(shape: ReplyShape) -> str:
 
 
 def shape_text(shape: ReplyShape | None) -> str:
-    """The current shape as the dialog shows it to edit: its schema as JSON, else nothing."""
-    if shape is None or shape.schema is None:
+    """The current shape as the dialog shows it to edit: its schema as JSON or its GBNF, else nothing."""
+    if shape is None:
         return ""
+    if shape.schema is None:
+        return shape.gbnf
     return json.dumps(shape.schema, indent=2, ensure_ascii=False)
 
 
@@ -69,7 +77,8 @@ class ReplyShapeScreen(Dialog[ReplyShape | Literal["off"] | None]):
 
     def compose_body(self) -> ComposeResult:
         yield Label("Every reply from the next turn is a JSON value of this schema: JSON text, the concise form "
-                    "(name, age int, bio: one sentence) or a file. Ctrl+S saves, Esc cancels.", id="shape-help")
+                    "(name, age int, bio: one sentence) or a file; or GBNF rules from `root ::= ...`, or a .gbnf file. "
+                    "Ctrl+S saves, Esc cancels.", id="shape-help")
         yield TextArea(shape_text(self.shape), id="shape-text", soft_wrap=True)
         yield Label("", id="shape-error", markup=False)  # it quotes what was typed
         with Horizontal():
