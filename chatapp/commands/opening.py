@@ -52,6 +52,7 @@ def settings_with_preset(preset: str | None, model: str | None, session: str | N
     config file. The preset is `preset` (--preset NAME), else the one the saved `session` last ran
     with, else the one whose `model` names the model the command will load (chatapp.presets).
     Returns the settings and the preset (None: none)."""
+    from chatapp.engine.models.resolve import model_default_preset
     from chatapp.presets import load_presets
 
     base = load_settings()
@@ -67,7 +68,7 @@ def settings_with_preset(preset: str | None, model: str | None, session: str | N
     elif preset is not None:
         chosen = presets.get(preset)
     else:
-        chosen = _model_default(presets, model, base)
+        chosen = model_default_preset(presets, model, base)
         if chosen is not None:
             print(f"chatapp: preset {chosen.name!r}: the default of this model ({chosen.source})", file=sys.stderr)
     if chosen is not None:
@@ -86,33 +87,6 @@ def _kept_preset(settings: Settings, session: str) -> str:
         return SessionManager.open(settings, create=False).store.choices(session).preset
     except (ChatappError, OSError):  # opening the session says what is wrong with it
         return ""
-
-
-def _model_default(presets, model: str | None, settings: Settings):
-    """The preset that names the model this spec loads: by the spec, its file's name or stem, or
-    the catalog name of its file, or (only when a preset names a sha256) the catalog's sha256 or the local file's."""
-    if not presets.presets:
-        return None
-    from chatapp.engine.models.catalog import load_catalog
-    from chatapp.engine.models.resolve import model_spec
-
-    catalog = load_catalog()
-    spec = model_spec(model, settings, catalog)
-    names = {spec, Path(spec).name, Path(spec).stem}
-    names.update(entry.name for entry in catalog.entries if entry.file == Path(spec).name)  # a catalog file by path
-    sha256 = None
-    if presets.wants_sha256():
-        entry = catalog.find(spec)
-        if entry is not None:
-            sha256 = entry.sha256
-        elif Path(spec).expanduser().is_file():
-            from chatapp.engine.filecache import file_sha256
-
-            try:
-                sha256 = file_sha256(Path(spec).expanduser())
-            except OSError:
-                sha256 = None
-    return presets.for_model(names, sha256)
 
 
 def session_to_open(session: str | None, continue_latest: bool) -> str | None:

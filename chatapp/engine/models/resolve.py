@@ -28,6 +28,7 @@ from chatapp.engine.models.hub_cache import llama_cache_dir
 from chatapp.engine.models.pull import Progress, find_local, pull
 from chatapp.engine.models.template import check_templates
 from chatapp.errors import ModelError
+from chatapp.presets import Preset, Presets
 
 __all__ = ["ModelNotDownloadedError", "check_gguf", "file_sha256", "resolve_model", "resolve_named", "model_spec"]
 
@@ -95,6 +96,28 @@ def _in_search_dirs(spec: str) -> Path | None:
             if candidate.is_file():
                 return candidate
     return None
+
+
+def model_default_preset(presets: Presets, model: str | None, settings: Settings) -> Preset | None:
+    """The preset that names the model this spec loads: by the spec, its file's name or stem, or
+    the catalog name of its file, or (only when a preset names a sha256) the catalog's sha256 or the local file's."""
+    if not presets.presets:
+        return None
+    catalog = load_catalog()
+    spec = model_spec(model, settings, catalog)
+    names = {spec, Path(spec).name, Path(spec).stem}
+    names.update(entry.name for entry in catalog.entries if entry.file == Path(spec).name)  # a catalog file by path
+    sha256 = None
+    if presets.wants_sha256():
+        entry = catalog.find(spec)
+        if entry is not None:
+            sha256 = entry.sha256
+        elif Path(spec).expanduser().is_file():
+            try:
+                sha256 = file_sha256(Path(spec).expanduser())
+            except OSError:
+                sha256 = None
+    return presets.for_model(names, sha256)
 
 
 def resolve_model(spec: str | None = None, settings: Settings | None = None, *, progress: Progress | None = None,
