@@ -495,6 +495,8 @@ class ChatApp(TurnMessages, KeyBurstApp[None]):
         await self.sessions_ui.opened(message)
         if message.choices.tools and message.choices.tools != self.tools_ui.choice:  # as the session was left
             self.tools_ui.choose(message.choices.tools)
+        if message.choices.preset and message.choices.preset != self.preset_name:
+            self.presets_ui.switch(message.choices.preset, because=f"as session {message.live.name} was left")
         self.typing_prefill.ahead()  # for the conversation just opened
 
     @dropped_after_exit
@@ -537,6 +539,8 @@ class ChatApp(TurnMessages, KeyBurstApp[None]):
     @dropped_after_exit
     def on_model_switched(self, message: ModelSwitched) -> None:
         self.models_ui.switched(message)
+        if message.default_preset and message.default_preset != self.preset_name:  # as --model does at start
+            self.presets_ui.switch(message.default_preset, because="the default of this model")
 
     @dropped_after_exit
     def on_model_switch_failed(self, message: ModelSwitchFailed) -> None:

@@ -244,11 +244,13 @@ class ModelInfoReady(Message):
 class ModelSwitched(Message):
     """A new engine loaded in a worker; the app swaps it in and closes the old one."""
 
-    def __init__(self, engine: "Engine", figures: "BranchFigures") -> None:
+    def __init__(self, engine: "Engine", figures: "BranchFigures", default_preset: str = "") -> None:
         super().__init__()
         self.engine = engine
         self.figures = figures
         """The new engine's figures for the shown leaf, the conversation loaded into it."""
+        self.default_preset = default_preset
+        """The preset that names this model as its default ("" for none; chatapp.presets)."""
 
 
 class ModelSwitchFailed(Message):

@@ -74,3 +74,52 @@ async def test_the_preset_the_app_starts_with_is_in_the_header_and_makes_its_too
             await workers_done(pilot, "tools")
     finally:
         app.release_engine()
+
+
+async def test_a_session_opened_again_switches_to_its_preset(make_app):
+    """Issue 56: a session is kept with its preset; opened in the TUI (F6, or at start, where no
+    --preset chose one) it runs with that preset again, and one removed since is a warning."""
+    write_presets()
+    app, seen = make_app()
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        await send(pilot, "Name a fruit.", seen)
+        await app.run_action("preset('warm')")
+        await workers_done(pilot, "preset")
+        await send(pilot, "Name a colour.", seen)
+        name = app.session_name
+    app.release_engine()
+
+    again, seen = make_app(session=name)
+    async with again.run_test(size=WIDE, message_hook=seen) as pilot:
+        said = await notified(pilot, seen, lambda n: n.title == "Preset")
+        assert said.message.startswith(f"warm (as session {name} was left): ") and "KV cache is kept" in said.message
+        assert "preset: warm" in header(again) and again.engine.generation.top_k == 20
+    again.release_engine()
+
+    path = Path(os.environ["XDG_CONFIG_HOME"]) / "chatapp" / "config.toml"
+    path.write_text(PRESETS.replace("[presets.warm]", "[presets.cool]"))
+    gone, seen = make_app(session=name)
+    async with gone.run_test(size=WIDE, message_hook=seen) as pilot:
+        said = await notified(pilot, seen, lambda n: n.title == "Preset")
+        assert said.severity == "warning" and said.message.startswith(f"preset 'warm' (as session {name} was left) "
+                                                                      "is not used: no preset 'warm'")
+        assert "preset:" not in header(gone)
+    gone.release_engine()
+
+
+async def test_a_model_switched_to_takes_the_preset_that_names_it(make_app, default_model_path, tmp_path):
+    """As `--model` does at start: the preset whose `model` names the model loaded from Ctrl+L's
+    picker is switched to, and said so."""
+    copy = tmp_path / "other-smollm.gguf"
+    copy.write_bytes(default_model_path.read_bytes())
+    path = Path(os.environ["XDG_CONFIG_HOME"]) / "chatapp" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(PRESETS + '\n[presets.other]\nmodel = "other-smollm.gguf"\ntop_k = 5\n')
+    app, seen = make_app(incognito=True)
+    async with app.run_test(size=WIDE, message_hook=seen) as pilot:
+        assert "preset:" not in header(app)
+        app.models_ui.chosen(str(copy))
+        said = await notified(pilot, seen, lambda n: n.title == "Preset", timeout=60)
+        assert said.message.startswith("other (the default of this model): ")
+        assert "preset: other" in header(app) and app.engine.generation.top_k == 5
+        assert Path(app.engine.summary.path) == copy

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Protocol
 from chatapp.config import Settings
 from chatapp.engine.chat.engine import Engine, ModelSummary
 from chatapp.engine.machine.model_fit import ModelRow
+from chatapp.engine.models.resolve import model_default_preset
 from chatapp.errors import ChatappError
+from chatapp.presets import load_presets
 from chatapp.ui.host import ChatHost, SessionKeeper
 from chatapp.ui.messages import ModelInfoReady, ModelSwitched, ModelSwitchFailed
 from chatapp.ui.screens.model_picker import ModelPickerScreen, ModelsFound
@@ -156,7 +158,16 @@ class ModelController:
         except ChatappError as exc:
             self.app.post_message(ModelSwitchFailed(exc.one_line(), spec))
             return
-        self.app.post_message(ModelSwitched(engine, figures))
+        self.app.post_message(ModelSwitched(engine, figures, self._default_preset(spec)))
+
+    def _default_preset(self, spec: str) -> str:
+        """The preset naming this model as its default, as `--model` finds it at start ("" for
+        none; a presets file that does not read is said when the palette lists presets)."""
+        try:
+            preset = model_default_preset(load_presets(), spec, self.app.settings)
+        except (ChatappError, OSError):
+            return ""
+        return preset.name if preset is not None else ""
 
     def switched(self, message: ModelSwitched) -> None:
         app = self.app

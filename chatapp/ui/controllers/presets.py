@@ -41,8 +41,10 @@ class PresetController:
         if tools:
             self.choose_tools(tools)
 
-    def switch(self, name: str) -> None:
-        """Switch to preset NAME from the next turn (on a worker: counting the cost tokenizes)."""
+    def switch(self, name: str, because: str = "") -> None:
+        """Switch to preset NAME from the next turn (on a worker: counting the cost tokenizes).
+        `because`: why the app switches by itself (a model's default, a session's preset), said
+        with it; such a preset gone or broken since is a warning, and the chat goes on without it."""
         app = self.app
         if app.busy("switch presets"):
             return
@@ -50,7 +52,11 @@ class PresetController:
             self._presets = load_presets()  # read again: the file may have been edited meanwhile
             preset = self._presets.get(name)
         except ChatappError as exc:
-            app.notify(exc.message, title="Preset", severity="error", timeout=8, markup=False)
+            if because:
+                app.notify(f"preset {name!r} ({because}) is not used: {exc.message}", title="Preset",
+                           severity="warning", timeout=8, markup=False)
+            else:
+                app.notify(exc.message, title="Preset", severity="error", timeout=8, markup=False)
             return
         wanted = preset.apply(app.engine.settings)
 
@@ -62,13 +68,14 @@ class PresetController:
                 figures = engine.branch_figures()
                 think = engine.thinking.mode if engine.thinking.format.active else None  # probed here, not on the UI
             try:
-                app.call_from_thread(self._switched, name, done, figures, think, preset.tools)
+                app.call_from_thread(self._switched, name, done, figures, think, preset.tools, because)
             except RuntimeError:  # the app is gone: nothing to show
                 pass
 
         app.run_worker(run, name="preset", group="preset", thread=True, exit_on_error=False)
 
-    def _switched(self, name: str, done: preset_switch.SwitchPlan, figures, think: str | None, tools: str) -> None:
+    def _switched(self, name: str, done: preset_switch.SwitchPlan, figures, think: str | None, tools: str,
+                  because: str = "") -> None:
         app = self.app
         app.preset_name = name
         self.sessions.keep_choice(preset=name)
@@ -78,6 +85,6 @@ class PresetController:
         said = done.notice()
         if tools:  # the tools' schemas join the prompt (or leave it): not counted in the plan
             said += f"; tools {tools}: their schemas change the prompt, so the next turn may prefill again"
-        app.notify(f"{name}: {said}", title="Preset", timeout=8, markup=False)
+        app.notify(f"{name}{f' ({because})' if because else ''}: {said}", title="Preset", timeout=8, markup=False)
         if tools:
             self.choose_tools(tools)
