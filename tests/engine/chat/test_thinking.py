@@ -54,6 +54,27 @@ def test_the_format_is_found_from_what_the_template_renders(thinking_models, eng
     assert not engines(thinking_models["plain"]).thinking.format.active
 
 
+@pytest.mark.parametrize("opening", ["", "<think>\n"], ids=["model-opens", "prompt-opens"])
+@pytest.mark.parametrize("reply, thought, answer", [
+    ("<think>a<think>b</think>c</think>answer", "a<think>b", "c</think>answer"),  # nested: the first close ends it
+    ("<think>never closed", "never closed", ""),
+    ("<think>a</think><think>b</think>ans", "a", "<think>b</think>ans"),  # one thought a reply, as llama-server's
+    ("<think></think></think>", "", "</think>"),  # a stray close after it is the answer's text
+])
+def test_hostile_thoughts_stream_as_they_are_kept(opening, reply, thought, answer):
+    """Issue 54: a thought that never closes, nests, or is opened twice splits the same streamed
+    a character at a time as the whole reply does (what was drawn is what is kept), with no
+    error; the first closing marker ends the thought, as llama.cpp's reasoning parser reads it."""
+    fmt = ThinkingFormat("think-tags", "<think>", "</think>", prompt_opening=opening)
+    text = reply if not opening else reply.removeprefix("<think>")  # the prompt opened the thought
+    splitter = ThoughtSplitter(fmt)
+    pieces = [splitter.feed(ch) for ch in text] + [splitter.finish()]
+    streamed = ("".join(t for t, _ in pieces), "".join(a for _, a in pieces))
+    whole = split_reply(fmt, text)
+    assert streamed == (whole.thinking, whole.answer) == (thought, answer)
+    assert whole.closed == ("</think>" in text)
+
+
 @pytest.mark.parametrize("cuts", [1, 2, 3, 7])
 def test_the_splitter_finds_markers_cut_across_pieces(cuts):
     fmt = ThinkingFormat("think-tags", "<think>", "</think>")
