@@ -111,7 +111,7 @@ class ToolTurns:
                 return
             if costs is not None:  # what the schemas cost each step's prompt (the panels show it)
                 done.record.extra.update(tool_schema_tokens=dict(costs.per_tool), tool_glue_tokens=costs.glue)
-            calls = parse_calls(done.record.reply)[0] if self.choice != "none" else []
+            calls = parse_calls(done.record.reply, self.engine.tools)[0] if self.choice != "none" else []
             if not calls or done.record.finish_reason == "stopped":
                 if not calls and grammar is not None and done.record.finish_reason in CUT:
                     # The grammar made the reply a call, and the limit came before its end.

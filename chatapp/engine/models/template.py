@@ -143,6 +143,9 @@ class ChatTemplate:
                  cpu_limit_s: float = RENDER_CPU_LIMIT_S):
         self.bos_token = bos_token
         self.eos_token = eos_token
+        self._functions_text = " functools[" in source
+        """FireFunction v2 reads the tools as JSON text in `functions`, which llama.cpp gives it
+        (found by the same mark in its source)."""
         self.cpu_limit_s = cpu_limit_s
         if hazard := compile_hazard(source):
             raise ModelError(f"the model's chat template is refused: {hazard}")
@@ -161,12 +164,15 @@ class ChatTemplate:
         something the sandbox forbids, or runs out of time."""
         context = dict(messages=messages, bos_token=self.bos_token, eos_token=self.eos_token,
                        add_generation_prompt=add_generation_prompt, raise_exception=_raise_exception,
-                       strftime_now=_strftime_now, functions=None, function_call=None, tools=tools or None,
+                       strftime_now=_strftime_now, function_call=None, tools=tools or None,
+                       functions=json.dumps(tools, indent=2) if tools and self._functions_text else None,
                        tool_choice=None)
         # llama-server gives every template `enable_thinking` (true unless reasoning is off), and
         # templates test it as `not enable_thinking`: left undefined, QwQ, DeepSeek V3.1, MiniCPM5
         # and others rendered their thought closed while thinking was on.
         context.update(THINKING_ON, **{name: bool(on) for name, on in (switches or {}).items() if name not in context})
+        if tools and self._functions_text:  # FireFunction's tools block reads today's date too
+            context.update(llama_server_context())
         try:
             with cpu_limit(self.cpu_limit_s):
                 try:
