@@ -28,11 +28,8 @@ model: $(STAMP)
 run: model
 	$(CHATAPP)
 
-# Two workers: one worker kept 1.17 of the 2 cores busy on average (the rest is waiting on
-# child processes, a TUI's frames, a server's start), and two took a sample of 278 tests from
-# 237 s to 170 s (benchmarks/README.md). `-n auto` is the CPU count, capped at 4 (tests/conftest.py).
 test: model
-	$(PY) -m pytest -n auto
+	$(PY) -m pytest
 
 bench: model
 	$(PY) benchmarks/engine_speed.py

@@ -1,6 +1,7 @@
 """The test suite on one worker and on two (pytest-xdist), on the same sample of test files.
 
-`make test` runs `pytest -n auto`. This measures why: a sample of every 7th test file (in sorted
+Needs pytest-xdist (`.venv/bin/pip install pytest-xdist`; not a dependency: `make test` runs on
+one worker, benchmarks/README.md says why). A sample of every 7th test file (in sorted
 order; 28 of 200 files on 2026-12-07), run alternately on one worker and on two, with each run's
 wall time and the CPU time its processes used (user + system, children included). A worker alone
 leaves a core idle while it waits on a child process, a TUI's frames or a server's start.

@@ -9,12 +9,6 @@ import platformdirs
 import pytest
 
 
-def pytest_xdist_auto_num_workers(config) -> int:
-    """`-n auto` (make test's): a worker a core, at most 4. Each worker's tests run llama.cpp on up
-    to two threads, so more workers than cores would only make them wait on each other."""
-    return max(1, min(os.cpu_count() or 1, 4))
-
-
 @pytest.fixture(scope="session")
 def default_model_path() -> Path:
     """The catalog's default model, found in the real model folders or pulled into them.
