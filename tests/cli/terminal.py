@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import pty
 import select
+import signal
 import struct
 import sys
 import termios
@@ -41,9 +43,26 @@ class Terminal:
             except OSError:  # the child has gone: the pty reads EIO
                 raise AssertionError(f"chatapp exited before showing {text!r}: {self.screen[-400:]!r}") from None
 
-    def exit_code(self, timeout: float = 30.0) -> int:
-        """Read until the child exits; its exit status."""
-        while select.select([self.fd], [], [], timeout)[0]:
+    def exit_code(self, timeout: float = 60.0) -> int:
+        """Read until the child exits; its exit status. A child still running after `timeout`
+        seconds in all is killed and the test fails with the screen's end: it waited on
+        `os.waitpid` for good before, while the child, its screen no longer read, blocked on
+        writing it (a 600 s timeout and a process left behind, under load in CI)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            done, status = os.waitpid(self.pid, os.WNOHANG)
+            if done:
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise AssertionError(f"chatapp did not exit within {timeout:g} s: {self.screen[-600:]!r}")
+            if select.select([self.fd], [], [], min(left, 0.2))[0]:
+                try:
+                    self.screen += os.read(self.fd, 1 << 16)
+                except OSError:  # the pty reads EIO once the child has gone: reap it next
+                    time.sleep(0.05)
+        while select.select([self.fd], [], [], 0)[0]:  # what it wrote last, before it went
             try:
                 data = os.read(self.fd, 1 << 16)
             except OSError:
@@ -51,6 +70,19 @@ class Terminal:
             if not data:
                 break
             self.screen += data
-        _, status = os.waitpid(self.pid, 0)
         os.close(self.fd)
+        self.pid = 0
         return os.waitstatus_to_exitcode(status)
+
+    def kill(self) -> None:
+        """End the child if it still runs (a test that failed before it exited leaves none behind)."""
+        if self.pid:
+            with contextlib.suppress(ProcessLookupError, ChildProcessError):
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.pid = 0
+
+    def __del__(self) -> None:
+        self.kill()
