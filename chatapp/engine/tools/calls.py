@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from chatapp.engine.tools.call_formats import call_of as _call
-from chatapp.engine.tools.call_formats import family_calls
-from chatapp.engine.tools.call_formats import first_json as _object
+from chatapp.engine.tools.call_formats import call_of, family_calls, first_json
 from chatapp.engine.tools.spec import ToolCall, ToolSpec
 
 
@@ -29,17 +27,17 @@ def parse_calls(reply: str, tools: Sequence[ToolSpec] = ()) -> tuple[list[ToolCa
         return found
     body = reply.split("<|python_tag|>", 1)[-1].strip()
     if body.startswith("{"):
-        value = _object(body)
+        value = first_json(body)
         if isinstance(value, dict):
             if "tool_call" in value:
-                call = _call(value["tool_call"])
+                call = call_of(value["tool_call"])
                 return ([call], "") if call else ([], reply)
             if isinstance(value.get("tool_calls"), list):
-                calls = [c for c in (_call(v) for v in value["tool_calls"]) if c]
+                calls = [c for c in (call_of(v) for v in value["tool_calls"]) if c]
                 return (calls, "") if calls else ([], reply)
             if isinstance(value.get("response"), str):  # the generic format's plain answer
                 return [], value["response"]
-            call = _call(value)
+            call = call_of(value)
             if call is not None:
                 return [call], ""
     return [], reply
