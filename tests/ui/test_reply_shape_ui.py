@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from textual.widgets import Label, TextArea
+
+from chatapp.engine.shape import ReplyShape, shape_from_json
+from chatapp.errors import InputError
 
 from chatapp.ui.screens.reply_shape import ReplyShapeScreen
 from chatapp.ui.widgets.composer import Composer
@@ -160,11 +164,6 @@ async def test_a_shape_is_kept_with_the_chat_and_comes_back_when_it_is_opened(ma
 
 
 def test_a_kept_shape_edited_since_is_refused_in_one_line():
-    import pytest
-
-    from chatapp.engine.shape import ReplyShape, shape_from_json
-    from chatapp.errors import InputError
-
     schema = ReplyShape(schema={"type": "object", "properties": {"a": {"type": "integer"}}}, source="DSL")
     assert shape_from_json(schema.to_json()) == schema
     for edited, said in (("{", "not one chatapp wrote"), ('{"schema": {"type": 7}}', "not a valid JSON schema"),
