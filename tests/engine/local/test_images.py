@@ -9,10 +9,10 @@ import pytest
 from llama_cpp import mtmd_cpp
 
 from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
-from chatapp.engine.local.llama.mtmd import Projector, feed, prompt_ids
+from chatapp.engine.local.llama.mtmd import Projector
 from chatapp.engine.models.projector import find_projector, projector_info
 from chatapp.errors import AttachmentError, ModelError
-from tests.engine.local.vision import build_projector, picture
+from tests.engine.local.vision import build_projector, feed, picture, prompt_ids
 
 USER = "<|im_start|>user\n"
 ASK = "What is in this picture?<|im_end|>\n<|im_start|>assistant\n"

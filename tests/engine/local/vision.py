@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from chatapp.engine.local.llama import LlamaRuntime
+    from chatapp.engine.local.llama.mtmd import ImageCells, Projector
 
 IMAGE_SIZE, PATCH_SIZE = 32, 8
 
@@ -80,3 +86,57 @@ def png(pixels: np.ndarray) -> bytes:
 
 def picture(seed: int, height: int = 48, width: int = 40) -> bytes:
     return png(np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8))
+
+
+# The prompt as parts, fed straight to a runtime: the libmtmd layer's tests drive a Projector with
+# these, below the backend (whose own path is chatapp.engine.local.images).
+
+
+def prompt_ids(runtime: LlamaRuntime, parts: Sequence[str | ImageCells]) -> list[int]:
+    """The whole prompt as the runtime's token list will hold it: text tokenized, images as cells."""
+    from chatapp.engine.local.llama.mtmd import ImageCells
+
+    ids: list[int] = []
+    for part in parts:
+        ids += list(part.ids) if isinstance(part, ImageCells) else runtime.tokenize(part, special=True)
+    return ids
+
+
+def feed(projector: Projector, parts: Sequence[str | ImageCells]) -> int:
+    """Bring the cache to exactly `parts`: keep the longest prefix already cached (never half an
+    image: an image whose cells are not all kept is decoded again, from its kept embeddings),
+    then evaluate the rest, so the next token can be sampled. Returns how many cells were kept."""
+    from chatapp.engine.local.llama.mtmd import ImageCells
+
+    rt = projector.runtime
+    cached = rt.kv_tokens
+    keep, pos = 0, 0
+    for part in parts:
+        ids = list(part.ids) if isinstance(part, ImageCells) else rt.tokenize(part, special=True)
+        if isinstance(part, ImageCells):
+            if cached[pos:pos + len(ids)] != ids:
+                break
+            keep = pos + len(ids)
+        else:
+            shared = 0
+            for a, b in zip(cached[pos:], ids):
+                if a != b:
+                    break
+                shared += 1
+            keep = pos + shared
+            if shared < len(ids):
+                break
+        pos += len(ids)
+    if keep == pos and parts and isinstance(parts[-1], str) and not rt.logits_ready and keep:
+        keep -= 1  # all cached, but a restored state has no logits: run the last text token again
+    rt.keep_kv_prefix(keep)
+    pos = 0
+    for part in parts:
+        ids = list(part.ids) if isinstance(part, ImageCells) else rt.tokenize(part, special=True)
+        if pos + len(ids) > keep:
+            if isinstance(part, ImageCells):
+                projector.decode(part)
+            else:
+                rt.eval(ids[keep - pos:] if keep > pos else ids)
+        pos += len(ids)
+    return keep

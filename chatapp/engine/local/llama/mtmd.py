@@ -18,7 +18,6 @@ import hashlib
 import os
 import sys
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -205,51 +204,3 @@ class Projector:
     def __del__(self):
         self.close()
 
-
-Part = str | ImageCells
-
-
-def prompt_ids(runtime: LlamaRuntime, parts: Sequence[Part]) -> list[int]:
-    """The whole prompt as the runtime's token list will hold it: text tokenized, images as cells."""
-    ids: list[int] = []
-    for part in parts:
-        ids += list(part.ids) if isinstance(part, ImageCells) else runtime.tokenize(part, special=True)
-    return ids
-
-
-def feed(projector: Projector, parts: Sequence[Part]) -> int:
-    """Bring the cache to exactly `parts`: keep the longest prefix already cached (never half an
-    image: an image whose cells are not all kept is decoded again, from its kept embeddings),
-    then evaluate the rest, so the next token can be sampled. Returns how many cells were kept."""
-    rt = projector.runtime
-    cached = rt.kv_tokens
-    keep, pos = 0, 0
-    for part in parts:
-        ids = list(part.ids) if isinstance(part, ImageCells) else rt.tokenize(part, special=True)
-        if isinstance(part, ImageCells):
-            if cached[pos:pos + len(ids)] != ids:
-                break
-            keep = pos + len(ids)
-        else:
-            shared = 0
-            for a, b in zip(cached[pos:], ids):
-                if a != b:
-                    break
-                shared += 1
-            keep = pos + shared
-            if shared < len(ids):
-                break
-        pos += len(ids)
-    if keep == pos and parts and isinstance(parts[-1], str) and not rt.logits_ready and keep:
-        keep -= 1  # all cached, but a restored state has no logits: run the last text token again
-    rt.keep_kv_prefix(keep)
-    pos = 0
-    for part in parts:
-        ids = list(part.ids) if isinstance(part, ImageCells) else rt.tokenize(part, special=True)
-        if pos + len(ids) > keep:
-            if isinstance(part, ImageCells):
-                projector.decode(part)
-            else:
-                rt.eval(ids[keep - pos:] if keep > pos else ids)
-        pos += len(ids)
-    return keep
