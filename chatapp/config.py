@@ -67,6 +67,12 @@ class Settings:
     n_ctx: int = 4096
     """Context window in tokens: the KV cache's capacity (rounded up to a multiple of 256)."""
     allow_long_ctx: bool = False
+    mmproj: str = ""
+    """A vision model's projector (an mmproj GGUF) to read images with; empty: the mmproj-*.gguf
+    beside the model, if there is one (chatapp.engine.models.projector)."""
+    image_max_tokens: int = 0
+    """The most tokens one image may cost, for projectors that scale images to a budget
+    (libmtmd's image_max_tokens); 0: the projector's own."""
     """Allow an n_ctx above the model's training context (quality may degrade past it)."""
     threads: int = 0
     """CPU threads; 0 means the number of physical cores."""
@@ -187,6 +193,8 @@ def validate(settings: Settings) -> Settings:
                           f"got {settings.thinking_history!r}")
     if settings.threads < 0:
         raise ConfigError(f"threads must be 0 (auto) or more, got {settings.threads}")
+    _in_range("image_max_tokens", settings.image_max_tokens, 0, MAX_TOKENS,
+              f"0 (the projector's own) or 1 to {MAX_TOKENS:,}")
     _in_range("gpu_layers", settings.gpu_layers, -1, MAX_GPU_LAYERS, f"-1 (all) or 0 to {MAX_GPU_LAYERS:,}")
     if settings.max_tokens < 1:
         raise ConfigError(f"max_tokens must be at least 1, got {settings.max_tokens}")

@@ -44,7 +44,7 @@ def info(
     from chatapp.commands.opening import model_path
     from chatapp.config import load_settings
     from chatapp.engine.models.base_model import base_model_reason
-    from chatapp.engine.models.projector import find_projector, projector_info
+    from chatapp.engine.models.projector import projector_for, projector_info
     from chatapp.engine.models.quant import kv_bytes_per_token, model_info
 
     settings = load_settings().replace(kv_type=kv_type)  # validated there, as for every command
@@ -59,10 +59,7 @@ def info(
     base = base_model_reason(path)
     if mmproj is not None and not mmproj.is_file():
         raise InputError(f"no projector file at {mmproj}")
-    # beside the path as given too: a Hugging Face snapshot links its files into blobs/, so the
-    # model resolves into a folder that holds no mmproj
-    given = Path(model) if model and Path(model).is_file() else None
-    found = mmproj or (given and find_projector(given)) or find_projector(path)
+    found = projector_for(model, path, mmproj)
     projector = projector_info(found) if found else None
     if as_json:
         typer.echo(strict_json({**asdict(facts), "base": base, "kv_bytes_per_token": kv, "decode": decode,
@@ -106,10 +103,7 @@ def _facts_table(facts, base: str | None) -> Table:
 
 
 def _projector_line(projector, n_embd: int) -> str:
-    sees = " and ".join(what for what, yes in (("images", projector.vision), ("audio", projector.audio)) if yes)
-    budget = f", {projector.image_token_budget} tokens per image" if projector.image_token_budget else ""
-    line = (f"[bold]sees[/] {sees or 'nothing'} through {escape(projector.path.name)} "
-            f"(projector {escape(projector.projector_type)}{budget})")
+    line = f"[bold]sees[/]{escape(projector.describe().removeprefix('sees'))}"
     if projector.n_embd and projector.n_embd != n_embd:
         line += f"\n[yellow]the projector makes {projector.n_embd}-wide embeddings, this model takes {n_embd}[/]"
     return line

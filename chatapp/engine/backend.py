@@ -17,6 +17,7 @@ from typing import Literal, Protocol, get_args, runtime_checkable
 from chatapp.config import DraftMode, Settings
 from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable
 from chatapp.engine.events import BackendEvent, Message
+from chatapp.engine.images import ImageFacts
 from chatapp.engine.sampling import Scored
 from chatapp.engine.shape import ReplyShape
 from chatapp.engine.thinking import Steering
@@ -143,6 +144,9 @@ class ModelSummary:
     base_model: str | None = None
     """Why it is a base model (chatapp.engine.models.base_model), None for a chat model or when
     the backend cannot tell."""
+    projector: str | None = None
+    """What the model sees through its projector, in one line ("sees images through mmproj-….gguf
+    (projector mlp, 16 tokens per image)"); None: it reads text only, or the backend cannot tell."""
 
 
 @dataclass(frozen=True)
@@ -190,8 +194,15 @@ class Backend(Protocol):
         `switches`: the template's own flags, as llama-server's `chat_template_kwargs` takes them
         (Qwen3's `enable_thinking`); a template that does not read one renders as without it."""
 
-    def tokenize_prompt(self, text: str) -> list[int]:
-        """Templated text as the model reads it: special tokens parsed, BOS as the model wants."""
+    def tokenize_prompt(self, text: str, images: Sequence[str] = ()) -> list[int]:
+        """Templated text as the model reads it: special tokens parsed, BOS as the model wants.
+        `images`: the hashes of the images (each given to `add_image`) whose media markers
+        (chatapp.engine.images.MEDIA_MARKER) the text holds, in order: each becomes its cells."""
+
+    def add_image(self, data: bytes, name: str) -> ImageFacts:
+        """Read an image for the prompts to come (not encoded yet: a turn that needs its cells
+        encodes it, once). AttachmentError says in one line why not: the model sees no images,
+        the file is no image libmtmd reads."""
 
     def tokenize(self, text: str) -> list[Token]:
         """Plain text (a user's) cut by the model's tokenizer, with pieces that join back into it."""

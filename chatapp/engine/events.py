@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from chatapp.engine.images import with_markers
 from chatapp.engine.retrieval.context import RetrievedContext, message_content
 from chatapp.engine.sampling import TokenProbs
 from chatapp.engine.stats import LiveDecode, TurnRecord
@@ -33,9 +34,13 @@ class Message:
     system prompt, which is not in the tree)."""
     thinking: str = ""
     """A reply's thought, apart from its answer (`content`), as generated (chatapp.engine.thinking)."""
+    images: tuple[str, ...] = ()
+    """A question's images by content hash, in order (chatapp.engine.images): each is a media
+    marker before the text, which a backend that sees images reads as the image's cells."""
 
     def as_template_input(self) -> dict[str, str]:
-        data = {"role": self.role, "content": message_content(self.content, self.context)[0]}
+        content = message_content(self.content, self.context)[0]
+        data = {"role": self.role, "content": with_markers(content, self.images) if self.images else content}
         if self.thinking:  # templates that read it (Qwen3's) place it; the others leave it out
             data["reasoning_content"] = self.thinking
         return data

@@ -39,8 +39,10 @@ def open_engine(settings: Settings, model: str | None = None, progress: Progress
         return connect_engine(settings, waiting=waiting)
     from chatapp.engine.models.resolve import resolve_named
 
+    from chatapp.engine.models.projector import projector_for
+
     path, name = resolve_named(model, settings, progress=progress)
-    return load_engine(settings, path, name)
+    return load_engine(settings, path, name, projector=projector_for(model, path, settings.mmproj))
 
 
 def connect_engine(settings: Settings, url: str | None = None, api_key: str | None = None,
@@ -53,9 +55,10 @@ def connect_engine(settings: Settings, url: str | None = None, api_key: str | No
     return Engine(backend, settings)
 
 
-def load_engine(settings: Settings, path: Path, name: str | None = None) -> Engine:
+def load_engine(settings: Settings, path: Path, name: str | None = None, projector: Path | None = None) -> Engine:
     """The in-process backend on a model file already resolved and checked, shown as `name`
-    (a store's name, see `resolve_named`; else the catalog name or the file name). What can't
+    (a store's name, see `resolve_named`; else the catalog name or the file name), reading
+    images through `projector` (chatapp.engine.models.projector.projector_for). What can't
     fit in memory (or exceeds the training context without allow_long_ctx) is refused before
     llama.cpp allocates it."""
     from chatapp.engine.local.llama import gpu_offload_supported  # loads llama_cpp
@@ -65,7 +68,7 @@ def load_engine(settings: Settings, path: Path, name: str | None = None) -> Engi
     notices = check_load(settings, path, offloaded=settings.gpu_layers != 0 and gpu_offload_supported())
     from chatapp.engine.local.next_token import NextTokenViews
 
-    backend = LocalBackend.load(path, settings, name)
+    backend = LocalBackend.load(path, settings, name, projector=projector)
     engine = Engine(backend, settings)
     engine.next_token_views = lambda: NextTokenViews(  # borrows the loaded model
         backend.runtime, open_other=lambda spec: open_next_token(settings, _local_path(spec, settings)))

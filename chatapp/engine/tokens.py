@@ -33,9 +33,11 @@ class Token:
     piece: str
     special: bool
     raw: bytes
+    image: bool = False
+    """One of an image's cells (chatapp.engine.images): its id is a pseudo id, no vocabulary entry."""
 
     def to_json(self) -> dict:
-        return {"id": self.id, "piece": self.piece, "special": self.special}
+        return {"id": self.id, "piece": self.piece, "special": self.special, **({"image": True} if self.image else {})}
 
 
 class Utf8Stream:

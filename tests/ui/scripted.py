@@ -24,6 +24,7 @@ from chatapp.engine.events import BackendEvent, Generated, Message, PrefillDone,
 from chatapp.engine.sampling import Candidate, Scored, TokenProbs
 from chatapp.engine.stats import LiveDecode
 from chatapp.engine.tokens import Token, common_prefix
+from chatapp.errors import AttachmentError
 
 SPECIALS = {"<|im_start|>": 1, "<|im_end|>": 2}
 # A newline is a token of its own, as in the real models' pre-tokenizers: were it merged into the
@@ -62,8 +63,11 @@ class ScriptedBackend:
         text = "".join(f"<|im_start|>{m.role}\n{m.content}<|im_end|>\n" for m in messages)
         return text + ("<|im_start|>assistant\n" if add_generation_prompt else "")
 
-    def tokenize_prompt(self, text: str) -> list[int]:
+    def tokenize_prompt(self, text: str, images: Sequence[str] = ()) -> list[int]:
         return self._ids(text, special=True)
+
+    def add_image(self, data: bytes, name: str):
+        raise AttachmentError("the scripted model sees no images")
 
     def describe(self, ids: Sequence[int]) -> list[Token]:
         return [Token(i, self._by_id.get(i, ""), i in (1, 2), self._by_id.get(i, "").encode()) for i in ids]

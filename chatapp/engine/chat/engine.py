@@ -25,6 +25,7 @@ from chatapp.config import DraftMode, Settings, validate
 from chatapp.engine.backend import Backend, CacheState, Drafting, GenerationSettings, ModelSummary
 from chatapp.engine.chat import thoughts
 from chatapp.engine.chat.attached import Attached
+from chatapp.engine.images import ImageFacts, ImageShelf
 from chatapp.engine.chat.branch_states import BranchFigures, BranchKeeper, BranchSwitch
 from chatapp.engine.chat.cache_track import CacheTrack
 from chatapp.engine.chat.conversation import Conversation
@@ -79,6 +80,7 @@ class Engine:
         self._kept = KeptBranches(backend, self._conversation, self._rendering.prompt_ids, self._track,
                                   self._typeahead, settings.branch_state_mb * 1024 * 1024)
         self._attached = Attached(lambda text: len(backend.tokenize(text)), lambda: self.n_ctx, self._reserve)
+        self.images = ImageShelf()  # the bytes of the conversation's images, as a session keeps them
         self._turns = TurnRunner(backend, self._conversation, self._rendering, self._thinking, self._decoded,
                                  self._typeahead, self._track, self._attached, self._reply_probs,
                                  lambda: self.generation, self._reserve)
@@ -391,9 +393,8 @@ class Engine:
         return self.branch_figures().reprefill
 
     def answer_now(self) -> bool:
-        """Stop thinking and answer: from any thread, the running turn forces its thought's
-        closing marker before its next token and goes on to the answer. False when no thought
-        is running."""
+        """Stop thinking and answer: from any thread, the running turn forces its thought's closing
+        marker before its next token and goes on to the answer. False when no thought is running."""
         return self._thinking.answer_now()
 
     def prompt_ids(self, messages: Sequence[Message] | None = None, *, add_generation_prompt: bool = True) -> list[int]:
@@ -416,9 +417,8 @@ class Engine:
         return self._attached.plans
 
     def attach(self, path: str | Path) -> AttachReport:
-        """Read a file or a folder (text, Markdown, code, PDF) and attach it. All or nothing:
-        an AttachmentError says why in one line and leaves the attachments as they were.
-        Sizing tokenizes the whole text, so call it off the UI thread."""
+        """Read a file or a folder (text, Markdown, code, PDF) and attach it, all or nothing (an
+        AttachmentError says why in one line). Sizing tokenizes it all: call it off the UI thread."""
         return self._attached.attach(path)
 
     def add_attachments(self, attachments: Iterable[Attachment], notices: Iterable[str] = ()) -> AttachReport:
@@ -446,16 +446,24 @@ class Engine:
             self._backend, lambda typed: self.prompt_ids(next_question(self.context_messages(), typed)), text,
             fits=lambda n: n + self._reserve() <= self.n_ctx, question_stable=not self.attachments, stop=stop)
 
+    def add_image(self, data: bytes, name: str) -> ImageFacts:
+        """Read an image for `send(images=[its sha256])`, encoded by the first turn that needs it, once."""
+        facts = self._backend.add_image(data, name)
+        self.images.put(data, name)
+        return facts
+
     # --- turns -------------------------------------------------------------------------------
-    def send(self, text: str, *, since: float | None = None) -> Iterator[Event]:
-        """A new question after the shown path's last message. `since`: when the user sent it
-        (time.perf_counter()), for the record's ttft_ms; by default when the turn starts."""
+    def send(self, text: str, *, images: Sequence[str] = (), since: float | None = None) -> Iterator[Event]:
+        """A new question after the shown path's last message, about `images` (hashes `add_image`
+        gave), if any. `since`: when the user sent it (time.perf_counter()), for the record's
+        ttft_ms; by default when the turn starts."""
         if not text.strip():
             raise InputError("the prompt is empty")
+        self.images.check_question(text, images)
         tree = self._conversation.tree
         undo_leaf = tree.leaf
         context = self._attached.retrieve(text, self.context_messages())
-        question = self._conversation.add(Message("user", text, context=context))
+        question = self._conversation.add(Message("user", text, context=context, images=tuple(images)))
         return self._turns.run(lambda: self._undo(undo_leaf, question.id), "send", since=since)
 
     def send_after(self, message_id: str, text: str) -> Iterator[Event]:
@@ -476,9 +484,11 @@ class Engine:
         role = tree[target].role
         if role == "user" and not text.strip():
             raise InputError("the prompt is empty")
+        self.images.check_question(text, ())
         if role == "tool":  # a result is data, not a question: nothing is retrieved for it
             return self._branch_turn(tree[target].parent, lambda: Message("tool", text), "edit", retrieve=False)
-        return self._branch_turn(tree[target].parent, lambda: Message("user", text), "edit")
+        images = tree[target].images  # the question asked again about the same images
+        return self._branch_turn(tree[target].parent, lambda: Message("user", text, images=images), "edit")
 
     def think_more(self, extra: int, message_id: str | None = None) -> Iterator[Event]:
         """Think more: a new sibling of reply `message_id` (the shown path's last by default) that

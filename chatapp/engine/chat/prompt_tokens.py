@@ -30,7 +30,7 @@ from chatapp.engine.tokens import Token
 
 
 class PromptTokenizer(Protocol):
-    def tokenize_prompt(self, text: str) -> list[int]: ...
+    def tokenize_prompt(self, text: str, images: Sequence[str] = ()) -> list[int]: ...
     def describe(self, ids: Sequence[int]) -> list[Token]: ...
     def tokenize(self, text: str) -> list[Token]: ...
 
@@ -41,7 +41,8 @@ def prompt_ids(backend: PromptTokenizer, render: Render, messages: Sequence[Mess
     with every message's content read as plain text."""
     messages = list(messages)
     text = render(messages, add_generation_prompt=add_generation_prompt)
-    ids = backend.tokenize_prompt(text)
+    images = [sha for m in messages for sha in m.images]
+    ids = backend.tokenize_prompt(text, images) if images else backend.tokenize_prompt(text)
     tokens = backend.describe(ids)
     specials = {t.piece for t in tokens if t.special and t.piece}
     contents = [m.as_template_input()["content"] for m in messages]

@@ -111,7 +111,9 @@ def build(tokens: list[Token], render: Render, prompt_messages: list[Message], p
             origin = "prefilled"
         else:
             origin = "generated"
-        if token.special:
+        if token.image:  # a cell of an image (chatapp.engine.images): the marker's text is its first
+            role = "image"
+        elif token.special:
             role = "template"
         elif i >= reply_start:
             role = reply_role

@@ -22,11 +22,12 @@ import numpy as np
 from chatapp.config import DraftMode, Settings
 from chatapp.engine import tokens as token_views
 from chatapp.engine.inside.attention import AttentionMap, AttentionUnavailable, capture
-from chatapp.engine.backend import (SMALL_MIN, CacheState, Drafting, GenerationSettings, ModelSummary, prefill_batches,
-                                    split_evenly)
+from chatapp.engine.backend import (SMALL_MIN, CacheState, Drafting, GenerationSettings, ModelSummary, split_evenly)
 from chatapp.engine.drafting.policy import DraftPolicy
 from chatapp.engine.local.drafting import LocalDrafting, kv_for_drafting
+from chatapp.engine.images import ImageFacts
 from chatapp.engine.local.grammar_figures import grammar_record
+from chatapp.engine.local.images import LocalImages
 from chatapp.engine.local import scoring
 from chatapp.engine.local.probing import ProbingSampler
 from chatapp.engine.local.prompt_end import PromptEnd
@@ -72,8 +73,11 @@ class LocalBackend:
     """`Backend` over llama.cpp in this process."""
 
     def __init__(self, runtime: LlamaRuntime, name: str | None = None, threads: ThreadPolicy | None = None,
-                 draft_policy: DraftPolicy | None = None, draft_config: str = "") -> None:
-        """`draft_config`: what `load` changed so that drafts stay exact (see kv_for_drafting)."""
+                 draft_policy: DraftPolicy | None = None, draft_config: str = "", projector: Path | None = None,
+                 image_max_tokens: int = -1) -> None:
+        """`draft_config`: what `load` changed so that drafts stay exact (see kv_for_drafting).
+        `projector`: the model's mmproj GGUF, loaded on the first image (chatapp.engine.local.images)."""
+        from chatapp.engine.models.projector import projector_info
         from chatapp.engine.models.quant import model_info  # the GGUF scan, cached per file
 
         self.runtime = runtime
@@ -88,7 +92,9 @@ class LocalBackend:
             n_params=facts.n_params, size_bytes=facts.file_size, flash_attn=info.flash_attn,
             local_file=str(runtime.path),
             base_model=base_model_reason(runtime.path, template=runtime.metadata.get(TEMPLATE_KEY, "")),
+            projector=projector_info(projector).describe() if projector is not None else None,
         )
+        self._images = LocalImages(runtime, projector, n_threads=runtime.threads[1], image_max_tokens=image_max_tokens)
         self._facts = facts
         self._kv_bytes_per_token = runtime.kv_bytes_per_token
         self._bandwidth = DecodeBandwidth(info.backend, self.threads.fixed or physical_cores())
@@ -98,9 +104,11 @@ class LocalBackend:
         self._stop_text = StopText(())
 
     @classmethod
-    def load(cls, path: Path, settings: Settings, name: str | None = None) -> "LocalBackend":
+    def load(cls, path: Path, settings: Settings, name: str | None = None,
+             projector: Path | None = None) -> "LocalBackend":
         """`settings.threads` 0 lets ThreadPolicy choose (measured, fewer when the machine is busy).
-        With drafting asked for, an f16 cache on the CPU loads as q8_0 (see kv_for_drafting)."""
+        With drafting asked for, an f16 cache on the CPU loads as q8_0 (see kv_for_drafting).
+        `projector`: the mmproj that images are read with, loaded on the first image."""
         key = f"{cpu_name()}|{physical_cores()}|{path.name}|{path.stat().st_size}"
         policy = ThreadPolicy(physical_cores(), fixed=settings.threads, key=key)
         policy.look(force=True)
@@ -108,7 +116,8 @@ class LocalBackend:
         options = LoadOptions(n_ctx=settings.n_ctx, n_threads=policy.decode_threads(),
                               n_threads_batch=policy.prefill_threads(), n_gpu_layers=settings.gpu_layers,
                               kv_type=kv_type, flash_attn=FLASH_ATTN_OPTION[settings.flash_attn])
-        return cls(LlamaRuntime(path, options), name, threads=policy, draft_config=chosen)
+        return cls(LlamaRuntime(path, options), name, threads=policy, draft_config=chosen,
+                   projector=projector, image_max_tokens=settings.image_max_tokens or -1)
 
     # --- template and tokens -------------------------------------------------------------
     def render(self, messages: Sequence[Message], *, add_generation_prompt: bool,
@@ -117,17 +126,23 @@ class LocalBackend:
                                         add_generation_prompt=add_generation_prompt, tools=list(tools or ()),
                                         switches=switches)
 
-    def tokenize_prompt(self, text: str) -> list[int]:
+    def tokenize_prompt(self, text: str, images: Sequence[str] = ()) -> list[int]:
         rt = self.runtime
         bos_text = rt.token_bytes(rt.bos_id).decode("utf-8", "replace")
         add_bos = rt.adds_bos and not (bos_text and text.startswith(bos_text))
-        return rt.tokenize(text, special=True, add_bos=add_bos)
+        if not images:
+            return rt.tokenize(text, special=True, add_bos=add_bos)
+        return self._images.tokenize(text, images, lambda part, first: rt.tokenize(
+            part, special=True, add_bos=add_bos and first))
+
+    def add_image(self, data: bytes, name: str) -> ImageFacts:
+        return self._images.add(data, name)
 
     def tokenize(self, text: str) -> list[Token]:
         return token_views.tokenize_text(self.runtime, text)
 
     def describe(self, ids: Sequence[int]) -> list[Token]:
-        return token_views.describe(self.runtime, list(ids))
+        return self._images.describe(token_views.describe(self.runtime, list(ids)))
 
     def cached_tokens(self) -> list[int]:
         return self.runtime.kv_tokens
@@ -162,7 +177,9 @@ class LocalBackend:
         core busy."""
         rt, tokens = self.runtime, list(tokens)
         self._bandwidth.wait()
-        rt.keep_kv_prefix(common_prefix(rt.kv_tokens, tokens))
+        spans = self._images.spans(tokens)
+        rt.keep_kv_prefix(self._images.not_inside(spans, common_prefix(rt.kv_tokens, tokens)))
+        tokens = tokens[:self._images.prefix_without_images(tokens, rt.n_cached)]
         self._prompt_end.cut_to(rt.n_cached)
         before = rt.threads
         try:
@@ -203,21 +220,27 @@ class LocalBackend:
             cached = min(cached, reuse_limit)
             if 0 < len(prompt) - cached < SMALL_MIN:  # the end typed ahead, but its logits are gone
                 cached = max(0, len(prompt) - SMALL_MIN)
+        spans = self._images.spans(prompt)
+        cached = self._images.not_inside(spans, cached)
         rt.keep_kv_prefix(cached)
         self._prompt_end.cut_to(cached)
         drafting = self._drafting.for_turn()
         rt.reset_perf()
+        self._images.turn_started()
         todo = prompt[cached:]
         done, started = 0, time.perf_counter()
         self.threads.look(force=True)
         # A progress event after each batch (the Speed panel's live prefill figures); a stop does
-        # not wait for a batch to end: llama.cpp abandons it mid-way.
-        for size in prefill_batches(cached, len(prompt)):
+        # not wait for a batch to end: llama.cpp abandons it mid-way. An image is decoded whole.
+        for step in self._images.plan(prompt, cached, spans):
             if stop.is_set():
                 break
             self._use_threads(rt.threads[0], self.threads.prefill_threads())
-            chunk = todo[done:done + size]
-            finished = rt.prefill(chunk, should_stop=stop.is_set)
+            if isinstance(step, int):
+                finished = rt.prefill(todo[done:done + step], should_stop=stop.is_set)
+            else:
+                self._images.decode(step)
+                finished = True
             done = rt.n_cached - cached
             yield PrefillProgress(done, len(todo), (time.perf_counter() - started) * 1000, rt.threads[1])
             if not finished:
@@ -465,7 +488,8 @@ class LocalBackend:
         mean_fill = (prefill.prompt_tokens + live.kv_used) // 2
         traffic = record_figures(self._facts, self.runtime.info.kv_type, mean_fill,
                                  rate(live.decode_tokens, live.decode_ms), self.bandwidth_gbps, self._bandwidth.note)
-        return {**self._extra(), **drafting, **traffic, "prefill_flops_per_token": prefill.flops_per_token}
+        return {**self._extra(), **drafting, **traffic, "prefill_flops_per_token": prefill.flops_per_token,
+                **self._images.turn_figures(self.runtime.kv_tokens)}
 
     def _extra(self) -> dict:
         decode, batch = self.runtime.threads
@@ -476,6 +500,8 @@ class LocalBackend:
                   stop: threading.Event) -> AttentionMap | AttentionUnavailable:
         """A replay of `tokens` in a capture context of its own (chatapp.engine.inside.attention)."""
         rt = self.runtime
+        if self._images.spans(tokens):
+            return AttentionUnavailable("the turn holds an image, whose cells the replay cannot read as tokens")
         if rt.info.backend != "CPU":
             return AttentionUnavailable(
                 f"attention capture is not available on {rt.info.backend}: it is verified on the CPU backend "
@@ -491,6 +517,7 @@ class LocalBackend:
         """One prefill pass over the reply with logits at every row (chatapp.engine.local.scoring)."""
         self._use_threads(self.runtime.threads[0], self.threads.prefill_threads())
         self._prompt_end.forget()  # it prefills the prompt's rows again, in another split
+        self._images.feed(prompt)  # an image's cells from its embeddings: the pass reuses them
         return scoring.score(self.runtime, prompt, reply, generation, n_top, stop)
 
     # --- the cache ---------------------------------------------------------------------------
@@ -536,4 +563,5 @@ class LocalBackend:
 
     def close(self) -> None:
         self._bandwidth.wait()  # its figure is written for the next process
+        self._images.close()
         self.runtime.close()

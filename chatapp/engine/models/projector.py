@@ -30,6 +30,16 @@ class ProjectorInfo:
             return None
         return (self.image_size // self.patch_size) ** 2
 
+    @property
+    def sees(self) -> str:
+        """"images", "audio", "images and audio" or "nothing"."""
+        return " and ".join(what for what, yes in (("images", self.vision), ("audio", self.audio)) if yes) or "nothing"
+
+    def describe(self) -> str:
+        """One line, e.g. "sees images through mmproj-x.gguf (projector mlp, 16 tokens per image)"."""
+        budget = f", {self.image_token_budget} tokens per image" if self.image_token_budget else ""
+        return f"sees {self.sees} through {self.path.name} (projector {self.projector_type}{budget})"
+
     def as_dict(self) -> dict:
         return {**asdict(self), "path": str(self.path), "image_token_budget": self.image_token_budget}
 
@@ -73,3 +83,13 @@ def find_projector(model: Path) -> Path | None:
     stem = re.split(r"[-.](?:I?Q\d|[FB]F?\d)", Path(model).stem, flags=re.IGNORECASE)[0].lower()  # no quant tag
     named = [path for path in found if stem in path.name.lower()]
     return named[0] if len(named) == 1 else None
+
+
+def projector_for(given: str | None, path: Path, mmproj: str | Path | None = None) -> Path | None:
+    """The projector a model opens with: `mmproj` when named, else the mmproj beside the model
+    as the user `given` it (a Hugging Face snapshot links its files into blobs/, so the resolved
+    `path` lies in a folder that holds no mmproj), else beside `path`; None: it reads text only."""
+    if mmproj:
+        return Path(mmproj)
+    beside_given = find_projector(Path(given)) if given and Path(given).is_file() else None
+    return beside_given or find_projector(path)

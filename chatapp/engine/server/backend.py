@@ -45,7 +45,8 @@ from chatapp.engine.server.summary import SERVER_KIND, summarize, template_sha25
 from chatapp.engine.server.vocabulary import ServerVocabulary
 from chatapp.engine.tokens import Token, common_prefix
 from chatapp.engine.tools.grammar import CallGrammar
-from chatapp.errors import ContextFullError, InputError, ModelError, ServerError
+from chatapp.engine.images import ImageFacts
+from chatapp.errors import AttachmentError, ContextFullError, InputError, ModelError, ServerError
 
 SLOT = 0
 """The slot chatapp pins its conversation to (start the server with -np 1 to keep it alone)."""
@@ -87,6 +88,10 @@ def call_grammar(grammar: CallGrammar | None) -> dict:
     if grammar is None:
         return {}
     return {"grammar": grammar.gbnf} if grammar.gbnf else {"json_schema": grammar.schema}
+
+
+IMAGES_NOT_SENT = ("images are not sent to a llama-server yet: chat about an image in-process "
+                   "(without --server), with the model's mmproj")
 
 
 class ServerBackend:
@@ -167,9 +172,14 @@ class ServerBackend:
             self._renders[key] = text
         return text
 
-    def tokenize_prompt(self, text: str) -> list[int]:
+    def tokenize_prompt(self, text: str, images: Sequence[str] = ()) -> list[int]:
+        if images:
+            raise AttachmentError(IMAGES_NOT_SENT)
         add_bos = self._adds_bos and not (self._bos_text and text.startswith(self._bos_text))
         return self._vocab.tokenize(text, special=True, add_bos=add_bos)
+
+    def add_image(self, data: bytes, name: str) -> ImageFacts:
+        raise AttachmentError(IMAGES_NOT_SENT)
 
     def tokenize(self, text: str) -> list[Token]:
         return token_views.tokenize_text(self._vocab, text)
