@@ -131,6 +131,8 @@ def show(name: NameArg) -> None:
         style = ROLE_STYLES.get(message["role"], "white")
         stopped = " [dim](stopped)[/dim]" if message["stopped"] else ""
         console.print(f"\n[bold {style}]{message['role']}[/]{stopped}")
+        for image in message.get("images", ()):
+            console.print(f"[dim]\\[image {escape(image['name'] or image['sha256'][:12])}][/dim]", highlight=False)
         content = message["content"]
         console.print(escape(content[:SHOWN_CHARS]), highlight=False)
         if len(content) > SHOWN_CHARS:

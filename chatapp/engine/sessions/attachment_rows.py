@@ -29,9 +29,9 @@ def read_messages(conn: sqlite3.Connection, session_id: int) -> tuple[list[Messa
     reader (chatapp.engine.sessions.rows); notices for what could not be read (a block left
     out renders without it: the KV check will say so)."""
     reader = RowReader()
-    messages = [reader.message(idx, role, content, stopped, raw, message_id, parent, thinking)
-                for idx, role, content, stopped, raw, message_id, parent, thinking in conn.execute(
-                    "SELECT idx, role, content, stopped, context, id, parent, thinking FROM messages"
+    messages = [reader.message(idx, role, content, stopped, raw, message_id, parent, thinking, images)
+                for idx, role, content, stopped, raw, message_id, parent, thinking, images in conn.execute(
+                    "SELECT idx, role, content, stopped, context, id, parent, thinking, images FROM messages"
                     " WHERE session_id = ? ORDER BY idx", (session_id,))]
     return messages, reader.notices
 

@@ -67,16 +67,17 @@ def tree_rows(session: StoredSession) -> list[dict]:
     the tree: it applies to every branch)."""
     tree = MessageTree.from_messages(session.tree, session.leaf)
     active = {m.id for m in tree.path()}
+    names = image_names(session)
     return [{"id": m.id, "parent": m.parent, "role": m.role, "content": m.content, "stopped": m.stopped,
-             **({"thinking": m.thinking} if m.thinking else {}), "active": m.id in active,
+             **({"thinking": m.thinking} if m.thinking else {}), **image_entries(m, names), "active": m.id in active,
              "children": [c.id for c in tree.children(m.id)], "depth": depth}
             for m, depth in tree.walk()]
 
 
 def _flat(rows: list[dict]) -> list[dict]:
     """The tree's rows as the export writes them: flat, depth first (see the module docstring)."""
-    return [{k: row[k] for k in ("id", "parent", "role", "content", "thinking", "stopped", "active", "children",
-                                 "depth") if k in row}
+    return [{k: row[k] for k in ("id", "parent", "role", "images", "content", "thinking", "stopped", "active",
+                                 "children", "depth") if k in row}
             for row in rows]
 
 
@@ -126,7 +127,7 @@ def session_data(store: SessionStore, name: str, session: StoredSession | None =
         "updated_at": session.updated_at,
         "window_start": session.window_start,
         "messages": [{"role": m.role, "content": m.content, "stopped": m.stopped} |
-                     ({"thinking": m.thinking} if m.thinking else {}) |
+                     ({"thinking": m.thinking} if m.thinking else {}) | image_entries(m, image_names(session)) |
                      ({"id": m.id, "parent": m.parent} if m.role != "system" else {}) for m in session.messages],
         "active_leaf": session.leaf,
         "journal": [journal_entry(n, idx, record) | ({"message_id": mid} if mid else {})
@@ -177,10 +178,27 @@ def _tree_markdown(data: dict) -> list[str]:
         for message_id in new:
             message = by_id[message_id]
             suffix = " (stopped)" if message["stopped"] else ""
-            lines += [f"### {message['role']} {message_id}{suffix}", "", *thought_block(message), message["content"],
-                      ""]
+            lines += [f"### {message['role']} {message_id}{suffix}", "", *thought_block(message),
+                      *image_lines(message), message["content"], ""]
         written.update(new)
     return lines
+
+
+def image_names(session: StoredSession) -> dict[str, str]:
+    return {sha: name for sha, name, _ in session.images}
+
+
+def image_entries(message, names: dict[str, str]) -> dict:
+    """A question's images as an export names them (the bytes stay in the session's database)."""
+    if not message.images:
+        return {}
+    return {"images": [{"sha256": sha, "name": names.get(sha, "")} for sha in message.images]}
+
+
+def image_lines(message: dict) -> list[str]:
+    """A line for each image a question holds, above its text."""
+    return [f"*[image {image['name'] or image['sha256'][:12]} · sha256 {image['sha256'][:12]}…]*"
+            for image in message.get("images", ())] + ([""] if message.get("images") else [])
 
 
 def thought_block(message: dict) -> list[str]:
@@ -208,7 +226,8 @@ def to_markdown(data: dict) -> str:
     else:
         for message in data["messages"]:
             suffix = " (stopped)" if message["stopped"] else ""
-            lines += [f"### {message['role']}{suffix}", "", *thought_block(message), message["content"], ""]
+            lines += [f"### {message['role']}{suffix}", "", *thought_block(message), *image_lines(message),
+                      message["content"], ""]
     lines += ["## Performance journal", ""]
     if not data["journal"]:
         lines += ["No turns recorded.", ""]

@@ -55,7 +55,7 @@ from chatapp.engine.sessions.store import (
 )
 from chatapp.engine.sessions.window import earliest_start, refit_from
 from chatapp.engine.stats import TurnRecord
-from chatapp.errors import ServerError, SessionConflict, SessionError, SessionRemoved
+from chatapp.errors import ChatappError, ServerError, SessionConflict, SessionError, SessionRemoved
 from chatapp.format import one_line_text
 from chatapp.private import make_private_dir
 
@@ -211,7 +211,8 @@ class SessionManager:
         live.saved_model = stored.model
         engine.clear_cache()
         n_system = 1 if stored.messages and stored.messages[0].role == "system" else 0
-        engine.load_conversation(stored.tree, stored.window_start, stored.leaf)
+        tree, image_notices = _with_images(engine, stored)
+        engine.load_conversation(tree, stored.window_start, stored.leaf)
         records = self.store.records_by_message(name)
         engine.remember_reply_probs({mid: probs_from_json(record.get("logprobs")) for mid, record in records.items()})
         engine.remember_decoded({mid: record.get("reply_as_decoded") or "" for mid, record in records.items()})
@@ -227,7 +228,7 @@ class SessionManager:
         if saved_window < floor:  # the saved window holds more text than the context can: skip it
             engine.place_window(floor)
         engine.set_attachments(stored.attachments)  # sized for this model: it retrieves as before
-        notices = stored.notices
+        notices = (*stored.notices, *image_notices)
         if stored.attachments:
             names = ", ".join(a.name for a in stored.attachments)
             notices = (f"{len(stored.attachments)} attachment{'s' if len(stored.attachments) != 1 else ''} "
@@ -600,8 +601,11 @@ class LiveSession:
                 last = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
                 reply_id = record.extra.get("message_id") or (messages[last].id if last >= 0 else "")
                 turn = TurnRow(last, summary.backend, record.prefill_tokens, record.prefill_ms, data, reply_id)
-            snapshot = Snapshot(self.name, identity, self._snapshot_messages(), engine.window_start, engine.kv_used(),
-                                tuple(plan.attachment for plan in engine.attachments), engine.leaf)
+            messages = self._snapshot_messages()
+            named = {sha for m in messages for sha in m.images}
+            images = tuple((sha, engine.images.name(sha), data) for sha, data in engine.images.items() if sha in named)
+            snapshot = Snapshot(self.name, identity, messages, engine.window_start, engine.kv_used(),
+                                tuple(plan.attachment for plan in engine.attachments), engine.leaf, images)
             first = self.revision is None
             saved = self.manager.store.save(snapshot, turn, base=self.revision, seen=self.seen,
                                             branched=frozenset(self._branched), new=self.new and first)
@@ -648,3 +652,21 @@ def _nearest_on_disk(end: str, parents: dict[str, str | None], on_disk: dict[str
 def _check(stop: threading.Event | None, name: str) -> None:
     if stop is not None and stop.is_set():
         raise OpeningStopped(f"stopped while opening session {name!r}; nothing was sent or saved")
+
+
+def _with_images(engine: Engine, stored: StoredSession) -> tuple[list[Message], list[str]]:
+    """The saved tree, its images given to the engine again (read, not encoded: a restored state
+    holds their cells). Images this model cannot read are left out of the messages, and said."""
+    lost: list[str] = []
+    for _, name, data in stored.images:
+        try:
+            engine.add_image(data, name)
+        except ChatappError as exc:
+            lost.append(f"image {name} left out: {exc.one_line()}")
+    named = {sha for m in stored.tree for sha in m.images}
+    missing = {sha for sha in named if sha not in engine.images}
+    if not missing:
+        return stored.tree, lost
+    if unsaved := len(named - {sha for sha, _, _ in stored.images}):
+        lost.append(f"{unsaved} image(s) the session names were not saved with it; left out")
+    return [replace(m, images=tuple(s for s in m.images if s not in missing)) for m in stored.tree], lost

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from chatapp.engine.chat.tree import is_id
 from chatapp.engine.events import Message
 from chatapp.engine.retrieval.context import RetrievedContext, RetrievedEntry
+from chatapp.engine.sessions.image_rows import read_images_column
 from chatapp.format import one_line_text
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -97,7 +98,8 @@ class RowReader:
             return default
 
     def message(self, idx: int, role: object, content: object, stopped: object, context: object,
-                message_id: object = None, parent: object = None, thinking: object = "") -> Message:
+                message_id: object = None, parent: object = None, thinking: object = "",
+                images: object = "") -> Message:
         """One messages row. Unreadable role or content: a stand-in that says so, in its place. An
         id or parent that is not one chatapp writes is dropped (the tree places the message after
         the one before it, chatapp.engine.chat.tree)."""
@@ -119,9 +121,13 @@ class RowReader:
             except Unreadable as exc:
                 self.notices.append(f"the attachment text placed in message {idx} could not be read ({exc}); "
                                     "left out")
+        shas, notice = read_images_column(images)
+        if notice:
+            self.notices.append(f"message {idx}: {notice}")
         return Message(role, content, self.integer(stopped, f"the stopped flag of message {idx}") != 0, block,
                        id=tree_id, parent=tree_parent,
-                       thinking=self.text(thinking, f"the thought of message {idx}") if thinking else "")
+                       thinking=self.text(thinking, f"the thought of message {idx}") if thinking else "",
+                       images=shas)
 
 
 def retrieved_context(raw: object) -> RetrievedContext:

@@ -133,6 +133,16 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
        # (chatapp.engine.sessions.search_index), built from the messages already saved
         search_index.build,
     ),
+    (  # 9: images: the hashes of a question's images, and each image's bytes once a session
+       # (chatapp.engine.sessions.image_rows)
+        "ALTER TABLE messages ADD COLUMN images TEXT NOT NULL DEFAULT ''",
+        """CREATE TABLE images (
+            session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            sha256 TEXT NOT NULL,
+            name TEXT NOT NULL,
+            data BLOB NOT NULL,
+            PRIMARY KEY (session_id, sha256))""",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

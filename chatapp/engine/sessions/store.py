@@ -35,6 +35,7 @@ from chatapp.engine.events import Message
 from chatapp.engine.retrieval.document import Attachment
 from chatapp.engine.sessions.choices import SessionChoices
 from chatapp.engine.sessions.attachment_rows import context_json, read_attachments, read_messages, write_attachments
+from chatapp.engine.sessions.image_rows import KeptImage, images_column, read_images, write_images
 from chatapp.engine.sessions.merge import Conflict, SavePlan, plan_save
 from chatapp.engine.sessions.names import free_name, new_state_key, valid_state_key
 from chatapp.engine.sessions.records import read_record, record_text
@@ -70,6 +71,8 @@ class Snapshot:
     attachments: tuple[Attachment, ...] = ()
     leaf: str | None = None
     """The active path's last message (the last message's, when None)."""
+    images: tuple[KeptImage, ...] = ()
+    """The bytes of every image a message names (chatapp.engine.sessions.image_rows)."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,7 @@ class StoredSession:
     tree: list[Message] = dataclasses.field(default_factory=list)
     """Every message (the system prompt first), in the order written, with ids and parents."""
     leaf: str | None = None
+    images: tuple[KeptImage, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -345,6 +349,7 @@ class SessionStore:
                  snap.kv_tokens, now, revision, leaf, session_id))
             self._apply(conn, session_id, plan, now)
             write_attachments(conn, session_id, snap.attachments)
+            write_images(conn, session_id, snap.images)
             if turn is not None:
                 message_id = plan.remap.get(turn.message_id, turn.message_id) or plan.messages[turn.message_idx].id
                 idx = conn.execute("SELECT idx FROM messages WHERE session_id = ? AND id = ?",
@@ -382,17 +387,17 @@ class SessionStore:
             conn.execute("DELETE FROM turns WHERE session_id = ? AND message_id = ?", (session_id, gone))
             conn.execute("DELETE FROM messages WHERE session_id = ? AND id = ?", (session_id, gone))
         conn.executemany(
-            "UPDATE messages SET role = ?, content = ?, stopped = ?, context = ?, parent = ?, thinking = ?"
+            "UPDATE messages SET role = ?, content = ?, stopped = ?, context = ?, parent = ?, thinking = ?, images = ?"
             " WHERE session_id = ? AND id = ?",
-            [(m.role, m.content, int(m.stopped), context_json(m), m.parent, m.thinking, session_id, m.id)
-             for m in plan.updates])
+            [(m.role, m.content, int(m.stopped), context_json(m), m.parent, m.thinking, images_column(m.images),
+              session_id, m.id) for m in plan.updates])
         (top,) = conn.execute("SELECT COALESCE(MAX(idx), -1) FROM messages WHERE session_id = ?",
                               (session_id,)).fetchone()
         conn.executemany(
-            "INSERT INTO messages (session_id, idx, role, content, stopped, created_at, context, id, parent, thinking)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?)",
-            [(session_id, i, m.role, m.content, int(m.stopped), now, context_json(m), m.id, m.parent, m.thinking)
-             for i, m in enumerate(plan.inserts, top + 1)])
+            "INSERT INTO messages (session_id, idx, role, content, stopped, created_at, context, id, parent, thinking,"
+            " images) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            [(session_id, i, m.role, m.content, int(m.stopped), now, context_json(m), m.id, m.parent, m.thinking,
+              images_column(m.images)) for i, m in enumerate(plan.inserts, top + 1)])
 
     def if_current(self, revision: Revision, action: Callable[[], None]) -> bool:
         """Run `action` (e.g. install the session's KV-state file) only while the session is still
@@ -462,14 +467,15 @@ class SessionStore:
             row = session_row(reader, raw)
             everything, lost = read_messages(conn, row.id)
             attachments, dropped = read_attachments(conn, row.id)
+            images, unreadable = read_images(conn, row.id)
             (leaf,) = conn.execute("SELECT active_leaf FROM sessions WHERE id = ?", (row.id,)).fetchone()
-        notices = [f"session row: {notice}" for notice in reader.notices] + lost + dropped
+        notices = [f"session row: {notice}" for notice in reader.notices] + lost + dropped + unreadable
         tree = MessageTree.from_messages(everything, leaf if isinstance(leaf, str) else None)
         system = [m for m in everything[:1] if m.role == "system"]
         return StoredSession(name, row.state_key, ModelIdentity(row.model, row.model_path, row.model_sha256, row.quant),
                              row.system_prompt, system + tree.path(), row.window_start, row.kv_tokens, row.created_at,
                              row.updated_at, Revision(row.id, row.revision), tuple(attachments), tuple(notices),
-                             system + tree.messages(), tree.leaf)
+                             system + tree.messages(), tree.leaf, tuple(images))
 
     def has(self, name: str) -> bool:
         """Whether a session of this name exists (without reading it: naming a new chat asks this
