@@ -170,8 +170,10 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
             branch_from: str | None = None, logprobs: int = 0, at_token: tuple[int, int] | None = None,
             tools: ToolOptions | None = None, think_more: int = 0, given: frozenset[str] = frozenset(),
             hide_thinking: bool = False, edit: str | None = None, shape: ReplyShape | None = None,
-            grammar_mask: bool = False, preset: str | None = None) -> None:
-    """`preset`: the preset's name the settings came from (chatapp.presets), in every record and kept
+            grammar_mask: bool = False, preset: str | None = None,
+            images: list[tuple[str, bytes]] | None = None) -> None:
+    """`images`: (name, bytes) of the images the first prompt is about (ask --image);
+    `preset`: the preset's name the settings came from (chatapp.presets), in every record and kept
     with the session;
     `system`: the --system given, which replaces a resumed session's system prompt;
     `given`: the thinking flags given ("think": --think-budget, "history": --thinking-history),
@@ -212,7 +214,7 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
         with ctrl_c_stops(engine) as stopped:
             kept = _ask(engine, manager, session, prompts, as_json, err, out, attachments or [], system, stopped,
                         branch_from, at_token, tool_turns if tools is not None else None, think_more, given,
-                        hide_thinking, edit, new=kept_as is not None, preset=preset)
+                        hide_thinking, edit, new=kept_as is not None, preset=preset, images=images or [])
         if kept_as is not None:  # the name it took: the next free one if another chat took this one meanwhile
             kept_as = kept
     finally:
@@ -302,6 +304,17 @@ def _keep_preset(live: LiveSession, preset: str, err: Console) -> None:
         err.print(f"[yellow]session {escape(live.name)}: preset not kept: {escape(exc.one_line())}[/]")
 
 
+def add_images(engine: Engine, images: list[tuple[str, bytes]], err: Console) -> tuple[str, ...]:
+    """Give the --image files (read before the model loaded) to the engine, read but not yet
+    encoded, and say what each costs; their hashes."""
+    shas = []
+    for name, data in images:
+        facts = engine.add_image(data, name)
+        err.print(f"[dim]image {escape(facts.describe())}[/]")
+        shas.append(facts.sha256)
+    return tuple(shas)
+
+
 def _attach(engine: Engine, attachments: list[Loaded], err: Console) -> None:
     """Size the files read before the model loaded for it, and say how each one is used."""
     report = engine.add_attachments([a for loaded in attachments for a in loaded.attachments],
@@ -318,7 +331,7 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
          stopped: threading.Event | None = None, branch_from: str | None = None,
          at_token: tuple[int, int] | None = None, tool_turns: ToolTurns | None = None, think_more: int = 0,
          given: frozenset[str] = frozenset(), hide_thinking: bool = False, edit: str | None = None,
-         new: bool = False, preset: str | None = None) -> str | None:
+         new: bool = False, preset: str | None = None, images: list[tuple[str, bytes]] = ()) -> str | None:
     """Runs the prompts; returns the name the session is kept under (None: no session). `new`: the
     session is a new chat named after its question (see SessionManager.resume)."""
     from chatapp.engine.chat.tool_turns import ToolCallDone
@@ -348,6 +361,7 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
         except AttachStopped as exc:  # as a stopped opening: said, and no prompt runs
             err.print(f"[yellow]attach {escape(exc.message)}; no prompt was sent[/]")
             return
+    shas = add_images(engine, list(images), err) if images else ()
     said_drafting = ""
     for number, prompt in enumerate([*prompts, *([None] if think_more else [])], 1):
         record = None
@@ -364,7 +378,7 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
         elif edit is not None and number == 1:  # beside the question or tool result it replaces
             turn = engine.edit(edit, prompt)
         else:
-            turn = engine.send(prompt)
+            turn = engine.send(prompt, images=shas if number == 1 else ())
         if tool_turns is not None:
             turn = tool_turns.run(lambda turn=turn: turn)
             schema_tokens = engine.tool_costs().per_tool if as_json else {}

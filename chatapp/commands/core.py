@@ -43,6 +43,9 @@ ModelOpt = Annotated[Optional[str], typer.Option(
                           "hf:ORG/REPO[:QUANT], ollama:NAME[:TAG] (or NAME:TAG), lmstudio:PUBLISHER/REPO "
                           "(chatapp models list names them all)."
                           + default_note(f"$CHATAPP_MODEL, else model in the config, else {BUILT_IN.model}"))]
+MmprojOpt = Annotated[Optional[Path], typer.Option(
+    "--mmproj", help="The vision model's projector (an mmproj GGUF) to read images with."
+                     + configured("mmproj", "the mmproj-*.gguf beside the model"))]
 CtxOpt = Annotated[Optional[int], typer.Option(
     "--ctx", "-c", help="Context window in tokens." + configured("n_ctx"))]
 LongCtxOpt = Annotated[bool, typer.Option("--allow-long-ctx", metavar=FLAG,
@@ -122,14 +125,18 @@ def chat(
                             "Without it, every chat is kept as a session named after its first question."
                             + configured("incognito"))] = False,
     preset: PresetOpt = None,
+    mmproj: MmprojOpt = None,
 ) -> None:
     """Open the chat TUI."""
     from chatapp.commands.tui import run_app
 
     session = session_to_open(session, continue_latest)
+    if mmproj is not None and not mmproj.is_file():
+        raise InputError(f"no projector file at {mmproj}")
     settings, chosen = settings_with_preset(
         preset, model, session, theme=theme, n_ctx=n_ctx, system_prompt=system, allow_long_ctx=allow_long_ctx or None,
-        server=server, api_key=api_key, draft=draft, draft_max=draft_max, incognito=incognito or None)
+        server=server, api_key=api_key, draft=draft, draft_max=draft_max, incognito=incognito or None,
+        mmproj=str(mmproj) if mmproj else None)
     run_app(settings, model=model, session=session, system=system, preset=chosen.name if chosen else None)
 
 
@@ -164,6 +171,10 @@ def ask(
     api_key: ApiKeyOpt = None,
     attach: Annotated[Optional[list[Path]], typer.Option(
         "--attach", help="A file or folder (text, Markdown, code, PDF) to answer from; repeatable.")] = None,
+    image: Annotated[Optional[list[Path]], typer.Option(
+        "--image", help="An image (PNG, JPEG, BMP, GIF) the first question is about, read through the model's "
+                        "projector (see --mmproj); repeatable.")] = None,
+    mmproj: MmprojOpt = None,
     draft: DraftOpt = None,
     draft_max: DraftMaxOpt = None,
     think_budget: ThinkBudgetOpt = None,
@@ -255,12 +266,20 @@ def ask(
     from chatapp.engine.retrieval.loading import load_paths
 
     loaded = load_paths(list(attach or ()))  # a bad file fails here, before the model loads
+    from chatapp.engine.images import read_image_files
+
+    images = read_image_files(list(image or ()))
+    if images and (branch_from is not None or edit is not None):
+        raise InputError("--image goes with a new question: an edited question keeps its images, and a branch "
+                         "from a reply asks without them")
+    if mmproj is not None and not mmproj.is_file():
+        raise InputError(f"no projector file at {mmproj}")
     settings, chosen = settings_with_preset(
         preset, model, session, system_prompt=system, max_tokens=max_tokens, temperature=temperature, seed=seed,
         n_ctx=n_ctx, kv_type=kv_type, threads=threads, gpu_layers=gpu_layers,
         allow_long_ctx=allow_long_ctx or None, server=server, api_key=api_key, draft=draft, draft_max=draft_max,
         think_budget=think_budget, think_budget_message=think_budget_message,
-        thinking_history=thinking_history, incognito=incognito or None)
+        thinking_history=thinking_history, incognito=incognito or None, mmproj=str(mmproj) if mmproj else None)
     if chosen is not None and chosen.tools and chosen.tools != "none" and not tool_options.wanted and shape is None:
         tool_options = ToolOptions((), True, chosen.tools)  # the preset's tools; --tool, --tools, --schema hold over it
     from chatapp.commands.ask_output import run_ask
@@ -270,7 +289,7 @@ def ask(
             tools=tool_options if tool_options.wanted else None, think_more=think_more,
             given=frozenset(name for name, value in (("think", think_budget), ("history", thinking_history))
                             if value is not None), hide_thinking=hide_thinking, edit=edit, shape=shape,
-            grammar_mask=grammar_mask, preset=chosen.name if chosen else None)
+            grammar_mask=grammar_mask, preset=chosen.name if chosen else None, images=images)
 
 
 def reply_shape(schema: str | None, grammar: Path | None, *, tools_wanted: bool):

@@ -61,10 +61,12 @@ def run_app(settings: Settings, *, model: str | None = None, session: str | None
             engine = open_engine(settings, model, waiting=waiting)
         from chatapp.ui.app import ChatApp
     else:
+        from chatapp.engine.models.projector import projector_for
+
         tidy_models_dir(err)
         path, name = model_choice(settings, model, err)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatapp-load") as pool:
-            loading = pool.submit(load_engine, settings, path, name)
+            loading = pool.submit(load_engine, settings, path, name, projector_for(model, path, settings.mmproj))
             from chatapp.ui.app import ChatApp  # imported while the model loads
 
             engine = loading.result()
