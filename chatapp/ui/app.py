@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,8 +50,9 @@ from chatapp.ui.keys import APP_BINDINGS, footer_key, help_sections
 from chatapp.ui.controllers.models import ModelController, Opener
 from chatapp.ui.pacing import UpdatePacer
 from chatapp.ui.messages import (
-    AttachFailed, Attached, BranchChanged, ComposerTokenized, ModelInfoReady, ModelSwitched, ModelSwitchFailed,
-    ReplyScored, SessionFailed, SessionOpened, SessionSaved, TreeReady, TurnRetrieved, dropped_after_exit)
+    AttachFailed, Attached, BranchChanged, ComposerTokenized, ImageAttached, ModelInfoReady, ModelSwitched,
+    ModelSwitchFailed, ReplyScored, SessionFailed, SessionOpened, SessionSaved, TreeReady, TurnRetrieved,
+    dropped_after_exit)
 from chatapp.ui.screens.help import HelpScreen
 from chatapp.ui.screens.model_picker import ModelsFound
 from chatapp.ui.screens.sessions import SessionsScreen
@@ -327,7 +329,10 @@ class ChatApp(TurnMessages, KeyBurstApp[None]):
         if self.busy("send") or self.sessions_ui.changed_elsewhere():
             return
         message.composer.clear()
-        self.start_turn(as_message(message.text), self.branches_ui.take_pending(), since=sent)
+        how = self.branches_ui.take_pending()
+        if how.action == "send":  # the images attached since the last question go with this one
+            how = replace(how, images=self.attachments_ui.images_for_next_question())
+        self.start_turn(as_message(message.text), how, since=sent)
 
     def start_turn(self, text: str, how: TurnHow = SEND, since: float | None = None) -> None:
         """Run a turn: a new question at the end, or one that branches (chatapp.ui.controllers.branches).
@@ -518,6 +523,9 @@ class ChatApp(TurnMessages, KeyBurstApp[None]):
         await self.attachments_ui.attached(message)
 
     @dropped_after_exit
+    async def on_image_attached(self, message: ImageAttached) -> None:
+        await self.attachments_ui.image_attached(message)
+
     def on_attach_failed(self, message: AttachFailed) -> None:
         self.attachments_ui.attach_failed(message)
 

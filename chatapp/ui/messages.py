@@ -24,6 +24,7 @@ from chatapp.engine.sessions.choices import SessionChoices
 
 if TYPE_CHECKING:
     from chatapp.engine.chat.branch_states import BranchFigures, BranchSwitch
+    from chatapp.engine.images import ImageFacts
     from chatapp.engine.chat.engine import Engine
     from chatapp.engine.models.quant import ModelInfo
     from chatapp.engine.sampling import Scored
@@ -55,9 +56,11 @@ def dropped_after_exit(handler: Callable) -> Callable:
 
 class TurnStarted(Message):
     def __init__(self, user_text: str, regenerate: bool = False, path: "list[Shown] | None" = None,
-                 dropped: int = 0) -> None:
+                 dropped: int = 0, images: int = 0) -> None:
         super().__init__()
         self.user_text = user_text
+        self.images = images
+        """A new question's images (the transcript notes them under it)."""
         self.regenerate = regenerate
         self.path = path
         """For a turn that branches (an edit, a regenerate, a question after an earlier reply): the
@@ -115,6 +118,15 @@ class Attached(Message):
         super().__init__()
         self.path = path
         self.report = report
+
+
+class ImageAttached(Message):
+    """An attach worker gave an image to the engine (read, to be encoded by the next question's turn)."""
+
+    def __init__(self, path: str, facts: "ImageFacts") -> None:
+        super().__init__()
+        self.path = path
+        self.facts = facts
 
 
 class AttachFailed(Message):

@@ -41,6 +41,7 @@ CHATAPP_VARIABLES = (
     "kv-assistant",
     "kv-thought",
     "kv-retrieved",
+    "kv-image",
     "kv-tools",
     "kv-call",
     "kv-tool",

@@ -24,7 +24,7 @@ class TurnMessages:
         if message.path is not None:
             await self._transcript.show_path(message.path, message.dropped)
         else:
-            await self._transcript.add_user(message.user_text)
+            await self._transcript.add_user(message.user_text, message.images)
         await self._transcript.start_reply()
         self.live_reply = ""
 
@@ -89,6 +89,7 @@ class TurnMessages:
             self.notify(str(end), title="Tools", severity="warning", timeout=8, markup=False)
         if error := record.extra.get("server_error"):  # the reply so far is kept, marked stopped
             self.notify(str(error), title="Server", severity="error", timeout=10, markup=False)
+        self.attachments_ui.turn_ended(asked=True)  # the question holds its images now
         self.attachments_ui.show()  # sized again for this turn (max_tokens may have changed)
         self._turn_over()
 
@@ -99,6 +100,7 @@ class TurnMessages:
             self.edit_text(message.user_text, only_if_empty=True)
         self.notify(message.error, severity="error", timeout=8, markup=False)
         self.branches_ui.turn_failed(message.refused)
+        self.attachments_ui.turn_ended(asked=not message.refused)  # a refused question keeps its images
         self._live_over()
         if message.figures is not None:
             self.branch = self.branch.moved(message.figures)

@@ -23,11 +23,12 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from chatapp.engine.images import ImageFacts, is_image_file, read_image_files
 from chatapp.engine.retrieval.cancel import AttachStopped, check, stoppable
 from chatapp.engine.retrieval.loading import load_path
 from chatapp.errors import ChatappError
 from chatapp.format import one_line_text
-from chatapp.ui.messages import AttachFailed, Attached, TurnRetrieved
+from chatapp.ui.messages import AttachFailed, Attached, ImageAttached, TurnRetrieved
 from chatapp.ui.screens.attach import AttachScreen, DetachScreen
 
 if TYPE_CHECKING:
@@ -54,6 +55,8 @@ class AttachController:
         self.app = app
         self._stop: threading.Event | None = None
         """Set to stop the attach worker now running."""
+        self._images: tuple[ImageFacts, ...] = ()
+        """Images attached for the next question (a vision model's, chatapp.engine.images)."""
 
     def composer_command(self, text: str) -> bool:
         """Carry out a slash command typed in the composer. False: it is a message, or the app
@@ -110,6 +113,12 @@ class AttachController:
         """Runs on a thread worker."""
         app = self.app
         try:
+            if is_image_file(path):  # for the model's projector: read now, encoded by the next question's turn
+                [(name, data)] = read_image_files([path])
+                with app.gate.turn() as engine:
+                    if engine is not None:
+                        app.post_message(ImageAttached(str(path), engine.add_image(data, name)))
+                return
             with stoppable(stop):
                 loaded = load_path(path)
                 with app.gate.turn() as engine:
@@ -151,6 +160,22 @@ class AttachController:
         if one_line_text(message.path) == message.path:
             app.edit_text(f"/attach {message.path}", only_if_empty=True)
 
+    async def image_attached(self, message: ImageAttached) -> None:
+        self._attach_over()
+        self._images = (*self._images, message.facts)
+        self.show()
+        await self.app.add_notice(f"image {one_line_text(message.facts.describe())}: it goes with your next "
+                                  "question", "info")
+
+    def images_for_next_question(self) -> tuple[str, ...]:
+        return tuple(facts.sha256 for facts in self._images)
+
+    def turn_ended(self, asked: bool) -> None:
+        """A question ran (`asked`): its images are in it now, not attached for the next one."""
+        if asked and self._images:
+            self._images = ()
+            self.show()
+
     def _attach_over(self) -> None:
         self._stop = None
         self.app.attaching = False
@@ -188,7 +213,8 @@ class AttachController:
     def show(self) -> None:
         """The header's list, from the engine (after an attach, a removal, a new chat, a session
         or model change)."""
-        self.app.attached = tuple(p.attachment.name for p in self.app.engine.attachments)
+        self.app.attached = (*(p.attachment.name for p in self.app.engine.attachments),
+                             *(f"image {facts.name}" for facts in self._images))
 
     async def retrieved(self, message: TurnRetrieved) -> None:
         await self.app.show_sources(message.context)

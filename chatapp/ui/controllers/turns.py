@@ -53,6 +53,8 @@ class TurnHow:
     with probabilities, the confidence view's) that it replaces; think: how many more thought tokens."""
     token: int = -1
     """token: the token id it takes there instead."""
+    images: tuple[str, ...] = ()
+    """send: the images the new question is about, by hash (attached in the TUI, chatapp.engine.images)."""
 
 
 SEND = TurnHow()
@@ -71,7 +73,7 @@ def start_events(engine: Engine, text: str, how: TurnHow, since: float | None = 
         return engine.edit(how.target or "", text)
     if how.action == "branch":
         return engine.send_after(how.target or "", text)
-    return engine.send(text, since=since)
+    return engine.send(text, images=how.images, since=since)
 
 
 PROGRESS_INTERVAL = 0.15
@@ -208,7 +210,7 @@ def run_turn(gate: EngineGate, post: Callable[[Message], object], text: str, how
         branching = how.action != "send"
         try:
             if not branching:
-                post(TurnStarted(text))
+                post(TurnStarted(text, images=len(how.images)))
             turns = tools(engine, lambda: worker.is_cancelled) if tools is not None else None
             events = start_events(engine, text, how, since)
             if turns is not None:

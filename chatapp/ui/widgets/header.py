@@ -23,6 +23,7 @@ def describe_parts(summary: ModelSummary) -> tuple[str, str]:
     shortens the name and keeps the rest."""
     where = summary.backend if summary.kind == "in-process" else f"{summary.location} ({summary.build})"
     base = " · base model" if summary.base_model else ""  # its replies continue text: the load notice says why
+    base += " · sees images" if summary.projector else ""  # a projector beside it (the Model panel says which)
     return one_line_text(summary.name), f"{base} · {summary.quant or NOT_REPORTED} · {where} · ctx {summary.n_ctx:,}"
 
 

@@ -126,8 +126,9 @@ class KVPanel(ThemedPanel):
             lines.append(Text("decoding…", style="italic"))
         elif self.record is not None:
             lines.append(legend([swatch(f"{role} {count(self.roles[role])}", fg(self, f"kv-{role}"))
-                                 for role in (*ROLES, *TOOL_ROLES, "thought")
-                                 if self.roles.get(role) or role not in ("retrieved", "thought", *TOOL_ROLES)], width))
+                                 for role in (*ROLES, *TOOL_ROLES, "thought", "image")
+                                 if self.roles.get(role) or role not in ("retrieved", "thought", "image", *TOOL_ROLES)],
+                                width))
             lines.extend(self._retrieved_lines(width))
             lines.extend(self._tool_lines(width))
             lines.append(Text(f"reused from cache: {count(self.record.cached_tokens)} tok"))

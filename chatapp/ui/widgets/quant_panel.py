@@ -80,6 +80,8 @@ class QuantPanel(ThemedPanel):
         if s is None:
             return Text("no model loaded", style="italic")
         lines = [Text(s.name, style="bold")]
+        if s.projector:  # a vision model: what its projector reads, and what an image costs
+            lines.append(Text(s.projector, style=fg(self, "kv-image")))
         if self.info is None and not s.local_file:
             lines += self._reported(s)
         elif self.info is None:

@@ -77,6 +77,18 @@ def grammar_line(extra: dict, decode_tokens: int, decode_ms: float) -> str | Non
     return line + f" ({ms(total)} in all)"
 
 
+def image_line(extra: dict) -> str | None:
+    """A turn about an image: its encode apart from prefill, e.g. "image: 16 tok, encoded in 6.7 ms
+    (1 image)" or "image: 16 tok, kept in the cache (0 encodes)"; None without one."""
+    images, tokens, encodes = extra.get("images"), extra.get("image_tokens"), extra.get("image_encodes")
+    if not all(isinstance(v, int) for v in (images, tokens, encodes)) or not images:
+        return None
+    if not encodes:
+        return f"image{'s' if images != 1 else ''}: {count(tokens)} tok, kept in the cache (0 encodes)"
+    return (f"image{'s' if images != 1 else ''}: {count(tokens)} tok, {encodes} encoded in "
+            f"{ms(float(extra.get('image_encode_ms') or 0.0))}, apart from prefill")
+
+
 def threads_line(threads: int, reason: str) -> str:
     """E.g. "2 threads: fastest measured here (per token 1: 10.1 ms, 2: 6.3 ms)"."""
     line = f"{threads} thread{'s' if threads != 1 else ''}"
@@ -221,6 +233,8 @@ class SpeedPanel(Vertical):
                       "answer": phase_line("answer", r.answer_tokens, r.answer_ms)}
         if (grammar := grammar_line(r.extra, r.decode_tokens, r.decode_ms)) is not None:
             shown |= {"grammar": grammar}
+        if (image := image_line(r.extra)) is not None:
+            shown |= {"image": image}
         if r.prefilled_while_typing:
             shown |= {"prefilled_while_typing": count(r.prefilled_while_typing)}
         if r.restored_tokens:  # the first turn after a session resume
@@ -272,6 +286,8 @@ class SpeedPanel(Vertical):
             lines.append(f"  {f['prefill_ms']} · {f['prefill_tps']}")
         if "prefill_compute" in f:
             lines.append(f"  {f['prefill_compute']}")
+        if "image" in f:
+            lines.append(f"  {f['image']}")
         if "restored_tokens" in f:
             lines.insert(0, f"restored {f['restored_tokens']} tok from the session in {f['restore_ms']}")
         if "ttft_ms" in f:

@@ -360,6 +360,9 @@ class TokensPanel(VerticalScroll):
         retrieved = sum(1 for item in view if item.role == "retrieved")
         if retrieved:  # attachment text: its own shade behind whichever origin colour it has
             entries.append(Text.assemble(("  ", bg(self, "token-retrieved-a")), f" retrieved {count(retrieved)}"))
+        image = sum(1 for item in view if item.role == "image")
+        if image:  # an image's cells (chatapp.engine.images): libmtmd's token count, in its own colour
+            entries.append(swatch(f"image {count(image)}", fg(self, "kv-image")))
         thought = sum(1 for item in view if item.role == "thought")
         if thought:  # a thinking model's thoughts: their tokens drawn dim
             entries.append(Text(f"thought {count(thought)}", style=Style(dim=True, italic=True)))
@@ -432,7 +435,9 @@ class TokensPanel(VerticalScroll):
                 style = bands[band(steps[i].p)]
             if i in forced:  # the grammar allowed this token alone
                 style += fg(self, "accent", underline=True)
-            if item.role == "template" and not item.token.special:
+            if item.role == "image":
+                style += fg(self, "kv-image", bold=True)
+            elif item.role == "template" and not item.token.special:
                 style += Style(italic=True)
             elif item.role == "thought":
                 style += Style(dim=True)

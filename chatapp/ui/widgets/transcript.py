@@ -159,9 +159,15 @@ def message_widget(entry: Shown) -> list[Widget]:
         widgets.insert(0, Thought(shown(message.thinking)))
     if message.role == "user" and message.context is not None:
         widgets.append(Notice(sources(message.context), "sources"))
+    if message.role == "user" and message.images:  # a vision model's question: its images went before it
+        widgets.append(Notice(images_note(len(message.images)), "sources"))
     if message.role == "assistant" and message.stopped:
         widgets.append(Notice(FINISH_NOTES["stopped"], "stopped"))
     return widgets
+
+
+def images_note(n: int) -> str:
+    return f"asked about {n} image{'s' if n != 1 else ''} (the Tokens panel shows their cells)"
 
 
 class Notice(Static):
@@ -401,10 +407,12 @@ class Transcript(VerticalScroll):
             await popup.remove()
 
     # --- turns ---------------------------------------------------------------------------
-    async def add_user(self, text: str) -> UserMessage:
+    async def add_user(self, text: str, images: int = 0) -> UserMessage:
         await self._ungreet()
         widget = UserMessage(text)
         await self.mount(widget)
+        if images:
+            await self.mount(Notice(images_note(images), "sources"))
         self.anchor()
         return widget
 
