@@ -175,6 +175,9 @@ def ask(
         "--image", help="An image (PNG, JPEG, BMP, GIF) the first question is about, read through the model's "
                         "projector (see --mmproj); repeatable.")] = None,
     mmproj: MmprojOpt = None,
+    image_max_tokens: Annotated[Optional[int], typer.Option(
+        "--image-max-tokens", help="The most tokens one image may cost, for projectors that scale an image to a "
+                                   "budget." + configured("image_max_tokens", "0 (the projector's own)"))] = None,
     draft: DraftOpt = None,
     draft_max: DraftMaxOpt = None,
     think_budget: ThinkBudgetOpt = None,
@@ -279,7 +282,8 @@ def ask(
         n_ctx=n_ctx, kv_type=kv_type, threads=threads, gpu_layers=gpu_layers,
         allow_long_ctx=allow_long_ctx or None, server=server, api_key=api_key, draft=draft, draft_max=draft_max,
         think_budget=think_budget, think_budget_message=think_budget_message,
-        thinking_history=thinking_history, incognito=incognito or None, mmproj=str(mmproj) if mmproj else None)
+        thinking_history=thinking_history, incognito=incognito or None, mmproj=str(mmproj) if mmproj else None,
+        image_max_tokens=image_max_tokens)
     if chosen is not None and chosen.tools and chosen.tools != "none" and not tool_options.wanted and shape is None:
         tool_options = ToolOptions((), True, chosen.tools)  # the preset's tools; --tool, --tools, --schema hold over it
     from chatapp.commands.ask_output import run_ask
