@@ -19,6 +19,7 @@ import hashlib
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -168,6 +169,10 @@ def templates_dir(version: str | None = None) -> Path:
 
 
 def main() -> None:
+    # A terminated build (the test suite stops its background one when the run ends first) leaves
+    # its temporary folder behind unless SIGTERM unwinds like an exception: the cmake child is
+    # killed by subprocess.run and the TemporaryDirectory removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         print(ensure_tools())
     except (BuildError, OSError) as exc:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import compileall
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import platformdirs
@@ -18,6 +20,40 @@ def pytest_sessionstart(session) -> None:
     import chatapp
 
     compileall.compile_dir(Path(chatapp.__file__).parent, quiet=1)
+
+
+LLAMA_TOOLS_TESTS = ("tests/remote/", "tests/engine/inside/test_next_token.py")
+"""Where the tests that run llama.cpp's own programs (chatapp.llama_tools) are."""
+_background_build: subprocess.Popen | None = None
+
+
+def pytest_collection_finish(session) -> None:
+    """On a machine that has not built llama.cpp's programs yet, start building them now, at the
+    lowest CPU priority, when the run holds a test that needs them: the build (about 6 minutes of
+    both cores here) then fills the CPU the suite leaves idle (it keeps 1.3 of 2 cores busy on
+    average) instead of stopping the run at its first llama-server test. That test waits for it
+    on the build's lock (chatapp.llama_tools.ensure_tools)."""
+    global _background_build
+    from chatapp import llama_tools
+
+    if llama_tools.built() or not any(item.nodeid.startswith(LLAMA_TOOLS_TESTS) for item in session.items):
+        return
+    log = platformdirs.user_cache_path("chatapp") / "llama-tools-build.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as out:
+        _background_build = subprocess.Popen(["nice", "-n", "19", sys.executable, "-m", "chatapp.llama_tools"],
+                                             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                             start_new_session=True)
+
+
+def pytest_sessionfinish(session) -> None:
+    """A run that ended before it needed the background build stops it (the build cleans up)."""
+    if _background_build is not None and _background_build.poll() is None:
+        _background_build.terminate()
+        try:
+            _background_build.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            _background_build.kill()
 
 
 @pytest.fixture(scope="session")
