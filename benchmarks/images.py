@@ -25,9 +25,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the projector is built as the tests build it
 
 from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
-from chatapp.engine.local.llama.mtmd import Projector, feed, prompt_ids
+from chatapp.config import Settings
+from chatapp.engine.backend import GenerationSettings
+from chatapp.engine.chat.engine import Engine
+from chatapp.engine.local.backend import LocalBackend
+from chatapp.engine.local.llama.mtmd import Projector
 from chatapp.paths import models_dir
-from tests.engine.local.vision import build_projector, picture
+from tests.engine.local.vision import build_projector, feed, picture, prompt_ids
 
 USER = "<|im_start|>user\n"
 ASK = "What is in this picture?<|im_end|>\n<|im_start|>assistant\n"
@@ -88,6 +92,48 @@ def main() -> None:
         print(f"resume: encodes {encodes}, restore + last token {resume_ms:.1f} ms, "
               f"{resume_ms / total_ms:.3f}x of encode + prefill ({total_ms:.1f} ms)")
         rt.close()
+        chat_path(model, mmproj, image, options)
+
+
+def open_engine(model: Path, mmproj: Path | None, options: LoadOptions) -> Engine:
+    engine = Engine(LocalBackend(LlamaRuntime(model, options), projector=mmproj), Settings(n_ctx=options.n_ctx))
+    engine.generation = GenerationSettings(temperature=0.0, max_tokens=8)
+    return engine
+
+
+def last(events):
+    return list(events)[-1].record
+
+
+def chat_path(model: Path, mmproj: Path, image: bytes, options: LoadOptions) -> None:
+    """The same through the engine, as `chatapp ask --image` and the TUI run it: the records'
+    figures for turn 1 and 2, then a new engine (a resume) that restores the first turn's cache."""
+    engine = open_engine(model, mmproj, options)
+    sha = engine.add_image(image, "bench.png").sha256
+    first = last(engine.send("What is in this picture?", images=[sha]))
+    state, messages = engine.save_cache("bench"), engine.messages
+    second = last(engine.send("Which colour is most common?"))
+    engine.close()
+    control = open_engine(model, None, options)  # the same two questions without the image
+    last(control.send("What is in this picture?"))
+    plain = last(control.send("Which colour is most common?"))
+    control.close()
+    print(f"chat turn 1: image_tokens {first.extra['image_tokens']}, encodes {first.extra['image_encodes']}, "
+          f"encode {first.extra['image_encode_ms']:.1f} ms apart from prefill {first.prefill_ms:.1f} ms")
+    print(f"chat turn 2: encodes {second.extra['image_encodes']}, prefilled {second.prefill_tokens} tokens "
+          f"(without the image: {plain.prefill_tokens})")
+    resumed = open_engine(model, mmproj, options)
+    began = time.perf_counter()
+    resumed.add_image(image, "bench.png")
+    resumed.load_conversation(messages)
+    resumed.restore_cache(state, len(state.tokens))
+    restore_ms = (time.perf_counter() - began) * 1000
+    again = last(resumed.send("Which colour is most common?"))
+    resumed.close()
+    cold = first.extra["image_encode_ms"] + first.prefill_ms
+    print(f"chat resume: read + restore {restore_ms:.1f} ms = {restore_ms / cold:.3f}x of encode + prefill "
+          f"({cold:.1f} ms); the next turn encodes {again.extra['image_encodes']}, "
+          f"same reply as without the resume: {again.reply == second.reply}")
 
 
 if __name__ == "__main__":
