@@ -32,9 +32,6 @@ class ImageFacts:
     height: int
     n_tokens: int
     """The image chunk's tokens (`mtmd_input_chunk_get_n_tokens`): the KV cells it fills."""
-    n_cells: int
-    """Every cell its marker becomes, with the projector's text around the image (start and end
-    of image markers where a projector has them)."""
     nx: int = 0
     ny: int = 0
 
@@ -42,10 +39,6 @@ class ImageFacts:
         """One line, e.g. "cat.png 640x480: 16 image tokens (4x4)"."""
         grid = f" ({self.nx}x{self.ny})" if self.nx and self.ny else ""
         return f"{self.name} {self.width}x{self.height}: {self.n_tokens} image tokens{grid}"
-
-    def to_json(self) -> dict:
-        return {"sha256": self.sha256, "name": self.name, "width": self.width, "height": self.height,
-                "n_tokens": self.n_tokens, "n_cells": self.n_cells, "nx": self.nx, "ny": self.ny}
 
 
 def image_sha(data: bytes) -> str:
@@ -56,6 +49,12 @@ def with_markers(content: str, images: Sequence[str]) -> str:
     """A user message's content as the template gets it: one marker (and a line break) per image,
     before the text, as a question about a picture reads."""
     return "".join(f"{MEDIA_MARKER}\n" for _ in images) + content
+
+
+def check_size(name: str, size: int) -> None:
+    if size > MAX_IMAGE_BYTES:
+        raise AttachmentError(f"{name} is {size / 2**20:.0f} MiB; images over {MAX_IMAGE_BYTES // 2**20} MiB "
+                              "are not taken")
 
 
 SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"BM", b"P3", b"P6")
@@ -71,9 +70,7 @@ def read_image_files(paths: Sequence[Path]) -> list[tuple[str, bytes]]:
             raise AttachmentError(f"no image file at {path}")
         if not path.is_file():
             raise AttachmentError(f"{path} is not a file: --image takes one image file")
-        if path.stat().st_size > MAX_IMAGE_BYTES:
-            raise AttachmentError(f"{path.name} is {path.stat().st_size / 2**20:.0f} MiB; images over "
-                                  f"{MAX_IMAGE_BYTES // 2**20} MiB are not taken")
+        check_size(path.name, path.stat().st_size)
         try:
             data = path.read_bytes()
         except OSError as exc:
@@ -102,9 +99,7 @@ class ImageShelf:
         self._names: dict[str, str] = {}
 
     def put(self, data: bytes, name: str) -> str:
-        if len(data) > MAX_IMAGE_BYTES:
-            raise AttachmentError(f"{name} is {len(data) / 2**20:.0f} MiB; images over "
-                                  f"{MAX_IMAGE_BYTES // 2**20} MiB are not taken")
+        check_size(name, len(data))
         sha = image_sha(data)
         self._data.setdefault(sha, data)
         self._names.setdefault(sha, name)

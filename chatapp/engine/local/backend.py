@@ -179,7 +179,7 @@ class LocalBackend:
         self._bandwidth.wait()
         spans = self._images.spans(tokens)
         rt.keep_kv_prefix(self._images.not_inside(spans, common_prefix(rt.kv_tokens, tokens)))
-        tokens = tokens[:self._images.prefix_without_images(tokens, rt.n_cached)]
+        tokens = tokens[:self._images.before_uncached_image(spans, len(tokens), rt.n_cached)]
         self._prompt_end.cut_to(rt.n_cached)
         before = rt.threads
         try:

@@ -36,10 +36,6 @@ class LocalImages:
         self._by_first: dict[int, list[object]] = {}  # an image's first pseudo id -> its cells
         self._counted = (0, 0.0)  # encodes and ms at the start of the turn
 
-    @property
-    def sees_images(self) -> bool:
-        return self.projector_path is not None
-
     def _loaded(self):
         if self._projector is None:
             from chatapp.engine.local.llama.mtmd import MEDIA_MARKER as LIBMTMD_MARKER, Projector
@@ -58,7 +54,7 @@ class LocalImages:
         if sha not in self._cells:
             self._cells[sha] = cells
             self._by_first.setdefault(cells.ids[cells.image_span[0]], []).append(cells)
-        return ImageFacts(sha, name, cells.width, cells.height, cells.n_tokens, len(cells.ids), cells.nx, cells.ny)
+        return ImageFacts(sha, name, cells.width, cells.height, cells.n_tokens, cells.nx, cells.ny)
 
     # --- a prompt with images --------------------------------------------------------------
     def tokenize(self, text: str, images: Sequence[str], tokenize: Callable[[str, bool], list[int]]) -> list[int]:
@@ -130,13 +126,14 @@ class LocalImages:
             else:
                 self.decode(step)
 
-    def prefix_without_images(self, ids: Sequence[int], cached: int) -> int:
-        """How far prefill while typing may go: up to the first image not cached (its encode
-        waits for the turn, which reports it)."""
-        for start, end, _ in self.spans(ids):
+    @staticmethod
+    def before_uncached_image(spans: Sequence[Span], n: int, cached: int) -> int:
+        """How far prefill while typing may go in `n` tokens whose images lie at `spans`: up to the
+        first image not cached (its encode waits for the turn, which reports it)."""
+        for start, end, _ in spans:
             if end > cached:
                 return start
-        return len(ids)
+        return n
 
     # --- what a turn reports ---------------------------------------------------------------
     def turn_started(self) -> None:
