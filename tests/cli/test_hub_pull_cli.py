@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.namespaces import namespace_run
+from tests.engine.local.vision import build_projector
 from tests.engine.models.fake_hub import FakeHub, HubRepo
 
 REPO = "bartowski/SmolLM2-135M-Instruct-GGUF"
@@ -166,6 +167,30 @@ def test_a_split_model_is_pulled_whole(chatapp_run, hub, tmp_path, default_model
     assert (first.parent / "big-Q4_1-00002-of-00002.gguf").read_bytes() == second.read_bytes()
     [row] = [row for name, row in listed(chatapp_run).items() if name.startswith("hf:org/split")]
     assert row["size_bytes"] == default_model_path.stat().st_size + second.stat().st_size
+
+
+def test_a_vision_repos_projector_comes_with_the_model_checked_and_no_mmproj_leaves_it(
+        chatapp_run, hub, tmp_path, default_model_path):
+    """Issue 55: the F16 projector of several, from the repo's top for a quant kept in a folder,
+    hashed like the model; `models info` then finds it; --no-mmproj pulls the model alone."""
+    f16 = build_projector(tmp_path / "f16.gguf")
+    bf16 = build_projector(tmp_path / "bf16.gguf", width=32, ff=64)
+    hub.repos["org/vision"] = HubRepo({"Q4_1/vision-Q4_1.gguf": default_model_path, "mmproj-vision-BF16.gguf": bf16,
+                                       "mmproj-vision-F16.gguf": f16, "README.md": f16})
+    alone = chatapp_run("models", "pull", "--no-mmproj", "hf:org/vision:Q4_1")
+    assert alone.returncode == 0, alone.stderr
+    snapshot = Path(alone.stdout.strip()).parent.parent
+    assert not list(snapshot.glob("mmproj*")) and "vision projector" not in alone.stderr
+    pulled = chatapp_run("models", "pull", "--force", "hf:org/vision:Q4_1")
+    assert pulled.returncode == 0, pulled.stderr
+    assert "with its vision projector mmproj-vision-F16.gguf: it sees images" in pulled.stderr
+    assert sorted(p.name for p in snapshot.glob("mmproj*")) == ["mmproj-vision-F16.gguf"]
+    assert (snapshot / "mmproj-vision-F16.gguf").read_bytes() == f16.read_bytes()
+    info = chatapp_run("models", "info", "hf:org/vision:Q4_1", "--json", HF_HUB_OFFLINE="1")
+    assert info.returncode == 0, info.stderr
+    assert Path(json.loads(info.stdout)["projector"]["path"]).name == "mmproj-vision-F16.gguf"
+    hub.repos["org/vision"].sha256["mmproj-vision-F16.gguf"] = "1" * 64  # checked as the model is
+    one_line(chatapp_run("models", "pull", "--force", "hf:org/vision:Q4_1"), 2, "is not the hub's 111111111111")
 
 
 # Issue 35: the shared cache never holds a wrong file, and a hostile hub is one line.

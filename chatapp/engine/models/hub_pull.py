@@ -31,7 +31,7 @@ from pathlib import Path
 
 from chatapp.engine.models.hub_cache import hub_cache_dir, parse_name, pick, tag_of
 from chatapp.engine.models.hub_deadline import Watchdog
-from chatapp.engine.models.sources import group_gguf_files
+from chatapp.engine.models.sources import group_gguf_files, is_projector, quant_of
 from chatapp.errors import ChatappError, ModelError
 from chatapp.format import human_bytes
 
@@ -98,10 +98,14 @@ class Pulled:
     """The first part's path in its snapshot."""
     checks: tuple[str, ...]
     """How the parts were checked ("sha256", "git blob sha1"): every part was hashed."""
+    projector: Path | None = None
+    """The vision projector (mmproj) pulled with it, checked the same way, in its snapshot."""
 
 
-def pull_from_hub(spec: str, progress: Progress | None = None, *, force: bool = False) -> Pulled:
-    """Download the GGUF an hf: name points to (every part of a split one) into the hub cache.
+def pull_from_hub(spec: str, progress: Progress | None = None, *, force: bool = False,
+                  with_projector: bool = True) -> Pulled:
+    """Download the GGUF an hf: name points to (every part of a split one) into the hub cache,
+    and the repo's vision projector with it, as llama.cpp's `-hf` does (`pick_projector`).
     ModelError for what the hub refuses or answers wrongly, PullFailed for what may pass."""
     import httpx2
     from huggingface_hub.errors import (
@@ -122,6 +126,11 @@ def pull_from_hub(spec: str, progress: Progress | None = None, *, force: bool = 
             raise ModelError(f"hf:{repo_id}: {group.problem}")
         parts = [_expected(repo_id, part.as_posix(), siblings[part.as_posix()]) for part in group.parts]
         paths = [_pull_file(repo_id, commit, part, progress, force=force) for part in parts]
+        mmproj = pick_projector(siblings, group.parts[0].as_posix()) if with_projector else None
+        if mmproj is not None:
+            projector = _expected(repo_id, mmproj, siblings[mmproj])
+            parts.append(projector)
+            mmproj_path = _pull_file(repo_id, commit, projector, progress, force=force)
     except GatedRepoError:
         raise ModelError(f"hf:{repo_id} is gated or private: accept its terms on the hub and set HF_TOKEN "
                          "to a token that may read it") from None
@@ -145,7 +154,38 @@ def pull_from_hub(spec: str, progress: Progress | None = None, *, force: bool = 
             raise PullFailed(f"the disk is full pulling hf:{repo_id} into {hub_cache_dir()}; what was written "
                              "is kept and the next pull resumes it") from None
         raise ModelError(f"cannot pull hf:{repo_id}: {exc.strerror or exc}") from None
-    return Pulled(paths[0], tuple(dict.fromkeys(part.check for part in parts)))
+    return Pulled(paths[0], tuple(dict.fromkeys(part.check for part in parts)), mmproj_path if mmproj else None)
+
+
+PROJECTOR_PRECISIONS = ("f16", "bf16", "q8_0", "f32")
+"""The projector precision taken when a repo offers several (unsloth's and ggml-org's repos
+offer F16, BF16, F32 and sometimes Q8_0): F16 first, the precision llama.cpp's converter
+writes projectors in by default and the one model cards pair with every quant."""
+
+
+def pick_projector(names: dict[str, object] | list[str], model: str) -> str | None:
+    """The mmproj GGUF that goes with `model` in a repo's listing: one in the model's folder,
+    else one at the repo's top (repos that keep each quant in a folder keep it there); of
+    several, the one whose name shares the model's quant, else by PROJECTOR_PRECISIONS, else the
+    first by name. None: the repo has no projector (a text model)."""
+    folder = model.rpartition("/")[0]
+    projectors = sorted(name for name in names if is_projector(name.rpartition("/")[2]))
+    for place in dict.fromkeys((folder, "")):
+        here = [name for name in projectors if name.rpartition("/")[0] == place]
+        if not here:
+            continue
+        quant = (quant_of(model.rpartition("/")[2]) or "").lower()
+        by_name = {name: name.rpartition("/")[2].lower() for name in here}
+        same = [name for name, base in by_name.items() if quant and quant in base]
+        if len(same) == 1:
+            return same[0]
+        for precision in PROJECTOR_PRECISIONS:
+            tagged = re.compile(rf"(?<![a-z0-9]){precision}(?![a-z0-9])")
+            matching = [name for name, base in by_name.items() if tagged.search(base)]
+            if matching:
+                return matching[0]
+        return here[0]
+    return None
 
 
 def _listing(repo_id: str) -> tuple[str, dict[str, dict]]:

@@ -24,6 +24,7 @@ DEFAULT_HOST, DEFAULT_NAMESPACE, DEFAULT_TAG = "registry.ollama.ai", "library", 
 MAX_MANIFEST_BYTES = 1 << 20
 """A manifest is a few hundred bytes; anything past a MiB is not one (and is not read whole)."""
 DIGEST = re.compile(r"^sha256:([0-9a-f]{64})$")
+BLOB_NAME = re.compile(r"sha256-[0-9a-f]{64}")
 FILE_TYPE = re.compile(r"[A-Za-z0-9_]{1,16}")
 """A quantization's name as Ollama's config records it (Q4_K_M, F16, IQ4_XS): shown in lists,
 so no other text from the blob (it may be a link to any file) is."""
@@ -105,6 +106,19 @@ def read_manifest(store: Path, manifest: Path, name: str) -> FoundModel:
     if magic != b"GGUF":
         return FoundModel(name, "ollama", None, problem=f"its model blob {blob.name} is not a GGUF file")
     return FoundModel(name, "ollama", blob, size, _file_type(store, data), (blob,), projector)
+
+
+def projector_of_blob(blob: Path) -> Path | None:
+    """The projector layer (a vision model's mmproj, which llama.cpp opens as it is) of the
+    manifest whose model layer is `blob`, when `blob` lies in an Ollama store's blobs/ folder;
+    None for any other file, or a model that reads text only."""
+    if blob.parent.name != "blobs" or not BLOB_NAME.fullmatch(blob.name):
+        return None
+    found, _ = models([blob.parent.parent])
+    for entry in found:
+        if entry.path == blob and entry.projector is not None and entry.projector.is_file():
+            return entry.projector
+    return None
 
 
 def _file_type(store: Path, manifest: dict) -> str | None:

@@ -76,20 +76,43 @@ def projector_info(path: Path) -> ProjectorInfo:
 
 def find_projector(model: Path) -> Path | None:
     """The mmproj beside a GGUF, as llama.cpp's `-hf` and most model repos lay them out: one
-    `mmproj-*.gguf` in the same folder (with several, the one whose name shares the model's stem)."""
-    found = sorted(Path(model).parent.glob("mmproj*.gguf"))
-    if len(found) <= 1:
-        return found[0] if found else None
-    stem = re.split(r"[-.](?:I?Q\d|[FB]F?\d)", Path(model).stem, flags=re.IGNORECASE)[0].lower()  # no quant tag
-    named = [path for path in found if stem in path.name.lower()]
-    return named[0] if len(named) == 1 else None
+    `mmproj-*.gguf` in the same folder (with several, the one whose name shares the model's stem);
+    for a model in a subfolder of a Hugging Face snapshot, also the snapshot's top, where repos
+    that keep each quant in its own folder keep the projector (chatapp.engine.models.hub_pull)."""
+    for folder in _folders_of(Path(model)):
+        found = sorted(folder.glob("mmproj*.gguf"))
+        if len(found) == 1:
+            return found[0]
+        if found:
+            stem = re.split(r"[-.](?:I?Q\d|[FB]F?\d)", Path(model).stem, flags=re.IGNORECASE)[0].lower()  # no quant tag
+            named = [path for path in found if stem in path.name.lower()]
+            return named[0] if len(named) == 1 else None
+    return None
+
+
+def _folders_of(model: Path) -> list[Path]:
+    """The model's folder, then the snapshot folder above it when it lies deeper in one
+    (HUB/models--ORG--REPO/snapshots/COMMIT/SUB/.../model.gguf)."""
+    folders = [model.parent]
+    for above in model.parents:
+        if above.parent.name == "snapshots" and above.parent.parent.name.startswith("models--"):
+            if above != model.parent:
+                folders.append(above)
+            break
+    return folders
 
 
 def projector_for(given: str | None, path: Path, mmproj: str | Path | None = None) -> Path | None:
-    """The projector a model opens with: `mmproj` when named, else the mmproj beside the model
-    as the user `given` it (a Hugging Face snapshot links its files into blobs/, so the resolved
-    `path` lies in a folder that holds no mmproj), else beside `path`; None: it reads text only."""
+    """The projector a model opens with: `mmproj` when named; for a blob of Ollama's store, the
+    projector layer of the manifest that names it; else the mmproj beside the model as the user
+    `given` it (a Hugging Face snapshot links its files into blobs/, so the resolved `path` lies
+    in a folder that holds no mmproj), else beside `path`; None: it reads text only."""
     if mmproj:
         return Path(mmproj)
+    from chatapp.engine.models.ollama_store import projector_of_blob
+
+    in_ollama = projector_of_blob(Path(path))
+    if in_ollama is not None:
+        return in_ollama
     beside_given = find_projector(Path(given)) if given and Path(given).is_file() else None
     return beside_given or find_projector(path)

@@ -61,8 +61,9 @@ def hf_repo(hub: Path, model: Path, repo_id: str = HF_REPO, files: tuple[str, ..
 
 
 def ollama_model(store: Path, model: Path, name: tuple[str, ...] = ("registry.ollama.ai", "library", "smollm2", "135m"),
-                 digest: str | None = None, file_type: str = "Q4_1") -> Path:
-    """A manifest and its blobs, as `ollama pull` leaves them."""
+                 digest: str | None = None, file_type: str = "Q4_1", projector: Path | None = None) -> Path:
+    """A manifest and its blobs, as `ollama pull` leaves them; with `projector`, a vision model's
+    projector layer too (its own blob, as Ollama keeps an mmproj)."""
     digest = digest or hash_file(model)
     place(model, store / "blobs" / f"sha256-{digest}")
     config = json.dumps({"model_format": "gguf", "model_family": "llama", "file_type": file_type}).encode()
@@ -75,6 +76,11 @@ def ollama_model(store: Path, model: Path, name: tuple[str, ...] = ("registry.ol
         "layers": [{"mediaType": "application/vnd.ollama.image.model", "digest": f"sha256:{digest}",
                     "size": model.stat().st_size}],
     }
+    if projector is not None:
+        projector_digest = hash_file(projector)
+        place(projector, store / "blobs" / f"sha256-{projector_digest}")
+        manifest["layers"].append({"mediaType": "application/vnd.ollama.image.projector",
+                                   "digest": f"sha256:{projector_digest}", "size": projector.stat().st_size})
     path = store.joinpath("manifests", *name)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(manifest))
