@@ -10,11 +10,15 @@ written in 256 KiB pieces with that pause between them, so a kill lands mid-writ
 "branches", the history is a tree of two branches from the first question (TAG-left and
 TAG-right), and before each save the shown branch is switched, so each save also writes the
 state of the branch left. With "grow", each save follows a real turn: a new leaf each time,
-whose state replaces the one before it (which the save then removes).
+whose state replaces the one before it (which the save then removes). With "extras", the
+session is saved once, then what it keeps besides its tree is written over and over, as the TUI
+writes it: the composer's unsent text (`draft N:` and 1 MiB after it) and the last reply's
+scored probabilities (a JSON list that long), printing "begin N" and "kept N" around each pair.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -64,6 +68,9 @@ def main() -> None:
         prefill_history(engine, synthetic_history(tag, int(pairs)))
     live = LiveSession(SessionManager.open(SETTINGS, Path(directory)), name, engine)
     live.attach()
+    if sys.argv[7:8] == ["extras"]:
+        keep_extras(live, int(times))
+        return
     n = 0
     while int(times) == 0 or n < int(times):
         n += 1
@@ -80,6 +87,30 @@ def main() -> None:
             print(f"refused {n} {exc}", flush=True)
             continue
         print(f"saved {n} {report.state_bytes} {' | '.join(report.notices)}", flush=True)
+
+
+EXTRA_CHARS = 1 << 20
+
+
+def extra_draft(n: int) -> str:
+    return f"draft {n}:" + "é" * EXTRA_CHARS
+
+
+def extra_scores(n: int) -> str:
+    return json.dumps([{"n": n, "token": k, "p": 0.5} for k in range(EXTRA_CHARS // 32)])
+
+
+def keep_extras(live: LiveSession, times: int) -> None:
+    live.save_now(force=True)
+    store = live.manager.store
+    reply = store.get(live.name).messages[-1].id  # as saved: a second saver's ids map to the first's
+    n = 0
+    while times == 0 or n < times:
+        n += 1
+        print(f"begin {n}", flush=True)
+        store.set_draft(live.name, extra_draft(n))
+        store.keep_scores(live.name, reply, extra_scores(n))
+        print(f"kept {n}", flush=True)
 
 
 if __name__ == "__main__":

@@ -22,9 +22,10 @@ SAVER = Path(__file__).with_name("session_saver.py")
 
 
 def start_saver(directory: Path, name: str, tag: str, pairs: int, times: int, slow_ms: int = 0,
-                branches: bool = False, grow: bool = False) -> subprocess.Popen:
-    args = [str(directory), name, tag, str(pairs), str(times)] + ([str(slow_ms)] if slow_ms or branches else [])
-    args += ["branches"] if branches else ["grow"] if grow else []
+                branches: bool = False, grow: bool = False, extras: bool = False) -> subprocess.Popen:
+    args = [str(directory), name, tag, str(pairs), str(times)]
+    args += [str(slow_ms)] if slow_ms or branches or extras else []
+    args += ["branches"] if branches else ["grow"] if grow else ["extras"] if extras else []
     return subprocess.Popen([sys.executable, str(SAVER), *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
 
@@ -173,3 +174,33 @@ def test_kill_9_while_a_new_leafs_state_is_saved_leaves_a_session_that_resumes_f
         assert live.report.restored_tokens > 200, live.report.fallback
         assert engine.messages == stored.messages
         assert list(engine.send("And then?"))[-1].record.prefill_tokens < 120
+
+
+def test_kill_9_while_keeping_unsent_text_and_scores_leaves_one_whole_value_of_each(tmp_path, engine):
+    """Issue 54: the composer's unsent text and a reply's scored probabilities, each 1 MiB and
+    written in a transaction of its own, as the TUI writes them: a kill -9 at any point leaves
+    the value before or the value being written, whole, and the session's tree untouched."""
+    from tests.engine.sessions.session_saver import extra_draft, extra_scores
+
+    directory = tmp_path / "sessions"
+    for delay_ms in (0, 2, 8, 20):
+        proc = start_saver(directory, "x", "extras", 2, 0, extras=True)
+        try:
+            wait_for_line(proc, "kept 2")
+            time.sleep(delay_ms / 1000)
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            told = proc.stdout.read()  # the last "begin N" printed: N is being written, or was
+            proc.stdout.close()
+            proc.stderr.close()
+        last = max([3] + [int(line.split()[1]) for line in told.splitlines() if line.startswith("begin ")])
+        assert integrity(directory) == "ok"
+        manager = SessionManager.open(SETTINGS, directory)
+        stored = manager.store.get("x")
+        assert stored.messages == synthetic_history("extras", 2)
+        draft = manager.store.draft("x")
+        assert draft in {extra_draft(last - 1), extra_draft(last)}, draft[:20]
+        assert list(manager.store.scores("x")) == [stored.messages[-1].id]
+        scores = manager.store.scores("x")[stored.messages[-1].id]
+        assert scores in {extra_scores(last - 1), extra_scores(last)}, scores[:40]
