@@ -89,6 +89,15 @@ class ReplyShape:
         kept = {"schema": self.schema} if self.schema is not None else {"gbnf": self.gbnf}
         return json.dumps(kept | {"source": self.source}, ensure_ascii=False)
 
+    def describe(self) -> str:
+        """E.g. "JSON schema (DSL: name, age, bio)" or "GBNF (list.gbnf)": what the header and notices say."""
+        if self.schema is None:
+            return f"GBNF ({self.source})"
+        properties = self.schema.get("properties", {})
+        fields = list(properties)[:4] if self.schema.get("type") == "object" else []
+        named = f": {', '.join(fields)}" + ("…" if len(properties) > 4 else "") if fields else ""
+        return f"JSON schema ({self.source}{named})"
+
     def check(self, reply: str) -> ShapeCheck | None:
         """The reply against the schema; None for a GBNF shape (nothing to check it with)."""
         if self.schema is None:

@@ -30,7 +30,6 @@ from chatapp.engine.shape import shape_from_json
 from chatapp.engine.stats import TurnRecord
 from chatapp.errors import ChatappError, SessionConflict, SessionError, SessionRemoved
 from chatapp.ui.messages import SessionFailed, SessionOpened, SessionSaved
-from chatapp.ui.screens.reply_shape import describe_shape
 from chatapp.ui.screens.session_changed import KEEP, RELOAD, SessionChangedScreen
 from chatapp.engine.sessions.search import Hit
 from chatapp.ui.screens.sessions import ConfirmScreen, NameScreen, SessionAction, SessionsScreen
@@ -549,7 +548,7 @@ class SessionController:
                        severity="warning", timeout=8, markup=False)
             return
         app.engine.set_generation(shape=shape)
-        app.reply_shape = describe_shape(shape)
+        app.reply_shape = shape.describe()
         app.notify(f"every reply is a value of the {app.reply_shape}, as session {self.name} was left",
                    title="Session", timeout=5, markup=False)
 

@@ -13,7 +13,7 @@ from chatapp.engine.sessions.choices import MAX_SHAPE
 from chatapp.engine.shape import ReplyShape
 from chatapp.engine.stats import TurnRecord
 from chatapp.errors import ChatappError
-from chatapp.ui.screens.reply_shape import MASK, OFF, ReplyShapeScreen, describe_shape, read_shape, shape_error
+from chatapp.ui.screens.reply_shape import MASK, OFF, ReplyShapeScreen, read_shape, shape_error
 from chatapp.ui.screens.sampling import Sampling, SamplingScreen, checked_sampling
 from chatapp.ui.slash import set_values
 from chatapp.ui.screens.system_prompt import SystemPromptScreen
@@ -135,7 +135,7 @@ class SettingsController:
                 return
             was = app.engine.generation.shape
             app.engine.set_generation(shape=None if shape == OFF else shape)
-            app.reply_shape = None if shape == OFF else describe_shape(shape)
+            app.reply_shape = None if shape == OFF else shape.describe()
             kept = "" if shape == OFF else shape.to_json()
             if len(kept) > MAX_SHAPE:
                 app.notify(f"this shape is longer than {MAX_SHAPE // 1024} KiB as text: it is used, not kept with "

@@ -39,15 +39,6 @@ def shape_error(exc: ChatappError) -> str:
     return exc.message.removeprefix("--schema: ").removeprefix("--schema ").removeprefix("--grammar ")
 
 
-def describe_shape(shape: ReplyShape) -> str:
-    """E.g. "JSON schema (DSL: name, age, bio)" or "GBNF (list.gbnf)": what the header and notices say."""
-    if shape.schema is None:
-        return f"GBNF ({shape.source})"
-    fields = list(shape.schema.get("properties", {}))[:4] if shape.schema.get("type") == "object" else []
-    named = f": {', '.join(fields)}" + ("…" if len(shape.schema.get("properties", {})) > 4 else "") if fields else ""
-    return f"JSON schema ({shape.source}{named})"
-
-
 def shape_text(shape: ReplyShape | None) -> str:
     """The current shape as the dialog shows it to edit: its schema as JSON or its GBNF, else nothing."""
     if shape is None:
