@@ -171,7 +171,7 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
             tools: ToolOptions | None = None, think_more: int = 0, given: frozenset[str] = frozenset(),
             hide_thinking: bool = False, edit: str | None = None, shape: ReplyShape | None = None,
             grammar_mask: bool = False, preset: str | None = None,
-            images: list[tuple[str, bytes]] | None = None) -> None:
+            images: list[tuple[str, bytes]] | None = None, keep_shape: bool = False) -> None:
     """`images`: (name, bytes) of the images the first prompt is about (ask --image);
     `preset`: the preset's name the settings came from (chatapp.presets), in every record and kept
     with the session;
@@ -185,7 +185,8 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
     `logprobs`: candidates per reply token for the JSON records (0: none);
     `think_more`: after the last reply, a reply beside it that thinks on that many more tokens;
     `shape`: the schema or grammar every reply keeps to (ask --schema, --grammar), and with
-    `grammar_mask` its mask counted per token."""
+    `grammar_mask` its mask counted per token; `keep_shape`: --schema or --grammar was given (`shape`
+    None: `--schema off`), and the session keeps what it says; else a resumed session's kept shape holds."""
     from chatapp.commands.opening import open_engine
 
     err = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
@@ -214,7 +215,8 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
         with ctrl_c_stops(engine) as stopped:
             kept = _ask(engine, manager, session, prompts, as_json, err, out, attachments or [], system, stopped,
                         branch_from, at_token, tool_turns if tools is not None else None, think_more, given,
-                        hide_thinking, edit, new=kept_as is not None, preset=preset, images=images or [])
+                        hide_thinking, edit, new=kept_as is not None, preset=preset, images=images or [],
+                        keep_shape=keep_shape, shape=shape)
         if kept_as is not None:  # the name it took: the next free one if another chat took this one meanwhile
             kept_as = kept
     finally:
@@ -293,6 +295,36 @@ def _keep_thinking(engine: Engine, live: LiveSession, given: frozenset[str], err
         err.print(f"[yellow]session {escape(live.name)}: thinking choices not kept: {escape(exc.one_line())}[/]")
 
 
+def _session_shape(engine: Engine, live: LiveSession, err: Console) -> None:
+    """The reply shape the session was left with (in the TUI, or by an earlier --schema), where
+    this run gives none; checked again, so an edited database costs the shape, not the session."""
+    from chatapp.engine.shape import shape_from_json
+
+    kept = live.manager.store.choices(live.name).shape
+    if not kept:
+        return
+    try:
+        shape = shape_from_json(kept)
+    except ChatappError as exc:
+        err.print(f"[yellow]session {escape(live.name)}: its reply shape is not used: {escape(exc.one_line())}[/]")
+        return
+    engine.set_generation(shape=shape)
+    err.print(f"[dim]session {escape(live.name)}: every reply is a value of the {escape(shape.describe())}, "
+              "as it was left (--schema off drops it)[/]")
+
+
+def _keep_shape(live: LiveSession, shape: ReplyShape | None, err: Console) -> None:
+    """After the run's saves: the session keeps the --schema or --grammar given (none: `--schema off`)."""
+    store = live.manager.store
+    try:
+        kept = store.choices(live.name)
+        wanted = shape.to_json() if shape is not None else ""
+        if kept.shape != wanted:
+            store.set_choices(live.name, replace(kept, shape=wanted))
+    except ChatappError as exc:
+        err.print(f"[yellow]session {escape(live.name)}: reply shape not kept: {escape(exc.one_line())}[/]")
+
+
 def _keep_preset(live: LiveSession, preset: str, err: Console) -> None:
     """The session keeps the preset its turns ran with (its choices, beside the thinking mode)."""
     store = live.manager.store
@@ -331,7 +363,8 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
          stopped: threading.Event | None = None, branch_from: str | None = None,
          at_token: tuple[int, int] | None = None, tool_turns: ToolTurns | None = None, think_more: int = 0,
          given: frozenset[str] = frozenset(), hide_thinking: bool = False, edit: str | None = None,
-         new: bool = False, preset: str | None = None, images: list[tuple[str, bytes]] = ()) -> str | None:
+         new: bool = False, preset: str | None = None, images: list[tuple[str, bytes]] = (),
+         keep_shape: bool = False, shape: ReplyShape | None = None) -> str | None:
     """Runs the prompts; returns the name the session is kept under (None: no session). `new`: the
     session is a new chat named after its question (see SessionManager.resume)."""
     from chatapp.engine.chat.tool_turns import ToolCallDone
@@ -352,6 +385,8 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
         for line in filter(None, (live.report.notice_for(branches=branches), *live.report.notices)):
             err.print(f"[dim]session {escape(session)}: {escape(line)}[/]")
         _session_thinking(engine, live, given, err)
+        if not keep_shape and tool_turns is None:
+            _session_shape(engine, live, err)
     if attachments:
         from chatapp.engine.retrieval.cancel import AttachStopped, stoppable
 
@@ -448,4 +483,6 @@ def _ask(engine: Engine, manager: SessionManager | None, session: str | None, pr
             break
     if live is not None and given:
         _keep_thinking(engine, live, given, err)
+    if live is not None and keep_shape:
+        _keep_shape(live, shape, err)
     return live.name if live is not None else None

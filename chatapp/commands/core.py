@@ -224,7 +224,7 @@ def ask(
         "--schema", help="Every reply is a JSON value of this schema: a file, JSON text, or llm's concise form "
                          "('name, age int, bio: one sentence'; types int, float, bool, str). llama.cpp keeps the "
                          "reply to it with a grammar; the reply is checked after the turn (--json: schema_valid, "
-                         "schema_error).")] = None,
+                         "schema_error). Kept with the session: a resumed one keeps it; 'off' drops it.")] = None,
     grammar: Annotated[Optional[Path], typer.Option(
         "--grammar", help="Every reply follows this GBNF file (its `root` rule), as llama.cpp's "
                           "--grammar-file.")] = None,
@@ -263,7 +263,8 @@ def ask(
 
     tool_options = ToolOptions(tuple(tool or ()), tools, tool_choice, tuple(allow_tool or ()), allow_tools)
     tool_options.check()
-    shape = reply_shape(schema, grammar, tools_wanted=tool_options.wanted)
+    shape_off = schema is not None and schema.strip().lower() == "off" and grammar is None
+    shape = None if shape_off else reply_shape(schema, grammar, tools_wanted=tool_options.wanted)
     if grammar_mask and shape is None:
         raise InputError("--grammar-mask counts a grammar's mask: give --schema or --grammar too")
     from chatapp.engine.retrieval.loading import load_paths
@@ -293,7 +294,8 @@ def ask(
             tools=tool_options if tool_options.wanted else None, think_more=think_more,
             given=frozenset(name for name, value in (("think", think_budget), ("history", thinking_history))
                             if value is not None), hide_thinking=hide_thinking, edit=edit, shape=shape,
-            grammar_mask=grammar_mask, preset=chosen.name if chosen else None, images=images)
+            grammar_mask=grammar_mask, preset=chosen.name if chosen else None, images=images,
+            keep_shape=shape is not None or shape_off)
 
 
 def reply_shape(schema: str | None, grammar: Path | None, *, tools_wanted: bool):

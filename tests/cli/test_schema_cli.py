@@ -70,3 +70,19 @@ def test_drafting_asked_for_says_why_a_shaped_reply_goes_without_it(chatapp_exe)
     assert out.returncode == 0, out.stderr
     assert "drafting off: a reply under a grammar is sampled a token at a time" in out.stderr
     assert "schema: the reply is valid" in out.stderr
+
+
+def test_a_session_keeps_its_shape_until_schema_off(chatapp_exe):
+    """Issue 56: --schema is kept with the session, as the TUI keeps its reply shape; a resumed
+    session's replies keep to it without the flag, and `--schema off` drops it."""
+    run = ("--json", "--max-tokens", "24", "--temperature", "0", "--threads", "1", "--ctx", "1024", "--session", "p")
+    (first,) = records(chatapp_exe("ask", "Invent a person.", "--schema", "name, age int", *run))
+    assert first["schema_valid"] is True
+    resumed = chatapp_exe("ask", "Another one.", *run)
+    (second,) = records(resumed)
+    assert second["schema_valid"] is True and set(json.loads(second["reply"])) == {"name", "age"}
+    assert "every reply is a value of the JSON schema (DSL: name, age), as it was left" in resumed.stderr
+    (third,) = records(chatapp_exe("ask", "Say hello.", "--schema", "off", *run))
+    assert "schema_valid" not in third
+    fourth = chatapp_exe("ask", "Say hello again.", *run)
+    assert "schema_valid" not in records(fourth)[0] and "as it was left" not in fourth.stderr
