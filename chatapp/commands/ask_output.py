@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from chatapp.commands.ask_tools import ToolOptions, call_line, open_tool_turns
+from chatapp.commands.ask_tools import ToolOptions, call_line, open_tools, tool_turns_for
 from chatapp.commands.terminal import SafeConsole
 from chatapp.config import THINKING_HISTORIES, Settings
 from chatapp.engine.events import ContextRetrieved, ContextTrimmed, TextDelta, ThoughtDelta, TurnDone
@@ -204,14 +204,20 @@ def run_ask(settings: Settings, model: str | None, prompts: list[str], *, as_jso
         session = kept_as
     for notice in manager.notices if manager is not None else ():
         err.print(f"[yellow]sessions: {escape(notice)}[/]")
-    engine = open_engine(settings, model, err)
+    registry, offered = open_tools(tools, err) if tools is not None else (None, [])  # a wrong choice: before the load
+    try:
+        engine = open_engine(settings, model, err)
+    except BaseException:
+        if registry is not None:
+            registry.close()
+        raise
     for notice in engine.load_notices:
         err.print(f"[yellow]{escape(notice)}[/]")
     engine.set_generation(logprobs=logprobs, shape=shape, grammar_mask=grammar_mask)
-    registry, stopped = None, threading.Event()
+    stopped = threading.Event()
     try:
         if tools is not None:
-            tool_turns, registry = open_tool_turns(engine, tools, err, out.end_line)
+            tool_turns = tool_turns_for(engine, registry, offered, tools, err, out.end_line)
         with ctrl_c_stops(engine) as stopped:
             kept = _ask(engine, manager, session, prompts, as_json, err, out, attachments or [], system, stopped,
                         branch_from, at_token, tool_turns if tools is not None else None, think_more, given,

@@ -27,6 +27,8 @@ class ToolOptions:
     choice: str = "auto"
     allow: tuple[str, ...] = ()
     allow_all: bool = False
+    source: str = "--tool-choice"
+    """Where `choice` came from, as a refusal names it: the option, or a preset's `tools`."""
 
     @property
     def wanted(self) -> bool:
@@ -46,34 +48,46 @@ def open_registry(only: list[str] | None = None) -> ToolRegistry:
     return ToolRegistry.open(load_tool_settings(), log_dir=paths.cache_dir() / "mcp-logs", only=only)
 
 
-def open_tool_turns(engine: Engine, options: ToolOptions, err: Console,
-                    end_reply_line: Callable[[], None]) -> tuple[ToolTurns, ToolRegistry]:
-    """The registry (MCP servers started) and the conversation's tool turns, for `ask`;
-    `end_reply_line` ends the reply's line on stdout before a refusal is said on stderr."""
-    from chatapp.engine.chat.tool_turns import ToolTurns
+def open_tools(options: ToolOptions, err: Console) -> tuple[ToolRegistry, list]:
+    """The registry (MCP servers started) and the tools offered, before the model loads: a tool
+    choice or --allow-tool naming no offered tool is one line then, naming where it came from
+    (`options.source`: the option, or the preset whose `tools` it is)."""
+    from chatapp.engine.chat.tool_turns import CHOICES
 
     registry = open_registry()
     try:
         for notice in registry.notices:
             err.print(f"[yellow]tools: {escape(notice)}[/]")
         offered = registry.enabled() if options.offer_all else registry.choose(options.offer)
-        unknown = [name for name in options.allow if name not in {t.name for t in offered}]
+        names = {t.name for t in offered}
+        unknown = [name for name in options.allow if name not in names]
         if unknown:
             raise InputError(f"--allow-tool {unknown[0]}: that tool is not offered (--tool {unknown[0]})")
-
-        def approve(call, spec):
-            if options.allow_all or call.name in options.allow:
-                return "once"
-            end_reply_line()
-            err.print(f"[yellow]refused a call of {escape(call.name)} ({escape(spec.server)}): not allowed; "
-                      f"--allow-tool {escape(call.name)} lets it run. Its arguments:[/]")
-            err.print(escape(call.pretty_arguments()), markup=True)
-            return "deny"
-
-        return ToolTurns(engine, registry, offered, approve, choice=options.choice), registry
+        if options.choice not in CHOICES and options.choice not in names:
+            raise InputError(f"{options.source} must be auto, none, required or an offered tool's name "
+                             f"({', '.join(sorted(names)) or 'none offered'}), got {options.choice!r}")
+        return registry, offered
     except BaseException:
         registry.close()
         raise
+
+
+def tool_turns_for(engine: Engine, registry: ToolRegistry, offered: list, options: ToolOptions, err: Console,
+                   end_reply_line: Callable[[], None]) -> ToolTurns:
+    """The conversation's tool turns, for `ask`; `end_reply_line` ends the reply's line on
+    stdout before a refusal is said on stderr."""
+    from chatapp.engine.chat.tool_turns import ToolTurns
+
+    def approve(call, spec):
+        if options.allow_all or call.name in options.allow:
+            return "once"
+        end_reply_line()
+        err.print(f"[yellow]refused a call of {escape(call.name)} ({escape(spec.server)}): not allowed; "
+                  f"--allow-tool {escape(call.name)} lets it run. Its arguments:[/]")
+        err.print(escape(call.pretty_arguments()), markup=True)
+        return "deny"
+
+    return ToolTurns(engine, registry, offered, approve, choice=options.choice)
 
 
 def call_line(done: ToolCallDone) -> str:

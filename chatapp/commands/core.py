@@ -286,7 +286,8 @@ def ask(
         thinking_history=thinking_history, incognito=incognito or None, mmproj=str(mmproj) if mmproj else None,
         image_max_tokens=image_max_tokens)
     if chosen is not None and chosen.tools and chosen.tools != "none" and not tool_options.wanted and shape is None:
-        tool_options = ToolOptions((), True, chosen.tools)  # the preset's tools; --tool, --tools, --schema hold over it
+        # the preset's tools; --tool, --tools, --schema hold over it
+        tool_options = ToolOptions((), True, chosen.tools, source=f"preset {chosen.name}'s tools")
     from chatapp.commands.ask_output import run_ask
 
     run_ask(settings, model, prompts, as_json=as_json, session=session, attachments=loaded, system=system,

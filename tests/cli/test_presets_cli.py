@@ -164,3 +164,16 @@ def test_a_presets_tools_are_offered_unless_the_command_line_says_otherwise(chat
                         "What time is it?")
     assert plain.returncode == 0, plain.stderr
     assert "tool_schema_tokens" not in json.loads(plain.stdout)  # --schema shapes the reply: no tools then
+
+
+def test_a_presets_tools_naming_no_tool_are_one_line_naming_the_preset_before_the_model_loads(
+        chatapp_exe, isolated_dirs, tmp_path):
+    """Issue 56: the preset's `tools` is checked against the offered tools before the model
+    loads (a missing model file would be the line otherwise), and the line names the preset."""
+    folder = write_presets(isolated_dirs)
+    (folder / "presets" / "typo.toml").write_text('tools = "curent_time"\n')
+    out = chatapp_exe("ask", "--preset", "typo", "--model", str(tmp_path / "absent.gguf"), "What time is it?")
+    assert out.returncode == 2, out.stderr
+    assert "preset typo's tools must be auto, none, required or an offered tool's name" in out.stderr
+    assert "got 'curent_time'" in out.stderr and "current_time" in out.stderr
+    assert out.stderr.strip().count("\n") == 0 and "Traceback" not in out.stderr
