@@ -120,6 +120,8 @@ class ChatApp(TurnMessages, KeyBurstApp[None]):
     """Cells in use while a turn runs; None between turns (the branch's figures say then)."""
     live_reply: var[str | None] = var(None)
     """The running turn's reply (its thought, then its answer) as far as it has streamed; None between turns."""
+    live_tokens: var[tuple[Token, ...]] = var(())
+    """That reply's tokens as the cache holds them (none where the backend cannot say while it streams)."""
     prefill_progress: var[PrefillProgress | None] = var(None)
     prefill_done: var[PrefillDone | None] = var(None)
     decode: var[LiveDecode | None] = var(None)
@@ -207,7 +209,7 @@ class ChatApp(TurnMessages, KeyBurstApp[None]):
         with self._main:
             yield self._transcript.data_bind(app.confidence)
             self._tokens.data_bind(app.branch, app.composer_tokens, app.confidence, app.neighbours, app.live_reply,
-                                   app.prefill_done, app.decode)
+                                   app.live_tokens, app.prefill_done, app.decode)
             self._panels["kv"].data_bind(app.branch, app.live_cells, app.model)
             self._panels["speed"].data_bind(app.branch, app.prefill_progress, app.prefill_done, app.decode,
                                             app.thought_decode, app.model, typing=app.typed_ahead)

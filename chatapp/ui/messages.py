@@ -157,13 +157,15 @@ class PrefillFinished(Message):
 
 
 class ReplyProgress(Message):
-    """The reply so far. A newer one replaces an unprocessed older one, so a slow UI
-    coalesces updates instead of falling behind decode."""
+    """The reply so far, and its tokens as the cache holds them (thought included; empty where
+    the backend cannot say while it streams). A newer one replaces an unprocessed older one, so
+    a slow UI coalesces updates instead of falling behind decode."""
 
-    def __init__(self, text: str, live: LiveDecode) -> None:
+    def __init__(self, text: str, live: LiveDecode, tokens: tuple[Token, ...] = ()) -> None:
         super().__init__()
         self.text = text
         self.live = live
+        self.tokens = tokens
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ReplyProgress)
@@ -173,11 +175,14 @@ class ThoughtProgress(Message):
     """A thinking model's thought so far, its tokens, and the decode's live figures as it stood
     (the Speed panel's thinking line); coalesced as ReplyProgress is."""
 
-    def __init__(self, text: str, tokens: int, live: LiveDecode | None = None) -> None:
+    def __init__(self, text: str, tokens: int, live: LiveDecode | None = None,
+                 pieces: tuple[Token, ...] = ()) -> None:
         super().__init__()
         self.text = text
         self.tokens = tokens
         self.live = live
+        self.pieces = pieces
+        """The reply's tokens so far, as ReplyProgress.tokens."""
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ThoughtProgress)

@@ -26,7 +26,7 @@ class TurnMessages:
         else:
             await self._transcript.add_user(message.user_text, message.images)
         await self._transcript.start_reply()
-        self.live_reply = ""
+        self.live_reply, self.live_tokens = "", ()
 
     @dropped_after_exit
     async def on_turn_trimmed(self, message: TurnTrimmed) -> None:
@@ -54,6 +54,7 @@ class TurnMessages:
             self.reply_pacer.mark()
         self.decode = message.live
         self.live_cells = message.live.kv_used
+        self.live_tokens = message.tokens  # before the text, whose change repaints the Tokens panel
         self.live_reply = (self._thought_so_far + message.text) if message.text else self._thought_so_far
 
     @dropped_after_exit
@@ -63,6 +64,7 @@ class TurnMessages:
         if message.live is not None:  # the Speed panel's live decode, its thinking part
             self.decode = self.thought_decode = message.live
             self.live_cells = message.live.kv_used
+        self.live_tokens = message.pieces
         self.live_reply = self._thought_so_far = message.text
 
     @dropped_after_exit
@@ -108,7 +110,7 @@ class TurnMessages:
 
     def _live_over(self) -> None:
         self.prefill_progress = self.prefill_done = self.decode = self.thought_decode = self.live_cells = None
-        self.live_reply, self._thought_so_far = None, ""
+        self.live_reply, self._thought_so_far, self.live_tokens = None, "", ()
 
     def _turn_over(self) -> None:
         self.generating = False

@@ -28,6 +28,7 @@ from chatapp.engine.chat.tool_turns import ToolCallDone
 from chatapp.engine.events import (
     ContextRetrieved, ContextTrimmed, Event, PrefillDone, PrefillProgress, TextDelta, ThoughtDelta, TurnDone)
 from chatapp.engine.stats import TurnRecord
+from chatapp.engine.tokens import Token, common_prefix
 from chatapp.errors import ChatappError, ContextFullError, InputError, ServerError
 from chatapp.ui.messages import (
     BranchChanged, PrefillFinished, PrefillProgressed, ReplyProgress, ThoughtProgress, ToolStep, TurnFailed,
@@ -103,6 +104,31 @@ def decode_gets_the_gil(interval: float = DECODE_SWITCH_INTERVAL):
         sys.setswitchinterval(before)
 
 
+class ReplyTokens:
+    """The running reply's tokens, read from the cache as it grows (the worker holds the engine
+    between events), each new id described once; a cache that shrank (a draft taken back) or
+    changed below is read again from where it differs."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._start: int | None = None
+        self._ids: list[int] = []
+        self._tokens: list[Token] = []
+
+    def started(self, prompt_tokens: int) -> None:
+        self._start, self._ids, self._tokens = prompt_tokens, [], []
+
+    def now(self) -> tuple[Token, ...]:
+        if self._start is None:
+            return ()
+        ids = self._engine.cached_tokens()[self._start:]
+        same = common_prefix(ids, self._ids)
+        if same < len(ids) or same < len(self._ids):
+            self._tokens[same:] = self._engine.describe(ids[same:])
+            self._ids = ids
+        return tuple(self._tokens)
+
+
 def stream_turn(engine: Engine, events: Iterator[Event | ToolCallDone], post: Callable[[Message], object], *,
                 cancelled: Callable[[], bool] = lambda: False, interval: float = PROGRESS_INTERVAL,
                 clock: Callable[[], float] = time.monotonic,
@@ -111,6 +137,7 @@ def stream_turn(engine: Engine, events: Iterator[Event | ToolCallDone], post: Ca
     text, live, last_post, pending = "", None, float("-inf"), False
     thought, thought_tokens, thought_pending, thought_live = "", 0, False, None
     after_calls = False
+    reply_tokens = ReplyTokens(engine)
     for event in events:
         if cancelled():
             engine.stop()  # the generator still finishes its turn cleanly, just sooner
@@ -123,21 +150,22 @@ def stream_turn(engine: Engine, events: Iterator[Event | ToolCallDone], post: Ca
             now = clock()
             thought_pending = now - last_post < interval
             if not thought_pending:
-                post(ThoughtProgress(thought, thought_tokens, thought_live))
+                post(ThoughtProgress(thought, thought_tokens, thought_live, reply_tokens.now()))
                 last_post = now
         elif isinstance(event, TextDelta):
             if thought_pending:  # the whole thought is drawn before the answer starts
-                post(ThoughtProgress(thought, thought_tokens, thought_live))
+                post(ThoughtProgress(thought, thought_tokens, thought_live, reply_tokens.now()))
                 thought_pending = False
             text, live = text + event.text, event.live
             now = clock()
             pending = now - last_post < interval
             if not pending:
-                post(ReplyProgress(text, live))
+                post(ReplyProgress(text, live, reply_tokens.now()))
                 last_post = now
         elif isinstance(event, PrefillProgress):
             post(PrefillProgressed(event))
         elif isinstance(event, PrefillDone):
+            reply_tokens.started(event.prompt_tokens)
             post(PrefillFinished(event))
         elif isinstance(event, ContextTrimmed):
             post(TurnTrimmed(event))
@@ -145,7 +173,7 @@ def stream_turn(engine: Engine, events: Iterator[Event | ToolCallDone], post: Ca
             post(TurnRetrieved(event.context))
         elif isinstance(event, TurnDone):
             if pending and live is not None:
-                post(ReplyProgress(text, live))
+                post(ReplyProgress(text, live, reply_tokens.now()))
             record = event.record if annotate is None else annotate(event.record)
             calls = bool(record.extra.get("tool_calls"))
             path = shown_path(engine) if calls or record.extra.get("action") == "tool" else None

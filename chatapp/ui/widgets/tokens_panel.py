@@ -99,6 +99,9 @@ class TokensPanel(VerticalScroll):
     live_reply: reactive[str | None] = reactive(None, init=False)
     """The running turn's reply as far as it has streamed (the App's); None between turns. While
     it runs, "turn" mode follows it instead of showing the turn before."""
+    live_tokens: reactive[tuple[Token, ...]] = reactive((), init=False)
+    """That reply's tokens as the cache holds them (the App's): drawn one by one while it runs,
+    as the turn's own are after it; none (a backend that cannot say): its text is drawn."""
     prefill_done: reactive[PrefillDone | None] = reactive(None, init=False)
     """The running turn's prompt once prefilled (the App's): its cached and prefilled tokens."""
     decode: reactive[LiveDecode | None] = reactive(None, init=False)
@@ -400,10 +403,20 @@ class TokensPanel(VerticalScroll):
                    swatch(f"generated {count(generated)}", fg(self, ORIGIN_COLOURS["generated"]))]
         return [Text(f"this turn · {_plural(done.prompt_tokens + generated, 'token')} in the cache so far"),
                 legend(entries, width),
-                Text("the reply as it streams; cut into its tokens when it ends", style="dim italic")]
+                Text("the reply's tokens as they are decoded" if self.live_tokens else
+                     "the reply as it streams; cut into its tokens when it ends", style="dim italic")]
 
     def _live_pieces(self) -> Text:
-        """The reply so far as one run of text (its tokens are drawn one by one once the turn ends)."""
+        """The reply so far: its tokens one by one, the newest WINDOW of them (as the turn's own are
+        drawn once it ends), or one run of text where the backend cannot say its tokens yet."""
+        if self.live_tokens:
+            backgrounds = [bg(self, "token-a"), bg(self, "token-b")]
+            generated, special = fg(self, ORIGIN_COLOURS["generated"]), fg(self, "token-special", bold=True)
+            pieces, shown = Text(), self.live_tokens[-WINDOW:]
+            for i, token in enumerate(shown):
+                pieces.append(shown_piece(token.piece) or "∅",
+                              style=backgrounds[i % 2] + (special if token.special else generated))
+            return pieces
         text = self.live_reply or ""
         shown = visible_text(text[-20_000:]) if text else "…"  # control characters escaped, as everywhere
         return Text(shown, style=fg(self, ORIGIN_COLOURS["generated"]))

@@ -28,6 +28,9 @@ class FakeEngine:
     def branch_figures(self) -> BranchFigures:
         return BranchFigures("leaf", 10, 10, 10, 256)
 
+    def cached_tokens(self) -> list[int]:  # a backend that cannot say its reply's tokens while it streams
+        return []
+
 
 def record(reply: str) -> TurnRecord:
     return TurnRecord(reply=reply, prompt_tokens=5, cached_tokens=0, prefill_tokens=5, prefill_ms=1.0,
@@ -114,3 +117,35 @@ async def test_a_turn_on_a_small_hosts_worker_posts_its_messages_in_order(make_h
         assert failed.refused and failed.user_text == "Hi" and "has no token 10000 with probabilities" in failed.error
         assert [m.id for m in engine.messages if m.id] == path
         assert [shown.message.id for shown in seen.of(BranchChanged)[0].path] == path
+
+
+def test_reply_tokens_describe_each_new_id_once_and_follow_a_cache_that_shrank():
+    """The Tokens panel's live tokens (issue 59): read from the cache past the prompt, each id
+    described once; drafted ids taken back, or changed, are read again from where they differ."""
+    from chatapp.engine.tokens import Token
+    from chatapp.ui.controllers.turns import ReplyTokens
+
+    class Cache:
+        def __init__(self):
+            self.ids, self.described = [1, 2, 3], []
+
+        def cached_tokens(self):
+            return list(self.ids)
+
+        def describe(self, ids):
+            self.described += ids
+            return [Token(i, f"<{i}>", False, b"") for i in ids]
+
+    cache = Cache()
+    reply = ReplyTokens(cache)
+    assert reply.now() == ()  # before the prompt is prefilled: nothing to say
+    reply.started(3)
+    cache.ids += [10, 11]
+    assert [t.id for t in reply.now()] == [10, 11]
+    cache.ids += [12, 13, 14]  # two drafts accepted, one to be taken back
+    assert [t.id for t in reply.now()] == [10, 11, 12, 13, 14]
+    cache.ids[-1:] = [15]
+    assert [t.id for t in reply.now()] == [10, 11, 12, 13, 15]
+    del cache.ids[-2:]
+    assert [t.piece for t in reply.now()] == ["<10>", "<11>", "<12>"]
+    assert cache.described == [10, 11, 12, 13, 14, 15]  # each new id once, nothing read twice
