@@ -14,7 +14,7 @@ from chatapp.engine.inside.attention import AttentionUnavailable
 from chatapp.engine.backend import NOT_REPORTED, Backend
 from chatapp.engine.chat.engine import Engine
 from chatapp.engine.opening import connect_engine
-from chatapp.engine.events import ContextTrimmed, Message, PrefillProgress, TextDelta, TurnDone
+from chatapp.engine.events import ContextTrimmed, Message, PrefillDone, PrefillProgress, TextDelta, TurnDone
 from chatapp.engine.local.llama import LlamaRuntime, LoadOptions
 from chatapp.engine.local.backend import LocalBackend
 from chatapp.engine.models.quant import model_info
@@ -316,3 +316,22 @@ def test_live_decode_figures_grow_while_the_reply_streams_and_end_at_the_records
     assert timed and all(f.decode_ms > 0 and f.decode_tps > 0 for f in timed)
     assert [f.decode_ms for f in timed] == sorted(f.decode_ms for f in timed)
     assert timed[-1].decode_ms <= record.decode_ms
+
+
+def test_mid_reply_the_cache_holds_the_prompt_and_the_reply_so_far(remote):
+    """The Tokens panel reads a streaming reply's tokens from the cache (issue 59): over the
+    server, the slot's tokens mid-reply are the prompt and the ids streamed so far, never the
+    turn before's, and they end as the cache's tokens after the turn."""
+    remote.set_generation(max_tokens=24)
+    turn(remote, "Write a long story about a ship.")  # a turn before whose tokens must not show through
+    seen, prompt = [], None
+    for event in remote.send("And one about a lighthouse, please."):
+        if isinstance(event, PrefillDone):
+            prompt = event.prompt_tokens
+        elif isinstance(event, TextDelta):
+            seen.append(remote.cached_tokens())
+    final = remote.cached_tokens()
+    assert prompt is not None and len(seen) > 10
+    for ids in seen:  # the stream's last id may be past what the slot reports kept at the end
+        assert ids[:len(final)] == final[:len(ids)] and len(ids) >= prompt
+    assert len(seen[-1]) > len(seen[0]) and len(seen[-1]) >= len(final) - 2

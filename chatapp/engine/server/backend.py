@@ -106,6 +106,8 @@ class ServerBackend:
         self._vocab = ServerVocabulary(client)
         self.drafting = Drafting("off", Settings().draft_max)
         self._tokens: list[int] = []
+        self._streaming: tuple[list[int], ReplyRun] | None = None
+        """The prompt and the reply run while a reply streams (see cached_tokens)."""
         self._renders: dict[tuple, str] = {}
         self._refuses_tools = False
         """The server was started with --no-jinja: its template takes no tools (see render)."""
@@ -190,6 +192,16 @@ class ServerBackend:
         return token_views.describe(self._vocab, ids)
 
     def cached_tokens(self) -> list[int]:
+        """What the slot holds: mid-reply, the prompt and the reply's ids as far as the stream
+        has named them one by one (a segment of several ids, a split character, ends that)."""
+        if self._streaming is not None:
+            prompt, run = self._streaming
+            ids = list(prompt)
+            for _text, last, count in run.segments:
+                if last is None or count != 1:
+                    break
+                ids.append(last)
+            return ids
         return list(self._tokens)
 
     # --- a turn ----------------------------------------------------------------------------
@@ -234,6 +246,7 @@ class ServerBackend:
                 self._keep_only(prompt, reuse_limit, generation.stream_timeout)
             # closing: a turn cut off here (a stop, a server past its bounds) drops the connection
             # at once, which tells the server to cancel the task.
+            self._streaming = (prompt, run)
             with closing(self._client.stream("/completion", body, generation.stream_timeout,
                                              cancelled=stop.is_set)) as events:
                 for event in events:
@@ -258,6 +271,8 @@ class ServerBackend:
                 error = str(exc)
         except KeyboardInterrupt:  # Ctrl+C in `chatapp ask`: a stop, as in-process
             stop.set()
+        finally:
+            self._streaming = None
         finished = self._finish(run, prompt, min(shared, len(prompt) - 1), error, generation)
         if steer is not None and steer.budget is not None:
             finished.extra["think_budget"] = "not enforced by llama-server"
