@@ -318,7 +318,7 @@ def search(
         print(strict_json({"query": query, "hits": [
             {"session": h.session, "message_id": h.message_id, "role": h.role, "snippet": h.snippet,
              "matches": [text for text, matched in h.parts if matched], "created_at": h.created_at,
-             "leaf": h.leaf, "on_active_path": h.active} for h in hits]}, ensure_ascii=False))
+             "leaf": h.leaf, "on_active_path": h.active, "field": h.field} for h in hits]}, ensure_ascii=False))
         return
     console = SafeConsole(highlight=False)
     if not hits:
@@ -329,7 +329,7 @@ def search(
                           for text, matched in h.parts)
         style = ROLE_STYLES.get(h.role, "white")
         console.print(f"[bold]{escape(one_line_text(h.session))}[/bold] [{style}]{h.message_id}[/] {h.role} "
-                      f"[dim]{_when(h.created_at)}{'' if h.active else ' · another branch'}[/dim]")
+                      f"[dim]{_when(h.created_at)}{h.where}{'' if h.active else ' · another branch'}[/dim]")
         console.print(f"  {snippet.strip()}")
         console.print(f"  [dim]open: {_opening(h)}[/dim]")
 

@@ -61,6 +61,7 @@ def test_a_word_on_a_branch_not_shown_names_the_commands_that_open_it(chatapp_ex
     hits = json.loads(out.stdout)["hits"]
     assert hits and {h["session"] for h in hits} == {"harbour"} and "user" in {h["role"] for h in hits}
     assert all(h["leaf"] == left["message_id"] and not h["on_active_path"] for h in hits), hits
+    assert {h["field"] for h in hits if h["role"] == "user"} == {"text"}  # what of the message matched
     shown = chatapp_exe("sessions", "search", "periwinkle")
     opening = f"open: chatapp sessions checkout harbour {left['message_id']} && chatapp --session harbour"
     assert opening in shown.stdout, shown.stdout

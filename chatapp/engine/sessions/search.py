@@ -28,6 +28,9 @@ _QUERY_ERRORS = ("fts5:", "unterminated string", "no such column", "unknown spec
 """How SQLite begins the errors that come from a query FTS5 can't parse, rather than from the database."""
 CONTEXT_WORDS = 16
 """The words of context a hit's snippet shows around its matches."""
+FIELDS = ("text", "thought", "file")
+"""What of a message a hit matched, in the index's column order (search_index: body, thinking,
+files): its text, its thought, or the name of a file its retrieved block quoted."""
 
 
 class SearchQueryError(InputError):
@@ -50,6 +53,14 @@ class Hit:
     the end of a path through the message (None for a question with no reply before or after it)."""
     active: bool
     """The message is on the session's active path (the branch shown when it opens)."""
+    field: str = "text"
+    """What of the message matched (FIELDS): the snippet is from there."""
+
+    @property
+    def where(self) -> str:
+        """Where it matched, as a hit's line says it: "" for the message's text, " · in its thought",
+        " · in a file's name"."""
+        return {"thought": " · in its thought", "file": " · in a file's name"}.get(self.field, "")
 
     @property
     def snippet(self) -> str:
@@ -66,10 +77,11 @@ def search(store: SessionStore, query: str, limit: int = 20) -> list[Hit]:
     with store.reading() as conn:
         try:
             rows = conn.execute(
-                f"SELECT m.session_id, s.name, m.id, m.role, m.created_at,"
-                f" snippet({TABLE}, -1, ?, ?, '…', ?) FROM {TABLE} f"
+                "SELECT m.session_id, s.name, m.id, m.role, m.created_at,"
+                + "".join(f" snippet({TABLE}, {column}, ?1, ?2, '…', ?3)," for column in range(len(FIELDS)))
+                + f" snippet({TABLE}, -1, ?1, ?2, '…', ?3) FROM {TABLE} f"
                 f" JOIN messages m ON m.rowid = f.rowid JOIN sessions s ON s.id = m.session_id"
-                f" WHERE {TABLE} MATCH ? ORDER BY f.rowid DESC LIMIT ?",
+                f" WHERE {TABLE} MATCH ?4 ORDER BY f.rowid DESC LIMIT ?5",
                 (OPEN, CLOSE, CONTEXT_WORDS, query, max(limit, 0))).fetchall()
         except sqlite3.OperationalError as exc:
             if not str(exc).startswith(_QUERY_ERRORS):
@@ -79,13 +91,18 @@ def search(store: SessionStore, query: str, limit: int = 20) -> list[Hit]:
         trees = {session_id: _tree(conn, session_id) for session_id in {row[0] for row in rows}}
     read = RowReader()
     hits = []
-    for session_id, name, message_id, role, created_at, snippet in rows:
+    for session_id, name, message_id, role, created_at, *snippets in rows:
         if not is_id(message_id):
             continue  # an id edited away: nothing could open it
         parents, order, active = trees[session_id]
+        # the text's own snippet where the text matched, else the thought's, the file names' (a
+        # column the query did not match gives its opening words, unmarked); FTS5's pick otherwise
+        marked = [f for f, text in zip(FIELDS, snippets) if isinstance(text, str) and OPEN in text]
+        field = marked[0] if marked else FIELDS[0]
+        snippet = snippets[FIELDS.index(field)] if marked else snippets[-1]
         hits.append(Hit(read.text(name, "name", "(unreadable name)"), message_id, read.text(role, "role", "user"),
                         _parts(read.text(snippet, "snippet")), read.number(created_at, "created"),
-                        _leaf_through(message_id, parents, order), message_id in active))
+                        _leaf_through(message_id, parents, order), message_id in active, field))
     return hits
 
 

@@ -29,7 +29,7 @@ LIMIT = 50
 def hit_text(hit: Hit, when: str) -> Text:
     """A hit as the list shows it: its session, role and time, then its snippet with the matches
     in bold. Saved text goes in as Text, never as markup, its control characters escaped."""
-    text = Text(f"{one_line_text(hit.session)} · {hit.role} · {when}"
+    text = Text(f"{one_line_text(hit.session)} · {hit.role} · {when}{hit.where}"
                 + ("" if hit.active else " · another branch") + "\n", style="dim")
     for piece, matched in hit.parts:  # each run of whitespace one space, kept where a piece meets a match
         text.append(one_line_text(re.sub(r"\s+", " ", piece)), style="bold reverse" if matched else "")

@@ -47,10 +47,12 @@ def test_a_database_schema_7_wrote_is_indexed_in_every_branch_thought_tool_resul
     thought = walrus[2]  # in a thought, on the branch not shown: its own reply is what opens it
     assert not thought.active and thought.leaf == thought.message_id
     assert [text for text, matched in thought.parts if matched] == ["walrus"]
+    # each hit says what of its message matched (issue 56): the text, the thought, a file's name
+    assert [h.field for h in walrus] == ["text", "text", "thought"] and thought.where == " · in its thought"
     (tool,) = search(store, "marmalade")
-    assert tool.role == "tool" and tool.active
+    assert tool.role == "tool" and tool.active and tool.field == "text" and tool.where == ""
     (question,) = search(store, "files:notes")  # "notes" is in its retrieved block's file name alone
-    assert question.role == "user" and question.snippet == "harbour-notes.txt"
+    assert question.role == "user" and question.snippet == "harbour-notes.txt" and question.field == "file"
     assert {h.role for h in search(store, "notes")} == {"user", "assistant"}  # and in a thought
     assert found(store, "lighthouse") == [("harbour", "At six, says the lighthouse keeper.")]
     assert found(store, "concise") == []  # the system prompt is outside the tree, and outside the index
