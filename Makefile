@@ -28,14 +28,8 @@ model: $(STAMP)
 run: model
 	$(CHATAPP)
 
-# Two workers: one alone left a core idle while its test waited on a chatapp process, a TUI's frames
-# or a server (benchmarks/README.md, "The test suite on two workers"); a file's tests stay on one
-# worker (tests/conftest.py). OpenMP's waiting threads sleep instead of spinning, so two workers'
-# llama.cpp threads do not take turns on the two cores: the results are the same, only how the
-# threads wait between graphs differs from a user's run.
-TEST_WORKERS ?= 2
 test: model
-	OMP_WAIT_POLICY=passive $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest
 
 bench: model
 	$(PY) benchmarks/engine_speed.py

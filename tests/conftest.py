@@ -12,20 +12,11 @@ import platformdirs
 import pytest
 
 
-def _worker(session) -> str | None:
-    """The pytest-xdist worker this process is ("gw0", "gw1"), None in a run without workers or
-    in the controller that hands tests to them."""
-    return getattr(session.config, "workerinput", {}).get("workerid")
-
-
 def pytest_sessionstart(session) -> None:
     """Compile chatapp's modules once, before any test starts a `chatapp` process. Where
     PYTHONDONTWRITEBYTECODE is set (as on this project's machines), Python reads bytecode but never
     writes it, so each of the suite's ~800 `chatapp` processes compiled its 200 modules from
-    source again: 0.3 s of each `chatapp ask` under load (benchmarks/README.md, "The test suite").
-    Under workers, the controller compiles them before it starts any."""
-    if _worker(session) is not None:
-        return
+    source again: 0.3 s of each `chatapp ask` under load (benchmarks/README.md, "The test suite")."""
     import chatapp
 
     compileall.compile_dir(Path(chatapp.__file__).parent, quiet=1)
@@ -45,8 +36,6 @@ def pytest_collection_finish(session) -> None:
     global _background_build
     from chatapp import llama_tools
 
-    if _worker(session) not in (None, "gw0"):  # one build for the run (the other worker's test waits on its lock)
-        return
     if llama_tools.built() or not any(item.nodeid.startswith(LLAMA_TOOLS_TESTS) for item in session.items):
         return
     log = platformdirs.user_cache_path("chatapp") / "llama-tools-build.log"
@@ -55,22 +44,6 @@ def pytest_collection_finish(session) -> None:
         _background_build = subprocess.Popen(["nice", "-n", "19", sys.executable, "-m", "chatapp.llama_tools"],
                                              stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                              start_new_session=True)
-
-
-SHARED_COPIES = {f"tests/{name}" for name in (
-    "engine/chat/test_template_families.py", "engine/chat/test_thinking_families.py",
-    "remote/test_server_families.py", "remote/test_template_render.py")}
-"""The files whose tests share the session's copies of the model with each vendored template
-(`family_models`): one worker makes them once for all four."""
-
-
-def pytest_collection_modifyitems(config, items) -> None:
-    """For `make test`'s two workers (pytest-xdist, --dist loadgroup): a file's tests run on one
-    worker, so its module fixtures (a loaded engine, a built projector) are made once, and the
-    files that share the template copies run on the same one. Without workers the mark does nothing."""
-    for item in items:
-        path = item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group("template-copies" if path in SHARED_COPIES else path))
 
 
 def pytest_sessionfinish(session) -> None:
