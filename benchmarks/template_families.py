@@ -27,6 +27,7 @@ import json
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,9 @@ class Family:
     their_replies: list[str] = field(default_factory=list)
     same_render: bool | None = None
     problem: str = ""
+    """Why chatapp's turns did not run."""
+    server_problem: str = ""
+    """Why llama-server's did not (its own refusal, in its words)."""
 
     @property
     def predicted_within_one(self) -> bool:
@@ -99,8 +103,11 @@ def in_process(model: Path, threads: int, family: Family) -> str:
 
 def post(url: str, body: dict) -> dict:
     request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=120) as response:
-        return json.load(response)
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return json.load(response)
+    except urllib.error.HTTPError as exc:  # the server's own words for what it refused
+        raise ValueError(f"llama-server answered {exc.code}: {exc.read(300).decode(errors='replace')}") from None
 
 
 def on_llama_server(model: Path, threads: int, first_prompt: str, family: Family) -> None:
@@ -125,11 +132,16 @@ def measure(template: Path, source: Path, folder: Path, threads: int) -> Family:
     family = Family(template.stem)
     model = folder / f"{template.stem}.gguf"
     copies_with_templates(source, {model: template.read_text(encoding="utf-8")})
-    try:
-        first_prompt = in_process(model, threads, family)
-        on_llama_server(model, threads, first_prompt, family)
-    except (ChatappError, OSError, KeyError, ValueError) as exc:  # a row that says so, not the run's end
-        family.problem = f"{type(exc).__name__}: {exc}"[:120]
+    try:  # each side's failure is a row that says so, not the run's end
+        try:
+            first_prompt = in_process(model, threads, family)
+        except (ChatappError, OSError, ValueError) as exc:
+            family.problem = f"{type(exc).__name__}: {exc}"[:300]
+            return family
+        try:
+            on_llama_server(model, threads, first_prompt, family)
+        except (OSError, KeyError, ValueError) as exc:
+            family.server_problem = str(exc)[:300]
     finally:
         model.unlink(missing_ok=True)
     return family
@@ -154,6 +166,9 @@ def main() -> None:
                 print(f"{family.name:44} {family.problem}")
                 continue
             pm = ", ".join(f"{p}/{m}" for p, m in zip(family.predicted, family.reprefilled))
+            if family.server_problem:
+                print(f"{family.name:44} {pm:>24} chatapp {', '.join(map(str, family.ours))}; {family.server_problem}")
+                continue
             reuse = ", ".join(f"{o}/{t}" for o, t in zip(family.ours, family.theirs))
             same = "" if family.comparable() == [1, 2] else f" (same history: {len(family.comparable())} of 2)"
             print(f"{family.name:44} {pm:>24} {reuse + same:>28} {'equal' if family.same_render else 'differs'}",
@@ -161,15 +176,17 @@ def main() -> None:
     ran = [f for f in rows if not f.problem]
     turns = [(f, k) for f in ran for k in f.comparable()]
     fewer = [(f, k) for f, k in turns if f.ours[k] < f.theirs[k]]
-    print(f"\n{len(rows)} templates in {time.monotonic() - started:.0f} s; {len(rows) - len(ran)} failed to run")
+    print(f"\n{len(rows)} templates in {time.monotonic() - started:.0f} s; chatapp's turns failed on "
+          f"{len(rows) - len(ran)}, llama-server's on {sum(bool(f.server_problem) for f in ran)}")
     print(f"predicted re-prefill = measured ±1 on turns 2 and 3: {sum(f.predicted_within_one for f in ran)}"
           f" of {len(ran)}")
     print(f"turns 2 and 3 with the same history on both sides: {len(turns)} of {2 * len(ran)}; on those, "
           f"chatapp reused at least llama-server's cache_n on {len(turns) - len(fewer)}")
     for f, k in fewer:
         print(f"  fewer: {f.name} turn {k + 1}: {f.ours[k]} < {f.theirs[k]}")
-    print(f"first prompt equal to llama-server's /apply-template: {sum(bool(f.same_render) for f in ran)}"
-          f" of {len(ran)}")
+    rendered = [f for f in ran if f.same_render is not None]
+    print(f"first prompt equal to llama-server's /apply-template: {sum(bool(f.same_render) for f in rendered)}"
+          f" of {len(rendered)}")
 
 
 if __name__ == "__main__":
