@@ -127,10 +127,11 @@ def pull_from_hub(spec: str, progress: Progress | None = None, *, force: bool = 
         parts = [_expected(repo_id, part.as_posix(), siblings[part.as_posix()]) for part in group.parts]
         paths = [_pull_file(repo_id, commit, part, progress, force=force) for part in parts]
         mmproj = pick_projector(siblings, group.parts[0].as_posix()) if with_projector else None
+        projector_path = None
         if mmproj is not None:
             projector = _expected(repo_id, mmproj, siblings[mmproj])
             parts.append(projector)
-            mmproj_path = _pull_file(repo_id, commit, projector, progress, force=force)
+            projector_path = _pull_file(repo_id, commit, projector, progress, force=force)
     except GatedRepoError:
         raise ModelError(f"hf:{repo_id} is gated or private: accept its terms on the hub and set HF_TOKEN "
                          "to a token that may read it") from None
@@ -154,7 +155,7 @@ def pull_from_hub(spec: str, progress: Progress | None = None, *, force: bool = 
             raise PullFailed(f"the disk is full pulling hf:{repo_id} into {hub_cache_dir()}; what was written "
                              "is kept and the next pull resumes it") from None
         raise ModelError(f"cannot pull hf:{repo_id}: {exc.strerror or exc}") from None
-    return Pulled(paths[0], tuple(dict.fromkeys(part.check for part in parts)), mmproj_path if mmproj else None)
+    return Pulled(paths[0], tuple(dict.fromkeys(part.check for part in parts)), projector_path)
 
 
 PROJECTOR_PRECISIONS = ("f16", "bf16", "q8_0", "f32")
@@ -168,13 +169,13 @@ def pick_projector(names: dict[str, object] | list[str], model: str) -> str | No
     else one at the repo's top (repos that keep each quant in a folder keep it there); of
     several, the one whose name shares the model's quant, else by PROJECTOR_PRECISIONS, else the
     first by name. None: the repo has no projector (a text model)."""
-    folder = model.rpartition("/")[0]
+    folder, _, file = model.rpartition("/")
+    quant = (quant_of(file) or "").lower()
     projectors = sorted(name for name in names if is_projector(name.rpartition("/")[2]))
     for place in dict.fromkeys((folder, "")):
         here = [name for name in projectors if name.rpartition("/")[0] == place]
         if not here:
             continue
-        quant = (quant_of(model.rpartition("/")[2]) or "").lower()
         by_name = {name: name.rpartition("/")[2].lower() for name in here}
         same = [name for name, base in by_name.items() if quant and quant in base]
         if len(same) == 1:
