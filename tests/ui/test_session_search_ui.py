@@ -60,10 +60,27 @@ async def test_a_hit_on_a_branch_not_shown_opens_that_branch_with_its_state_and_
         assert again.selection() is not None and again.selection().message_id == question
         record = (await send_text(pilot, again, seen, "And its colour?")).record
         assert record.prefill_tokens < 30 < record.prompt_tokens
-        await search_box(pilot, "vermilion")  # now in the open chat, on the branch left: a switch
-        await pilot.press("enter", "enter")
+        vermilion = await search_box(pilot, "vermilion")  # now in the open chat, on the branch left: a switch
+        asked = next(h.message_id for h in vermilion.hits if h.role == "user")
+        await pilot.press("enter")  # from the box into the list
+        vermilion.query_one(OptionList).highlighted = next(i for i, h in enumerate(vermilion.hits)
+                                                           if h.message_id == asked)
+        await pilot.press("enter")
         await wait_until(pilot, lambda: again.engine.leaf == shown, TURN_TIMEOUT)
         assert again.session_name == "trip"
+        # and the hit's message selected there (issue 56), as a hit in another session is
+        await wait_until(pilot, lambda: again.selection() is not None and again.selection().message_id == asked,
+                         TURN_TIMEOUT)
+        shown_question = next(m.id for m in again.engine.messages if m.role == "user"
+                              and "quokkaberry" not in m.content and "vermilion" not in m.content)
+        hello = await search_box(pilot, "hello")  # on the branch shown: no switch, the message selected
+        await pilot.press("enter")
+        hello.query_one(OptionList).highlighted = next(i for i, h in enumerate(hello.hits)
+                                                       if h.message_id == shown_question)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: again.selection() is not None
+                         and again.selection().message_id == shown_question, TURN_TIMEOUT)
+        assert again.engine.leaf == shown
 
 
 async def test_a_query_fts5_cannot_read_is_said_under_the_box(make_app):

@@ -303,14 +303,17 @@ class BranchController:
         if not isinstance(self.app.screen, TreeScreen):
             self.app.push_screen(TreeScreen(message.snapshot), self.jump)
 
-    def jump(self, message_id: str | None) -> None:
-        """Show the branch through `message_id` (the tree's Enter, a search hit in this chat)."""
+    def jump(self, message_id: str | None, select: str | None = None) -> None:
+        """Show the branch through `message_id` (the tree's Enter, a search hit in this chat),
+        with message `select` selected on it (a hit's message)."""
         if message_id is None or self.app.busy("switch branches"):
             return
 
         def jump(engine: Engine) -> tuple[str, BranchSwitch | None, int | None]:
             done = engine.switch(message_id)
-            return done.describe(), done, None
+            path, _ = shown_path(engine)
+            at = next((i for i, shown in enumerate(path) if shown.message.id == select), None) if select else None
+            return done.describe(), done, at
 
         self._run(jump)
 

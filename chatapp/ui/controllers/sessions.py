@@ -99,8 +99,9 @@ class SessionController:
         self._choices_due = False
         """`chosen` is not in the open session yet: the next save writes it (a chat kept at its
         first turn is written by that turn's save)."""
-        self.jump: Callable[[str], None] | None = None
-        """Switch the open chat to the branch through a message (the branches controller's)."""
+        self.jump: Callable[[str, str | None], None] | None = None
+        """Switch the open chat to the branch through a message, selecting another on it (the
+        branches controller's)."""
         self._select: str | None = None
         """The message a search hit opens its session at: selected once the session is shown."""
 
@@ -177,7 +178,11 @@ class SessionController:
         app, current = self.app, self.name
         if hit is not None and action == "open" and name == current:  # this chat: a switch of branch
             if hit.leaf is not None and not hit.active and self.jump is not None:
-                self.jump(hit.leaf)
+                self.jump(hit.leaf, hit.message_id)
+            elif hit.active:  # on the branch shown: its message selected, as a hit in another session is
+                path, dropped = shown_path(app.engine)
+                at = next((i for i, shown in enumerate(path) if shown.message.id == hit.message_id), None)
+                app.call_later(app.show_path, path, dropped, at)
             if screen is not None:
                 screen.dismiss(None)
             return
