@@ -110,6 +110,11 @@ def shown_path(engine: Engine) -> tuple[list[Shown], int]:
     return path, max(engine.window_start - n_system, 0)
 
 
+def index_in(path: list[Shown], message_id: str | None) -> int | None:
+    """Where message `message_id` is drawn in `path` (to select it); None: not on it, or no id."""
+    return next((i for i, shown in enumerate(path) if shown.message.id == message_id), None) if message_id else None
+
+
 @dataclass(frozen=True)
 class TreeSnapshot:
     """The tree as the screen lists it, read on a worker (chatapp.ui.controllers.branches.tree_snapshot)."""

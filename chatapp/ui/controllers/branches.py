@@ -28,7 +28,7 @@ from chatapp.ui.messages import BranchChanged, TreeReady
 from chatapp.ui.controllers.turns import SEND, TurnHow
 from chatapp.ui.screens.sessions import ConfirmScreen, NameScreen
 from chatapp.ui.screens.tree import TreeScreen
-from chatapp.ui.shown import Selection, TreeSnapshot, shown_path
+from chatapp.ui.shown import Selection, TreeSnapshot, index_in, shown_path
 
 BranchAction = Literal["select_previous", "select_next", "edit", "continue_here", "previous_sibling",
                        "next_sibling", "tree", "delete", "fork"]
@@ -312,7 +312,7 @@ class BranchController:
         def jump(engine: Engine) -> tuple[str, BranchSwitch | None, int | None]:
             done = engine.switch(message_id)
             path, _ = shown_path(engine)
-            at = next((i for i, shown in enumerate(path) if shown.message.id == select), None) if select else None
+            at = index_in(path, select)
             return done.describe(), done, at
 
         self._run(jump)

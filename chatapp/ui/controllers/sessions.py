@@ -33,7 +33,7 @@ from chatapp.ui.messages import SessionFailed, SessionOpened, SessionSaved
 from chatapp.ui.screens.session_changed import KEEP, RELOAD, SessionChangedScreen
 from chatapp.engine.sessions.search import Hit
 from chatapp.ui.screens.sessions import ConfirmScreen, NameScreen, SessionAction, SessionsScreen
-from chatapp.ui.shown import fresh, shown_path
+from chatapp.ui.shown import fresh, index_in, shown_path
 
 if TYPE_CHECKING:
     from chatapp.ui.host import ChatHost
@@ -181,7 +181,7 @@ class SessionController:
                 self.jump(hit.leaf, hit.message_id)
             elif hit.active:  # on the branch shown: its message selected, as a hit in another session is
                 path, dropped = shown_path(app.engine)
-                at = next((i for i, shown in enumerate(path) if shown.message.id == hit.message_id), None)
+                at = index_in(path, hit.message_id)
                 app.call_later(app.show_path, path, dropped, at)
             if screen is not None:
                 screen.dismiss(None)
@@ -485,7 +485,7 @@ class SessionController:
         report = live.report
         if message.replaced:  # another conversation: every panel starts from the session's figures
             path, dropped = shown_path(app.engine)
-            select = next((i for i, shown in enumerate(path) if shown.message.id == self._select), None)
+            select = index_in(path, self._select)
             self._select = None
             await app.show_path(path, dropped, select, anew=True)
             app.branch = fresh(message.figures, "session" if report.restored else "")
